@@ -1,0 +1,36 @@
+# Two entry points (see README): `make lab` and `make test`. Both create or refresh .venv from
+# the pinned lock file first, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab test venv notebooks bench clean
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+# Unit/property tests, widget tests, nbval over every notebook, and (when Chromium is present)
+# the real-browser check. Two workers; nbval needs --dist loadfile.
+test: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadfile --nbval-lax --nbval-current-env \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg tests notebooks
+
+# Re-execute every notebook once, seeded, and store its outputs (what nbval compares against).
+notebooks: $(STAMP)
+	$(PY) scripts/execute_notebooks.py
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV)

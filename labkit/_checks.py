@@ -1,0 +1,75 @@
+"""Input checks shared by labkit's public functions.
+
+Every check raises ValueError (or TypeError for a wrong type) whose message starts with the
+offending argument's name, so a student who passes a bad slider value or a mis-shaped tensor
+reads what to fix instead of a NaN three cells later or a traceback from inside torch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+def as_tensor(name: str, value: Any, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Turn ``value`` into a tensor (no copy when it already is one), naming ``name`` on failure."""
+    if isinstance(value, torch.Tensor):
+        return value if dtype is None else value.to(dtype)
+    try:
+        return torch.as_tensor(value, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"{name}: cannot be read as a tensor ({err})") from None
+
+
+def check_shape(name: str, tensor: torch.Tensor, shape: tuple[int | None, ...]) -> None:
+    """Require ``tensor.shape`` to match ``shape`` (``None`` matches any size)."""
+    ok = tensor.dim() == len(shape) and all(s is None or s == t for s, t in zip(shape, tensor.shape))
+    if not ok:
+        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name}: expected shape {want}, got {tuple(tensor.shape)}")
+
+
+def check_finite(name: str, tensor: torch.Tensor) -> None:
+    """Reject NaN and +-inf, reporting the first bad index."""
+    if tensor.is_floating_point():
+        bad = ~torch.isfinite(tensor)
+        if bool(bad.any()):
+            where = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"{name}: contains a non-finite value ({tensor[where].item()}) at index {where}")
+
+
+def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False) -> float:
+    """Require a finite real number inside [low, high] (or an open end); return it as float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            isinstance(value, torch.Tensor) and value.numel() == 1):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name}: must be finite, got {x}")
+    if low is not None and (x < low or (low_open and x == low)):
+        raise ValueError(f"{name}: must be {'>' if low_open else '>='} {low}, got {x}")
+    if high is not None and (x > high or (high_open and x == high)):
+        raise ValueError(f"{name}: must be {'<' if high_open else '<='} {high}, got {x}")
+    return x
+
+
+def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
+    """Require an integer (bools refused) inside [low, high]; return it as int."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if low is not None and value < low:
+        raise ValueError(f"{name}: must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name}: must be <= {high}, got {value}")
+    return int(value)
+
+
+def check_choice(name: str, value: Any, allowed: tuple) -> Any:
+    if value not in allowed:
+        raise ValueError(f"{name}: must be one of {allowed}, got {value!r}")
+    return value

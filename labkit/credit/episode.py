@@ -1,0 +1,144 @@
+"""Episode-level credit: one number per trajectory, painted on every token it generated.
+
+These estimators never look inside a trajectory. They differ only in the baseline subtracted
+from the outcome score s_i (the sum of the trajectory's rewards) and in how the result is
+scaled. Each returns a ``Credit`` at level 'episode' (values shape (B, 1)), except REINFORCE++,
+whose discounted returns vary along the trajectory (level 'token').
+
+Groups: trajectories with the same ``rollouts.group_ids`` answered the same prompt. On degenerate
+groups labkit follows verl's ``core_algos`` unless a docstring says otherwise.
+"""
+from __future__ import annotations
+
+import torch
+
+from labkit._checks import check_number
+from labkit.credit._registry import register
+from labkit.rollouts import Credit, Rollouts
+
+
+def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-trajectory (mean, unbiased std, size) of ``values`` over its group, each (B,).
+
+    The std of a group of one is reported as NaN-free 0; callers decide what a singleton means.
+    """
+    _, inverse = torch.unique(group_ids, return_inverse=True)
+    n_groups = int(inverse.max()) + 1
+    v = values.to(torch.float64)
+    size = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(v))
+    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, v)
+    mean = total / size
+    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (v - mean[inverse]) ** 2)
+    std = torch.where(size > 1, (sq / (size - 1).clamp(min=1)).sqrt(), 0.0)
+    return mean[inverse].to(values.dtype), std[inverse].to(values.dtype), size[inverse]
+
+
+def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) -> Credit:
+    return Credit.from_level(rollouts, adv[:, None], "episode", method, **info)
+
+
+@register("reinforce")
+def reinforce(rollouts: Rollouts) -> Credit:
+    """REINFORCE (Williams 1992): every token's credit is the trajectory's total reward.
+
+        A_{i,t} = s_i = sum_t r_{i,t}
+
+    Unbiased for the policy gradient, and the baseline-free reference point: every routine token
+    is pushed up or down by the full outcome, so variance grows with the number of tokens.
+    Degenerate input: none (a group of one is just its score; groups are ignored).
+    """
+    return _episode_credit(rollouts, rollouts.scores, "reinforce")
+
+
+@register("reinforce_baseline")
+def reinforce_baseline(rollouts: Rollouts) -> Credit:
+    """REINFORCE with a mean baseline: A_i = s_i - mean_j s_j over the whole batch.
+
+    The mean includes s_i itself, which shrinks the expected gradient by (B-1)/B (RLOO removes
+    this). Groups are ignored; a batch of one gets credit 0 (its own mean).
+    """
+    scores = rollouts.scores
+    return _episode_credit(rollouts, scores - scores.mean(), "reinforce_baseline")
+
+
+@register("rloo")
+def rloo(rollouts: Rollouts) -> Credit:
+    """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740).
+
+        A_i = s_i - mean_{j in group(i), j != i} s_j = n/(n-1) * (s_i - mean_group)
+
+    Unbiased: the baseline does not depend on trajectory i. Degenerate input: a group of one
+    has no other sample to compare with and gets credit 0 (labkit's choice; verl's vectorised
+    RLOO does the same, its scalar version returns the raw score).
+    """
+    mean, _, size = group_stats(rollouts.scores, rollouts.group_ids)
+    scale = torch.where(size > 1, size / (size - 1).clamp(min=1), 0.0).to(mean.dtype)
+    return _episode_credit(rollouts, scale * (rollouts.scores - mean), "rloo")
+
+
+@register("grpo")
+def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
+    """GRPO group-relative advantage (Shao et al. 2024, arXiv:2402.03300).
+
+        A_i = (s_i - mean_group) / (std_group + eps)      (std unbiased, eps = 1e-6 as in verl)
+
+    ``normalize_std=False`` drops the division (that is Dr. GRPO, see ``dr_grpo``).
+    Degenerate input: a group of one gets mean 0 and std 1, i.e. its raw score / (1 + eps) (verl's
+    convention); a group whose scores are all equal gets 0 for everyone (0 / eps).
+    TRL uses eps = 1e-4; the difference only matters for near-constant groups.
+    """
+    eps = check_number("eps", eps, low=0.0)
+    scores = rollouts.scores
+    mean, std, size = group_stats(scores, rollouts.group_ids)
+    single = size == 1
+    mean = torch.where(single, 0.0, mean).to(scores.dtype)
+    std = torch.where(single, 1.0, std).to(scores.dtype)
+    adv = scores - mean
+    if normalize_std:
+        adv = adv / (std + eps)
+    return _episode_credit(rollouts, adv, "grpo" if normalize_std else "dr_grpo",
+                           group_mean=mean, group_std=std)
+
+
+@register("dr_grpo")
+def dr_grpo(rollouts: Rollouts) -> Credit:
+    """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): GRPO without the std division.
+
+        A_i = s_i - mean_group
+
+    Dividing by the group std up-weights near-unanimous groups (question-level difficulty bias);
+    Dr. GRPO drops it. (The paper's second change, a token-sum loss over a constant length, is a
+    loss-aggregation choice made in the training loop, not in the credit.) A group of one gets
+    its raw score (mean 0, as in verl); an all-equal group gets 0.
+    """
+    return grpo(rollouts, normalize_std=False)
+
+
+@register("reinforce_pp")
+def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool = False,
+                 eps: float = 1e-8) -> Credit:
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262): batch-whitened discounted returns.
+
+        G_{i,t} = r_{i,t} + gamma G_{i,t+1}                     (gamma = 1 by default)
+        A_{i,t} = (G_{i,t} - mean(G)) / sqrt(var(G) + eps)      over every generated token in the batch
+
+    ``group_baseline=True`` is the "REINFORCE++-baseline" variant: subtract the group mean score
+    from the outcome first (singletons keep their raw score, verl's convention), then whiten.
+    Degenerate input: if every token's return is equal the result is 0 everywhere (0 / sqrt(eps)).
+    The token-level returns make this the only estimator here whose credit varies along a
+    trajectory, and only through discounting or intermediate rewards.
+    """
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    eps = check_number("eps", eps, low=0.0, low_open=True)
+    if group_baseline:
+        mean, _, size = group_stats(rollouts.scores, rollouts.group_ids)
+        mean = torch.where(size == 1, 0.0, mean).to(rollouts.scores.dtype)
+        G = rollouts.broadcast(rollouts.scores - mean, "episode")
+    else:
+        G = rollouts.returns(gamma)
+    m = rollouts.mask
+    vals = G[m]
+    mu = vals.mean()
+    var = vals.var(unbiased=False) if vals.numel() > 1 else torch.zeros((), dtype=vals.dtype)
+    adv = torch.where(m, (G - mu) / torch.sqrt(var + eps), 0)
+    return Credit.from_tokens(rollouts, adv, "reinforce_pp", batch_mean=float(mu), batch_var=float(var))

@@ -1,0 +1,158 @@
+"""BifurcationChain: a token-level MDP where only a few positions decide the outcome.
+
+A trajectory is ``horizon`` tokens long. At most positions the token is routine: whatever the
+policy emits, nothing changes. At the ``bifurcations`` positions one token is correct; emitting
+any other token dooms the episode. The outcome reward ``success_reward`` arrives after the last
+token if every bifurcation was passed, 0 otherwise — the sparse, delayed signal of a
+chain-of-thought graded only on its answer (bsuite's umbrella chain, with the deciding positions
+placed where you like and possibly several of them).
+
+Knobs that make credit assignment harder:
+* ``noise_std``: zero-mean Gaussian distractor reward after every token (pure noise),
+* ``slip``: with this probability the environment executes a uniformly random token instead of
+  the one the policy chose (stochastic transitions: a correct choice can still fail).
+
+State: (position t, still-on-track flag), index ``2 * t + ok``; the policy sees the state.
+Exact truth: ``env.mdp()`` is the tabular MDP for ``labkit.truth.exact_truth``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from labkit._checks import check_int, check_number
+from labkit.rollouts import Rollouts
+from labkit.truth import TabularMDP
+
+TOKEN_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class BifurcationChain:
+    """See the module docstring. ``seed`` fixes which token is correct at each bifurcation."""
+
+    MAX_HORIZON = 1000
+
+    def __init__(self, horizon: int = 20, bifurcations: Sequence[int] | None = None, *,
+                 n_bifurcations: int = 1, n_actions: int = 2, noise_std: float = 0.0,
+                 slip: float = 0.0, success_reward: float = 1.0, seed: int = 0):
+        self.horizon = check_int("horizon", horizon, low=1, high=self.MAX_HORIZON)
+        self.n_actions = check_int("n_actions", n_actions, low=2, high=len(TOKEN_NAMES))
+        self.noise_std = check_number("noise_std", noise_std, low=0.0)
+        self.slip = check_number("slip", slip, low=0.0, high=1.0)
+        self.success_reward = check_number("success_reward", success_reward)
+        if bifurcations is None:
+            k = check_int("n_bifurcations", n_bifurcations, low=0, high=self.horizon)
+            bifurcations = self.spaced_positions(self.horizon, k)
+        positions = sorted(int(p) for p in bifurcations)
+        if len(set(positions)) != len(positions):
+            raise ValueError(f"bifurcations: positions must be distinct, got {list(bifurcations)}")
+        if positions and (positions[0] < 0 or positions[-1] >= self.horizon):
+            raise ValueError(f"bifurcations: positions must lie in [0, {self.horizon - 1}], got {positions}")
+        self.bifurcations = tuple(positions)
+        g = torch.Generator().manual_seed(int(seed))
+        self.correct = torch.full((self.horizon,), -1, dtype=torch.long)
+        if positions:
+            self.correct[list(positions)] = torch.randint(self.n_actions, (len(positions),), generator=g)
+        self.token_names = list(TOKEN_NAMES[: self.n_actions])
+
+    @staticmethod
+    def spaced_positions(horizon: int, k: int) -> tuple[int, ...]:
+        """k positions spread evenly over the chain (the centre of k equal slices)."""
+        return tuple(int((i + 0.5) * horizon / k) for i in range(k))
+
+    def __repr__(self) -> str:
+        return (f"BifurcationChain(horizon={self.horizon}, bifurcations={list(self.bifurcations)}, "
+                f"n_actions={self.n_actions}, noise_std={self.noise_std}, slip={self.slip})")
+
+    # ---- tabular description
+    @property
+    def n_states(self) -> int:
+        return 2 * self.horizon
+
+    def state_index(self, t: int | torch.Tensor, ok: int | torch.Tensor):
+        return 2 * t + ok
+
+    def pass_probability(self) -> torch.Tensor:
+        """P(stay on track | position t, chosen token a), (T, A), from the slip model."""
+        p = torch.ones(self.horizon, self.n_actions, dtype=torch.float64)
+        for t in self.bifurcations:
+            hit = torch.zeros(self.n_actions, dtype=torch.float64)
+            hit[self.correct[t]] = 1.0
+            p[t] = (1 - self.slip) * hit + self.slip / self.n_actions
+        return p
+
+    def mdp(self) -> TabularMDP:
+        """The exact tabular MDP (states 2t + ok; the episode ends after position T - 1)."""
+        T, A, S = self.horizon, self.n_actions, self.n_states
+        P = torch.zeros(S, A, S, dtype=torch.float64)
+        R = torch.zeros(S, A, dtype=torch.float64)
+        stay = self.pass_probability()
+        for t in range(T):
+            on, off = self.state_index(t, 1), self.state_index(t, 0)
+            if t + 1 < T:
+                P[on, :, self.state_index(t + 1, 1)] = stay[t]
+                P[on, :, self.state_index(t + 1, 0)] = 1 - stay[t]
+                P[off, :, self.state_index(t + 1, 0)] = 1.0
+            else:  # last token: the outcome is paid and the episode ends
+                R[on] = self.success_reward * stay[t]
+        start = torch.zeros(S, dtype=torch.float64)
+        start[self.state_index(0, 1)] = 1.0
+        return TabularMDP(P, R, start)
+
+    # ---- sampling
+    @torch.no_grad()
+    def sample(self, policy, n: int, *, group_size: int | None = None, seed: int = 0) -> Rollouts:
+        """Roll out ``n`` trajectories of ``policy`` (a TabularSoftmaxPolicy over ``n_states``).
+
+        ``rollouts.truth["decisive"]`` (B, T) marks the bifurcations each trajectory reached while
+        still on track — the positions whose choice decided its outcome (after a failure, later
+        bifurcations no longer matter).
+        ``group_size`` splits the batch into groups of that size (group ids 0, 0, ..., 1, 1, ...);
+        by default all trajectories form one group (they all start from the same prompt).
+        """
+        n = check_int("n", n, low=1)
+        if tuple(policy.logits.shape) != (self.n_states, self.n_actions):
+            raise ValueError(f"policy: logits have shape {tuple(policy.logits.shape)}, this chain "
+                             f"needs ({self.n_states}, {self.n_actions})")
+        if group_size is None:
+            group_ids = torch.zeros(n, dtype=torch.long)
+        else:
+            group_size = check_int("group_size", group_size, low=1)
+            if n % group_size:
+                raise ValueError(f"group_size: {group_size} does not divide n = {n}")
+            group_ids = torch.arange(n) // group_size
+        g = torch.Generator().manual_seed(int(seed))
+        T = self.horizon
+        tokens = torch.zeros(n, T, dtype=torch.long)
+        states = torch.zeros(n, T, dtype=torch.long)
+        logprobs = torch.zeros(n, T, dtype=torch.float64)
+        entropies = torch.zeros(n, T, dtype=torch.float64)
+        executed = torch.zeros(n, T, dtype=torch.long)
+        ok = torch.ones(n, dtype=torch.long)
+        decisive = torch.zeros(n, T, dtype=torch.bool)
+        table = policy.log_probs()
+        for t in range(T):
+            s = self.state_index(t, ok)
+            a, lp, ent = policy.sample(s, g, table)
+            tokens[:, t], states[:, t], logprobs[:, t], entropies[:, t] = a, s, lp, ent
+            slipped = torch.rand(n, generator=g, dtype=torch.float64) < self.slip
+            random_tok = torch.randint(self.n_actions, (n,), generator=g)
+            done = torch.where(slipped, random_tok, a)
+            executed[:, t] = done
+            if self.correct[t] >= 0:
+                decisive[:, t] = ok.bool()  # the choice here still decides the outcome
+                ok = ok * (done == self.correct[t]).long()
+        rewards = torch.zeros(n, T, dtype=torch.float64)
+        rewards[:, -1] = self.success_reward * ok
+        if self.noise_std > 0:
+            rewards += self.noise_std * torch.randn(n, T, generator=g, dtype=torch.float64)
+        names = self.token_names
+        text = [[names[i] for i in row] for row in tokens.tolist()]
+        return Rollouts(
+            tokens=tokens, mask=torch.ones(n, T, dtype=torch.bool), rewards=rewards,
+            group_ids=group_ids, logprobs=logprobs, entropies=entropies, states=states, text=text,
+            truth={"bifurcations": self.bifurcations, "decisive": decisive, "executed": executed,
+                   "success": ok.bool()},
+            info={"env": repr(self)},
+        )

@@ -1,0 +1,101 @@
+"""A tabular softmax policy: one row of logits per state.
+
+Small enough that exact values and the exact policy gradient are a linear solve away (see
+``labkit.truth``), which is what lets the lab score estimators against ground truth.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from labkit._checks import as_tensor, check_int, check_number, check_shape
+from labkit.rollouts import Rollouts
+
+
+class TabularSoftmaxPolicy(nn.Module):
+    """pi(a | s) = softmax(logits[s])_a with ``logits`` of shape (n_states, n_actions).
+
+    ``init_std`` = 0 gives the uniform policy; otherwise logits ~ N(0, init_std^2) from ``seed``.
+    float64 by default so exact gradients are not blurred by rounding.
+    """
+
+    def __init__(self, n_states: int, n_actions: int, *, init_std: float = 0.0, seed: int = 0,
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        n_states = check_int("n_states", n_states, low=1)
+        n_actions = check_int("n_actions", n_actions, low=1)
+        init_std = check_number("init_std", init_std, low=0.0)
+        g = torch.Generator().manual_seed(int(seed))
+        self.logits = nn.Parameter(torch.randn(n_states, n_actions, generator=g, dtype=dtype) * init_std)
+
+    @property
+    def n_states(self) -> int:
+        return self.logits.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.logits.shape[1]
+
+    def probs(self) -> torch.Tensor:
+        return torch.softmax(self.logits, dim=-1)
+
+    def log_probs(self) -> torch.Tensor:
+        return torch.log_softmax(self.logits, dim=-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy of pi(. | s) for every state, (n_states,)."""
+        logp = self.log_probs()
+        return -(logp.exp() * logp).sum(-1)
+
+    def set_probs(self, state: int, probs) -> None:
+        """Overwrite pi(. | state) (handy for building a specific, known policy)."""
+        p = as_tensor("probs", probs, dtype=self.logits.dtype)
+        check_shape("probs", p, (self.n_actions,))
+        if bool((p <= 0).any()) or abs(float(p.sum()) - 1) > 1e-9:
+            raise ValueError("probs: must be strictly positive and sum to 1")
+        with torch.no_grad():
+            self.logits[state] = p.log()
+
+    @torch.no_grad()
+    def sample(self, states: torch.Tensor, generator: torch.Generator,
+               log_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample one action per entry of ``states``; returns (actions, log-probs, entropies).
+
+        Pass ``log_probs`` (this policy's ``log_probs()`` table) when sampling many steps in a
+        row, so the softmax is not recomputed every step.
+        """
+        table = self.log_probs() if log_probs is None else log_probs
+        logp = table[states]
+        p = logp.exp()
+        actions = torch.multinomial(p, 1, generator=generator).squeeze(-1)
+        ent = -(p * logp).sum(-1)
+        return actions, logp.gather(-1, actions[:, None]).squeeze(-1), ent
+
+    def log_prob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """log pi(actions | states), differentiable with respect to the logits."""
+        return self.log_probs()[states].gather(-1, actions[..., None]).squeeze(-1)
+
+    @torch.no_grad()
+    def trajectory_gradients(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
+        """Per-trajectory policy-gradient terms sum_t c_bt * grad log pi(a_bt | s_bt), (B, S, A).
+
+        For a softmax table, grad_{logits[s]} log pi(a | s) = onehot(a) - pi(. | s), so this is a
+        scatter instead of B backward passes. The batch estimate is the mean over B.
+        """
+        if rollouts.states is None:
+            raise ValueError("rollouts.states: a tabular policy needs the state index of every position")
+        credit = as_tensor("credit", credit)
+        check_shape("credit", credit, (rollouts.batch_size, rollouts.horizon))
+        B, T = rollouts.tokens.shape
+        S, A = self.logits.shape
+        pi = self.probs()
+        states = rollouts.states.clamp(0, S - 1)
+        score = torch.nn.functional.one_hot(rollouts.tokens.clamp(0, A - 1), A).to(pi.dtype) - pi[states]
+        terms = torch.where(rollouts.mask[..., None], credit.to(pi.dtype)[..., None] * score, 0)
+        flat = (torch.arange(B)[:, None] * S + states).reshape(-1)
+        out = torch.zeros(B * S, A, dtype=pi.dtype).index_add_(0, flat, terms.reshape(-1, A))
+        return out.reshape(B, S, A)
+
+    def gradient_estimate(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
+        """The batch policy-gradient estimate (1/B) sum_b sum_t c_bt grad log pi, (S, A)."""
+        return self.trajectory_gradients(rollouts, credit).mean(0)

@@ -1,0 +1,361 @@
+"""The two data structures every part of the lab passes around.
+
+``Rollouts`` is a batch of trajectories at every granularity at once: positions (tokens) are the
+unit of storage, and steps, turns and agents are integer labels on positions, so a coarse view is
+a reduction over a label and a broadcast back. ``Credit`` is what every estimator returns: credit
+per position plus the coarse values it was computed at and what it cost to compute.
+
+Conventions (all tensors are padded to a common length T):
+
+* ``mask[b, t]`` is True where the policy produced position t of trajectory b. Credit lives only
+  there; padding and environment-produced positions (tool output) are False.
+* ``rewards[b, t]`` is the reward received right after position t. An outcome reward sits on the
+  last generated position. Rewards must be zero where ``mask`` is False.
+* ``step_ids`` / ``turn_ids`` / ``agent_ids`` label generated positions 0, 1, 2, ... in order of
+  appearance within a trajectory, and are -1 elsewhere.
+* ``group_ids`` says which trajectories share a prompt / task instance (GRPO's group).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Hashable, Sequence
+
+import torch
+
+from labkit._checks import as_tensor, check_choice, check_finite, check_number, check_shape
+
+LEVELS = ("token", "step", "turn", "agent", "episode")
+REDUCTIONS = ("sum", "mean", "first", "last", "max", "min")
+
+
+# --------------------------------------------------------------------------- segment helpers
+def segment_reduce(ids: torch.Tensor, values: torch.Tensor, reduce: str = "sum",
+                   n_segments: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reduce per-position ``values`` (B, T) over integer labels ``ids`` (B, T; -1 = skip).
+
+    Returns ``(out, present)`` with shape (B, N): ``out[b, k]`` is the reduction of the values of
+    segment k of row b, ``present[b, k]`` whether row b has a segment k. Absent segments are 0.
+    """
+    check_choice("reduce", reduce, REDUCTIONS)
+    check_shape("values", values, tuple(ids.shape))
+    B, T = ids.shape
+    n = int(ids.max().item()) + 1 if n_segments is None else n_segments
+    n = max(n, 0)
+    valid = ids >= 0
+    idx = ids.clamp(min=0)
+    vals = values.to(torch.float64) if not values.is_floating_point() else values
+    count = torch.zeros(B, n, dtype=vals.dtype).scatter_add_(1, idx, valid.to(vals.dtype))
+    present = count > 0
+    if reduce in ("sum", "mean"):
+        out = torch.zeros(B, n, dtype=vals.dtype).scatter_add_(1, idx, torch.where(valid, vals, 0))
+        if reduce == "mean":
+            out = torch.where(present, out / count.clamp(min=1), 0)
+        return out, present
+    if reduce in ("first", "last"):
+        pos = torch.arange(T).expand(B, T)
+        if reduce == "first":
+            fill = torch.full((B, n), T, dtype=torch.long)
+            where = fill.scatter_reduce(1, idx, torch.where(valid, pos, T), "amin", include_self=True)
+        else:
+            fill = torch.full((B, n), -1, dtype=torch.long)
+            where = fill.scatter_reduce(1, idx, torch.where(valid, pos, -1), "amax", include_self=True)
+        out = vals.gather(1, where.clamp(0, T - 1))
+        return torch.where(present, out, 0), present
+    big = torch.finfo(vals.dtype).max
+    sentinel = -big if reduce == "max" else big
+    fill = torch.full((B, n), sentinel, dtype=vals.dtype)
+    out = fill.scatter_reduce(1, idx, torch.where(valid, vals, sentinel),
+                              "amax" if reduce == "max" else "amin", include_self=True)
+    return torch.where(present, out, 0), present
+
+
+def segment_broadcast(ids: torch.Tensor, seg_values: torch.Tensor) -> torch.Tensor:
+    """Give every position the value of its segment: (B, N) -> (B, T); 0 where ids == -1."""
+    out = seg_values.gather(1, ids.clamp(min=0))
+    return torch.where(ids >= 0, out, torch.zeros((), dtype=out.dtype))
+
+
+def _check_labels(name: str, ids: torch.Tensor, mask: torch.Tensor) -> None:
+    """Labels must be -1 off the mask, >= 0 on it, and never decrease along a trajectory."""
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name}: expected an integer tensor, got {ids.dtype}")
+    if bool(((ids >= 0) != mask).any()):
+        b, t = (int(i) for i in ((ids >= 0) != mask).nonzero()[0])
+        raise ValueError(f"{name}: must be >= 0 exactly where mask is True (mismatch at {(b, t)})")
+    # Carry the last seen label forward over masked gaps so the monotonicity check ignores them.
+    running = torch.where(mask, ids, torch.full_like(ids, -1)).cummax(dim=1).values
+    if bool((torch.where(mask, ids, running) < running).any()):
+        b, t = (int(i) for i in (torch.where(mask, ids, running) < running).nonzero()[0])
+        raise ValueError(f"{name}: labels must not decrease along a trajectory (at {(b, t)})")
+
+
+# --------------------------------------------------------------------------- Rollouts
+@dataclass(eq=False)
+class Rollouts:
+    """A batch of B trajectories padded to length T. See the module docstring for conventions.
+
+    Required: ``tokens`` (B, T) long, ``mask`` (B, T) bool, ``rewards`` (B, T) float.
+    Optional labels default to: one group for the whole batch, every generated position its own
+    step, one turn, one agent. Optional per-position data: ``logprobs``, ``entropies`` (of the
+    sampling policy), ``states`` (tabular state index, used to look up exact truth).
+    ``anchor_keys[b][k]`` is the observation key of step k of trajectory b (GiGPO anchors).
+    ``text[b]`` lists the display string of every position of trajectory b (length T).
+    ``truth`` may carry exact per-position quantities an environment knows (e.g. the positions
+    that decide the outcome); it is never read by estimators, only by scoring and plots.
+    """
+
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    rewards: torch.Tensor
+    group_ids: torch.Tensor | None = None
+    step_ids: torch.Tensor | None = None
+    turn_ids: torch.Tensor | None = None
+    agent_ids: torch.Tensor | None = None
+    logprobs: torch.Tensor | None = None
+    entropies: torch.Tensor | None = None
+    states: torch.Tensor | None = None
+    anchor_keys: list[list[Hashable]] | None = None
+    text: list[list[str]] | None = None
+    prompts: list[str] | None = None
+    truth: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tokens = as_tensor("tokens", self.tokens)
+        if self.tokens.dim() != 2:
+            raise ValueError(f"tokens: expected shape (B, T), got {tuple(self.tokens.shape)}")
+        if self.tokens.is_floating_point() or self.tokens.dtype == torch.bool:
+            raise TypeError(f"tokens: expected an integer tensor, got {self.tokens.dtype}")
+        self.tokens = self.tokens.long()
+        B, T = self.tokens.shape
+        if B == 0:
+            raise ValueError("tokens: a Rollouts batch needs at least one trajectory")
+        self.mask = as_tensor("mask", self.mask)
+        check_shape("mask", self.mask, (B, T))
+        if self.mask.dtype != torch.bool:
+            if bool(((self.mask != 0) & (self.mask != 1)).any()):
+                raise ValueError("mask: must be boolean (or 0/1)")
+            self.mask = self.mask.bool()
+        self.rewards = as_tensor("rewards", self.rewards)
+        if not self.rewards.is_floating_point():
+            self.rewards = self.rewards.to(torch.float32)
+        check_shape("rewards", self.rewards, (B, T))
+        check_finite("rewards", self.rewards)
+        off = (self.rewards != 0) & ~self.mask
+        if bool(off.any()):
+            raise ValueError(f"rewards: non-zero reward at a position where mask is False "
+                             f"{tuple(int(i) for i in off.nonzero()[0])}; put it on a generated position")
+
+        if self.group_ids is None:
+            self.group_ids = torch.zeros(B, dtype=torch.long)
+        self.group_ids = as_tensor("group_ids", self.group_ids).long()
+        check_shape("group_ids", self.group_ids, (B,))
+
+        ones = self.mask.long()
+        if self.step_ids is None:
+            self.step_ids = torch.where(self.mask, ones.cumsum(1) - 1, -1)
+        if self.turn_ids is None:
+            self.turn_ids = torch.where(self.mask, 0, -1)
+        if self.agent_ids is None:
+            self.agent_ids = torch.where(self.mask, 0, -1)
+        for name in ("step_ids", "turn_ids"):
+            ids = as_tensor(name, getattr(self, name))
+            check_shape(name, ids, (B, T))
+            _check_labels(name, ids, self.mask)
+            setattr(self, name, ids.long())
+        ids = as_tensor("agent_ids", self.agent_ids)
+        check_shape("agent_ids", ids, (B, T))
+        if bool(((ids >= 0) != self.mask).any()):
+            raise ValueError("agent_ids: must be >= 0 exactly where mask is True")
+        self.agent_ids = ids.long()  # agents may alternate, so no monotonicity
+
+        for name in ("logprobs", "entropies"):
+            x = getattr(self, name)
+            if x is not None:
+                x = as_tensor(name, x)
+                check_shape(name, x, (B, T))
+                check_finite(name, torch.where(self.mask, x, 0))
+                setattr(self, name, x)
+        if self.states is not None:
+            self.states = as_tensor("states", self.states).long()
+            check_shape("states", self.states, (B, T))
+        if self.anchor_keys is not None:
+            if len(self.anchor_keys) != B:
+                raise ValueError(f"anchor_keys: expected one list per trajectory ({B}), got {len(self.anchor_keys)}")
+            n_steps = self.n_steps
+            for b, keys in enumerate(self.anchor_keys):
+                if len(keys) != int(n_steps[b]):
+                    raise ValueError(f"anchor_keys: trajectory {b} has {int(n_steps[b])} steps "
+                                     f"but {len(keys)} keys")
+        if self.text is not None:
+            if len(self.text) != B or any(len(row) != T for row in self.text):
+                raise ValueError(f"text: expected {B} lists of {T} strings")
+        if self.prompts is not None and len(self.prompts) != B:
+            raise ValueError(f"prompts: expected {B} strings, got {len(self.prompts)}")
+
+    # ---- sizes
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def horizon(self) -> int:
+        return self.tokens.shape[1]
+
+    def __len__(self) -> int:
+        return self.batch_size
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """Number of generated positions per trajectory, (B,)."""
+        return self.mask.sum(1)
+
+    @property
+    def n_steps(self) -> torch.Tensor:
+        return self.step_ids.max(1).values + 1
+
+    @property
+    def n_turns(self) -> torch.Tensor:
+        return self.turn_ids.max(1).values + 1
+
+    # ---- rewards
+    @property
+    def scores(self) -> torch.Tensor:
+        """Undiscounted total reward per trajectory, (B,) — the 'outcome' that episode-level methods use."""
+        return self.rewards.sum(1)
+
+    def returns(self, gamma: float = 1.0) -> torch.Tensor:
+        """Reward-to-go G_t = r_t + gamma * G_{t'} where t' is the next generated position.
+
+        Positions off the mask carry the running return through unchanged (tool-output tokens
+        do not discount), matching verl's handling of masked positions. Shape (B, T), 0 off-mask.
+        """
+        gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+        out = torch.zeros_like(self.rewards)
+        running = torch.zeros(self.batch_size, dtype=self.rewards.dtype)
+        for t in range(self.horizon - 1, -1, -1):
+            m = self.mask[:, t]
+            running = torch.where(m, self.rewards[:, t] + gamma * running, running)
+            out[:, t] = torch.where(m, running, 0)
+        return out
+
+    # ---- coarse views
+    def ids_for(self, level: str) -> torch.Tensor:
+        """Position labels for ``level`` ('token', 'step', 'turn', 'agent', 'episode')."""
+        check_choice("level", level, LEVELS)
+        if level == "token":
+            return torch.where(self.mask, torch.arange(self.horizon).expand_as(self.mask), -1)
+        if level == "episode":
+            return torch.where(self.mask, 0, -1)
+        return {"step": self.step_ids, "turn": self.turn_ids, "agent": self.agent_ids}[level]
+
+    def view(self, values: torch.Tensor, level: str, reduce: str = "sum") -> tuple[torch.Tensor, torch.Tensor]:
+        """Reduce per-position ``values`` (B, T) to ``level``: returns (B, N) values and presence mask."""
+        values = as_tensor("values", values)
+        check_shape("values", values, (self.batch_size, self.horizon))
+        return segment_reduce(self.ids_for(level), values, reduce)
+
+    def broadcast(self, values: torch.Tensor, level: str) -> torch.Tensor:
+        """Spread (B, N) values at ``level`` back onto positions, (B, T), 0 off-mask."""
+        if level == "episode":
+            values = as_tensor("values", values)
+            if values.dim() == 1:
+                values = values[:, None]
+        return segment_broadcast(self.ids_for(level), as_tensor("values", values))
+
+    # ---- batch manipulation
+    def select(self, index: Sequence[int] | torch.Tensor) -> "Rollouts":
+        """A new Rollouts holding the trajectories at ``index`` (in that order)."""
+        idx = torch.as_tensor(index, dtype=torch.long)
+        kw = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, torch.Tensor):
+                kw[f.name] = v[idx]
+            elif isinstance(v, list):
+                kw[f.name] = [v[int(i)] for i in idx]
+            else:
+                kw[f.name] = v
+        return Rollouts(**kw)
+
+    def split(self, n_batches: int) -> list["Rollouts"]:
+        """Cut into ``n_batches`` equal consecutive batches (B must divide evenly)."""
+        if n_batches < 1 or self.batch_size % n_batches:
+            raise ValueError(f"n_batches: {n_batches} does not divide the batch size {self.batch_size}")
+        size = self.batch_size // n_batches
+        return [self.select(range(i * size, (i + 1) * size)) for i in range(n_batches)]
+
+    def with_(self, **changes: Any) -> "Rollouts":
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- Credit
+@dataclass
+class Cost:
+    """Compute an estimator spent beyond the sampled batch, so methods compare at equal budget.
+
+    policy_forwards: extra sequences run through the policy (e.g. VinePPO's vines);
+    policy_tokens: tokens those sequences generated or scored;
+    env_steps / env_resets: extra environment interaction (re-execution, restoring a state);
+    aux_calls: calls to an auxiliary model (critic, reward model, judge).
+    """
+
+    policy_forwards: int = 0
+    policy_tokens: int = 0
+    env_steps: int = 0
+    env_resets: int = 0
+    aux_calls: int = 0
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(eq=False)
+class Credit:
+    """What an estimator returns.
+
+    ``token`` (B, T): the credit (advantage) each generated position receives in the policy
+    gradient; 0 off the mask. ``level`` is the granularity the estimator worked at and
+    ``values`` (B, N) / ``present`` (B, N) the credit at that level (for 'episode', N = 1).
+    """
+
+    token: torch.Tensor
+    level: str
+    values: torch.Tensor
+    present: torch.Tensor
+    method: str
+    cost: Cost = field(default_factory=Cost)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_choice("level", self.level, LEVELS)
+        check_finite(f"{self.method}: token credit", self.token)
+        check_finite(f"{self.method}: {self.level} credit", self.values)
+
+    @classmethod
+    def from_level(cls, rollouts: Rollouts, values: torch.Tensor, level: str, method: str,
+                   cost: Cost | None = None, **info: Any) -> "Credit":
+        """Build a Credit from values at ``level`` (each position takes its segment's value)."""
+        values = as_tensor("values", values)
+        if level == "episode" and values.dim() == 1:
+            values = values[:, None]
+        ids = rollouts.ids_for(level)
+        present = segment_reduce(ids, torch.ones_like(ids, dtype=torch.float64), "sum",
+                                 n_segments=values.shape[1])[1]
+        return cls(token=segment_broadcast(ids, values), level=level, values=values,
+                   present=present, method=method, cost=cost or Cost(), info=dict(info))
+
+    @classmethod
+    def from_tokens(cls, rollouts: Rollouts, token: torch.Tensor, method: str,
+                    cost: Cost | None = None, **info: Any) -> "Credit":
+        token = torch.where(rollouts.mask, token, torch.zeros((), dtype=token.dtype))
+        return cls(token=token, level="token", values=token, present=rollouts.mask.clone(),
+                   method=method, cost=cost or Cost(), info=dict(info))
+
+    def at(self, rollouts: Rollouts, level: str, reduce: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+        """This credit viewed at another level (e.g. token credit averaged per step)."""
+        return rollouts.view(self.token, level, reduce)

@@ -1,0 +1,183 @@
+"""Scoring estimated credit against exact truth.
+
+Two kinds of question:
+
+* Does the credit point at the right tokens? Compare per-position credit with the exact
+  advantage A(s_t, a_t): error, rank correlation, sign agreement, and recall of the positions
+  that truly decide the outcome.
+* Does it produce the right update? Turn credit into a policy-gradient estimate and compare with
+  the exact gradient: cosine, and the estimate's variance across independent batches.
+
+Estimators differ in scale (GRPO divides by a std), so the headline numbers here are
+scale-free (correlation, sign, recall, cosine, relative variance); the raw error is reported
+too but only compares estimators that share a scale.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from labkit._checks import as_tensor, check_int, check_number, check_shape
+from labkit.rollouts import Credit, Rollouts
+
+
+def _pair(credit: Credit | torch.Tensor, truth_adv: torch.Tensor, mask: torch.Tensor):
+    est = credit.token if isinstance(credit, Credit) else as_tensor("credit", credit)
+    truth_adv = as_tensor("truth_adv", truth_adv)
+    check_shape("credit", est, tuple(mask.shape))
+    check_shape("truth_adv", truth_adv, tuple(mask.shape))
+    return est[mask].to(torch.float64), truth_adv[mask].to(torch.float64)
+
+
+def advantage_error(credit, truth_adv, mask) -> dict[str, float]:
+    """Mean squared and mean absolute error of per-position credit against the exact advantage."""
+    est, true = _pair(credit, truth_adv, mask)
+    d = est - true
+    return {"mse": float((d ** 2).mean()), "mae": float(d.abs().mean())}
+
+
+def _ranks(x: torch.Tensor) -> torch.Tensor:
+    """Average ranks (ties share the mean of their ranks), as Spearman's rho needs."""
+    order = torch.argsort(x, stable=True)
+    sorted_x = x[order]
+    ranks_sorted = torch.arange(len(x), dtype=torch.float64)
+    # each run of equal values gets the mean rank of the run
+    _, inverse, counts = torch.unique_consecutive(sorted_x, return_inverse=True, return_counts=True)
+    first = torch.cumsum(counts, 0) - counts
+    mean_rank = first.to(torch.float64) + (counts.to(torch.float64) - 1) / 2
+    ranks_sorted = mean_rank[inverse]
+    ranks = torch.empty_like(ranks_sorted)
+    ranks[order] = ranks_sorted
+    return ranks
+
+
+def rank_correlation(credit, truth_adv, mask) -> float:
+    """Spearman's rho between credit and exact advantage over all generated positions.
+
+    Returns 0.0 when either side is constant (no ranking information), rather than NaN.
+    """
+    est, true = _pair(credit, truth_adv, mask)
+    if est.numel() < 2:
+        return 0.0
+    re, rt = _ranks(est), _ranks(true)
+    re, rt = re - re.mean(), rt - rt.mean()
+    denom = re.norm() * rt.norm()
+    return 0.0 if float(denom) == 0 else float((re @ rt) / denom)
+
+
+def sign_agreement(credit, truth_adv, mask, *, threshold: float = 0.05) -> float:
+    """Fraction of positions with |A_true| > threshold where sign(credit) == sign(A_true).
+
+    Zero credit counts as a disagreement (it does not push the right way). Returns 0.0 if no
+    position has a clearly non-zero true advantage.
+    """
+    threshold = check_number("threshold", threshold, low=0.0)
+    est, true = _pair(credit, truth_adv, mask)
+    clear = true.abs() > threshold
+    if not bool(clear.any()):
+        return 0.0
+    return float((torch.sign(est[clear]) == torch.sign(true[clear])).to(torch.float64).mean())
+
+
+def recall_at_k(credit, mask, targets, k: int | None = None) -> float:
+    """Expected fraction of the true deciding positions among the top-k |credit| positions.
+
+    ``targets`` is either a list of positions (the same for every trajectory) or a (B, T) bool
+    tensor marking each trajectory's own deciding positions (e.g. only the bifurcations it
+    reached while its outcome was still open). k defaults to the number of targets in the
+    trajectory. Averaged over trajectories that have at least one target. Ties at the k-th value
+    are broken uniformly at random *in expectation* (a tied position counts with the probability
+    it would be picked), so credit that paints every token the same scores the chance level k / T.
+    """
+    est = credit.token if isinstance(credit, Credit) else as_tensor("credit", credit)
+    check_shape("credit", est, tuple(mask.shape))
+    B, T = mask.shape
+    if isinstance(targets, torch.Tensor) and targets.dtype == torch.bool:
+        check_shape("targets", targets, (B, T))
+        target_mask = targets & mask
+    else:
+        positions = [int(p) for p in targets]
+        if not positions:
+            raise ValueError("targets: need at least one true deciding position")
+        if min(positions) < 0 or max(positions) >= T:
+            raise ValueError(f"targets: positions must lie in [0, {T - 1}], got {positions}")
+        target_mask = torch.zeros(B, T, dtype=torch.bool)
+        target_mask[:, positions] = True
+        target_mask &= mask
+    if k is not None:
+        k = check_int("k", k, low=1)
+    recalls = []
+    for b in range(B):
+        n_targets = int(target_mask[b].sum())
+        if n_targets == 0:
+            continue
+        valid = mask[b]
+        mags = est[b].abs().to(torch.float64)[valid]
+        kk = min(n_targets if k is None else k, len(mags))
+        kth = torch.sort(mags, descending=True).values[kk - 1]
+        above, tied = mags > kth, mags == kth
+        p_pick = above.to(torch.float64)
+        p_pick[tied] = (kk - int(above.sum())) / int(tied.sum())
+        recalls.append(float(p_pick[target_mask[b][valid]].sum()) / n_targets)
+    if not recalls:
+        raise ValueError("targets: no trajectory has a deciding position inside its mask")
+    return sum(recalls) / len(recalls)
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Cosine similarity of two gradients (any shape, flattened); 0.0 if either is zero."""
+    a, b = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"a, b: shapes differ ({tuple(a.shape)} vs {tuple(b.shape)})")
+    denom = a.norm() * b.norm()
+    return 0.0 if float(denom) == 0 else float(a @ b / denom)
+
+
+def score_credit(credit: Credit, rollouts: Rollouts, truth_adv: torch.Tensor, *,
+                 targets=None, threshold: float = 0.05) -> dict[str, float]:
+    """All per-position metrics in one dict; recall@k only if deciding ``targets`` are given
+    (positions or a (B, T) bool mask, see ``recall_at_k``)."""
+    m = rollouts.mask
+    out = {"rank_corr": rank_correlation(credit, truth_adv, m),
+           "sign_agree": sign_agreement(credit, truth_adv, m, threshold=threshold),
+           **advantage_error(credit, truth_adv, m)}
+    if targets is not None:
+        out["recall_at_k"] = recall_at_k(credit, m, targets)
+    return out
+
+
+def gradient_study(policy, rollouts: Rollouts, estimator: Callable[[Rollouts], Credit],
+                   exact_grad: torch.Tensor, *, n_batches: int) -> dict[str, float]:
+    """Policy-gradient quality of an estimator over ``n_batches`` independent batches.
+
+    ``rollouts`` holds ``n_batches`` consecutive batches of equal size (sample them in one call,
+    then this splits them). The estimator sees one batch at a time, so batch-level statistics
+    (a mean baseline, REINFORCE++'s whitening) are computed per batch as in training. For batch i
+    the estimate is g_i = (1/B) sum_b sum_t credit_bt grad log pi(a_bt | s_bt). Reports
+
+    * ``cosine``: mean over batches of cos(g_i, exact) — what one update sees;
+    * ``cosine_of_mean``: cos(mean_i g_i, exact) — the direction once noise is averaged out
+      (close to 1 for unbiased estimators given enough batches);
+    * ``variance``: total variance (1/n) sum_i ||g_i - mean g||^2 (depends on credit scale);
+    * ``relative_variance``: variance / ||mean g||^2, a scale-free noise-to-signal ratio
+      (inf if the mean gradient is exactly zero, e.g. no batch contained a success).
+    """
+    n_batches = check_int("n_batches", n_batches, low=2)
+    batches = rollouts.split(n_batches)
+    credit = torch.cat([estimator(b).token for b in batches])
+    per_traj = policy.trajectory_gradients(rollouts, credit)
+    G = per_traj.reshape(n_batches, -1, per_traj[0].numel()).mean(1)
+    mean = G.mean(0)
+    var = float(((G - mean) ** 2).sum(1).mean())
+    msq = float(mean @ mean)
+    exact = exact_grad.reshape(-1).to(G.dtype)
+    cos_each = (G @ exact) / (G.norm(dim=1) * exact.norm()).clamp(min=1e-300)
+    return {
+        "cosine": float(cos_each.mean()),
+        "cosine_of_mean": cosine(mean, exact),
+        "variance": var,
+        "relative_variance": var / msq if msq > 0 else float("inf"),
+        "mean_norm": msq ** 0.5,
+        "exact_norm": float(exact.norm()),
+    }

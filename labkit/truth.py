@@ -1,0 +1,127 @@
+"""Exact ground truth for tabular environments: V, Q, A under the current policy and the exact
+policy gradient.
+
+An episodic tabular MDP is given as a sub-stochastic transition tensor P[s, a, s'] (the mass
+missing from a row is the probability that the episode ends), expected rewards R[s, a] and a
+start distribution. Every state is transient, so under policy pi
+
+    V = (I - gamma P_pi)^{-1} r_pi,      Q = R + gamma P V,      A = Q - V,
+
+is one linear solve, and J = start . V. Because the solve is differentiable, autograd through it
+gives the exact gradient dJ/dlogits; the closed form d(s) pi(a|s) A(s, a) (policy-gradient
+theorem for a softmax table, d = expected discounted visit counts) is computed too and the tests
+check that the two agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from labkit._checks import as_tensor, check_finite, check_number, check_shape
+from labkit.rollouts import Rollouts
+
+
+@dataclass(eq=False)
+class TabularMDP:
+    """P (S, A, S) sub-stochastic, R (S, A) expected reward, start (S,) distribution."""
+
+    transitions: torch.Tensor
+    rewards: torch.Tensor
+    start: torch.Tensor
+
+    def __post_init__(self) -> None:
+        self.transitions = as_tensor("transitions", self.transitions, dtype=torch.float64)
+        if self.transitions.dim() != 3 or self.transitions.shape[0] != self.transitions.shape[2]:
+            raise ValueError(f"transitions: expected shape (S, A, S), got {tuple(self.transitions.shape)}")
+        S, A, _ = self.transitions.shape
+        self.rewards = as_tensor("rewards", self.rewards, dtype=torch.float64)
+        check_shape("rewards", self.rewards, (S, A))
+        self.start = as_tensor("start", self.start, dtype=torch.float64)
+        check_shape("start", self.start, (S,))
+        for name in ("transitions", "rewards", "start"):
+            check_finite(name, getattr(self, name))
+        if bool((self.transitions < 0).any()) or bool((self.transitions.sum(-1) > 1 + 1e-9).any()):
+            raise ValueError("transitions: rows must be non-negative and sum to at most 1")
+        if bool((self.start < 0).any()) or abs(float(self.start.sum()) - 1) > 1e-9:
+            raise ValueError("start: must be a probability distribution")
+
+    @property
+    def n_states(self) -> int:
+        return self.transitions.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.transitions.shape[1]
+
+
+@dataclass(eq=False)
+class Truth:
+    """Exact quantities under one fixed policy (all float64, detached)."""
+
+    V: torch.Tensor          # (S,)
+    Q: torch.Tensor          # (S, A)
+    A: torch.Tensor          # (S, A)
+    J: float                 # expected return from the start distribution
+    grad: torch.Tensor       # (S, A) exact dJ/dlogits
+    occupancy: torch.Tensor  # (S,) expected (discounted) visits
+    pi: torch.Tensor         # (S, A) the policy the truth was computed for
+
+    def advantage(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact A(s_t, a_t) at every generated position of ``rollouts``, (B, T), 0 off-mask."""
+        s, a = self._index(rollouts)
+        return torch.where(rollouts.mask, self.A[s, a], 0)
+
+    def q_value(self, rollouts: Rollouts) -> torch.Tensor:
+        s, a = self._index(rollouts)
+        return torch.where(rollouts.mask, self.Q[s, a], 0)
+
+    def value(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact V(s_t) before each generated position, (B, T), 0 off-mask."""
+        s, _ = self._index(rollouts)
+        return torch.where(rollouts.mask, self.V[s], 0)
+
+    def _index(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
+        if rollouts.states is None:
+            raise ValueError("rollouts.states: exact truth needs the state index of every position")
+        S, A = self.Q.shape
+        s = rollouts.states.clamp(0, S - 1)
+        a = rollouts.tokens.clamp(0, A - 1)
+        return s, a
+
+
+def exact_truth(mdp: TabularMDP, policy, *, gamma: float = 1.0) -> Truth:
+    """Solve for V, Q, A, J and the exact gradient of J with respect to ``policy.logits``.
+
+    ``policy`` is anything with a ``logits`` tensor of shape (S, A) and softmax semantics
+    (``labkit.policies.TabularSoftmaxPolicy``). Raises ValueError if the policy does not match the
+    MDP or if some state can loop forever with probability 1 (I - gamma P_pi singular).
+    """
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    logits = policy.logits
+    if tuple(logits.shape) != (mdp.n_states, mdp.n_actions):
+        raise ValueError(f"policy: logits have shape {tuple(logits.shape)}, the MDP needs "
+                         f"({mdp.n_states}, {mdp.n_actions})")
+    theta = logits.detach().to(torch.float64).clone().requires_grad_(True)
+    pi = torch.softmax(theta, dim=-1)
+    P, R = mdp.transitions, mdp.rewards
+    P_pi = torch.einsum("sa,sat->st", pi, P)
+    r_pi = (pi * R).sum(-1)
+    eye = torch.eye(mdp.n_states, dtype=torch.float64)
+    system = eye - gamma * P_pi
+    try:
+        V = torch.linalg.solve(system, r_pi)
+    except RuntimeError as err:  # singular: an episode can fail to end
+        raise ValueError(f"mdp: episodes may never terminate under this policy ({err})") from None
+    J = mdp.start @ V
+    (grad,) = torch.autograd.grad(J, theta)
+    with torch.no_grad():
+        Q = R + gamma * torch.einsum("sat,t->sa", P, V)
+        occupancy = torch.linalg.solve(system.T, mdp.start)
+    return Truth(V=V.detach(), Q=Q, A=Q - V.detach()[:, None], J=float(J.detach()), grad=grad,
+                 occupancy=occupancy, pi=pi.detach())
+
+
+def policy_gradient_theorem(truth: Truth) -> torch.Tensor:
+    """Closed-form exact gradient for a softmax table: d(s) * pi(a|s) * A(s, a), (S, A)."""
+    return truth.occupancy[:, None] * truth.pi * truth.A

@@ -1,0 +1,120 @@
+import pytest
+import torch
+
+from labkit.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
+
+
+def make(B=3, T=5, **kw):
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[1, 3:] = False  # a shorter trajectory
+    rewards = torch.zeros(B, T)
+    rewards[0, -1] = 1.0
+    rewards[1, 2] = 1.0
+    args = dict(tokens=torch.zeros(B, T, dtype=torch.long), mask=mask, rewards=rewards)
+    args.update(kw)
+    return Rollouts(**args)
+
+
+def test_defaults_and_sizes():
+    r = make()
+    assert r.batch_size == 3 and r.horizon == 5
+    assert r.lengths.tolist() == [5, 3, 5]
+    assert r.scores.tolist() == [1.0, 1.0, 0.0]
+    assert r.group_ids.tolist() == [0, 0, 0]
+    assert r.step_ids[1].tolist() == [0, 1, 2, -1, -1]
+    assert r.n_steps.tolist() == [5, 3, 5]
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("mask", torch.ones(3, 4, dtype=torch.bool), "mask"),
+    ("rewards", torch.full((3, 5), float("nan")), "rewards"),
+    ("group_ids", torch.zeros(2, dtype=torch.long), "group_ids"),
+    ("tokens", torch.zeros(3, 5), "tokens"),
+    ("logprobs", torch.zeros(3, 4), "logprobs"),
+])
+def test_bad_input_names_the_field(field, value, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        make(**{field: value})
+
+
+def test_reward_off_mask_is_rejected():
+    rewards = torch.zeros(3, 5)
+    rewards[1, 4] = 1.0  # trajectory 1 ended at position 2
+    with pytest.raises(ValueError, match="rewards"):
+        make(rewards=rewards)
+
+
+def test_step_ids_must_match_mask_and_not_decrease():
+    steps = torch.tensor([[0, 0, 1, 1, 2], [0, 1, 1, -1, -1], [0, 0, 0, 0, 0]])
+    r = make(step_ids=steps)
+    assert r.n_steps.tolist() == [3, 2, 1]
+    bad = steps.clone(); bad[0, 3] = 0
+    with pytest.raises(ValueError, match="step_ids"):
+        make(step_ids=bad)
+    bad = steps.clone(); bad[1, 3] = 2
+    with pytest.raises(ValueError, match="step_ids"):
+        make(step_ids=bad)
+
+
+def test_anchor_keys_checked_against_steps():
+    with pytest.raises(ValueError, match="anchor_keys"):
+        make(anchor_keys=[["a"] * 5, ["b"] * 5, ["c"] * 5])
+    make(anchor_keys=[["a"] * 5, ["b"] * 3, ["c"] * 5])
+
+
+def test_returns_discount_and_skip_masked_positions():
+    mask = torch.tensor([[True, False, True, True]])
+    rewards = torch.tensor([[0.0, 0.0, 1.0, 2.0]])
+    r = Rollouts(tokens=torch.zeros(1, 4, dtype=torch.long), mask=mask, rewards=rewards)
+    g = r.returns(0.5)
+    # position 2: 1 + 0.5*2 = 2; position 0: 0 + 0.5*2 = 1 (the masked position does not discount)
+    assert g.tolist() == [[1.0, 0.0, 2.0, 2.0]]
+    with pytest.raises(ValueError, match="gamma"):
+        r.returns(1.5)
+
+
+def test_views_reduce_and_broadcast_round_trip():
+    steps = torch.tensor([[0, 0, 1, 1, 2], [0, 1, 1, -1, -1], [0, 0, 0, 0, 0]])
+    r = make(step_ids=steps)
+    x = torch.arange(15, dtype=torch.float32).reshape(3, 5)
+    s, present = r.view(x, "step", "sum")
+    assert s[0].tolist() == [1.0, 5.0, 4.0]
+    assert present.tolist() == [[True, True, True], [True, True, False], [True, False, False]]
+    last, _ = r.view(x, "step", "last")
+    assert last[1].tolist() == [5.0, 7.0, 0.0]
+    first, _ = r.view(x, "step", "first")
+    assert first[2].tolist() == [10.0, 0.0, 0.0]
+    mean, _ = r.view(x, "episode", "mean")
+    assert mean[:, 0].tolist() == [2.0, 6.0, 12.0]
+    back = r.broadcast(s, "step")
+    assert back[0].tolist() == [1.0, 1.0, 5.0, 5.0, 4.0]
+    assert back[1, 3:].tolist() == [0.0, 0.0]
+
+
+def test_segment_reduce_max_min():
+    ids = torch.tensor([[0, 0, 1, -1]])
+    x = torch.tensor([[3.0, -1.0, 2.0, 99.0]])
+    assert segment_reduce(ids, x, "max")[0].tolist() == [[3.0, 2.0]]
+    assert segment_reduce(ids, x, "min")[0].tolist() == [[-1.0, 2.0]]
+    assert segment_broadcast(ids, torch.tensor([[7.0, 8.0]])).tolist() == [[7.0, 7.0, 8.0, 0.0]]
+
+
+def test_select_and_split():
+    r = make(text=[list("abcde"), list("fghij"), list("klmno")])
+    s = r.select([2, 0])
+    assert s.text[0][0] == "k" and s.scores.tolist() == [0.0, 1.0]
+    with pytest.raises(ValueError, match="n_batches"):
+        r.split(2)
+    assert [len(b) for b in r.split(3)] == [1, 1, 1]
+
+
+def test_credit_from_level_and_cost():
+    r = make()
+    c = Credit.from_level(r, torch.tensor([1.0, 2.0, 3.0]), "episode", "demo", cost=Cost(env_steps=3))
+    assert c.token[1].tolist() == [2.0, 2.0, 2.0, 0.0, 0.0]
+    assert c.values.shape == (3, 1)
+    assert (c.cost + Cost(env_steps=1, aux_calls=2)).as_dict()["env_steps"] == 4
+    with pytest.raises(ValueError, match="credit"):
+        Credit.from_level(r, torch.tensor([1.0, float("nan"), 3.0]), "episode", "demo")
+    with pytest.raises(ValueError, match="level"):
+        Credit.from_level(r, torch.tensor([1.0, 2.0, 3.0]), "sentence", "demo")
