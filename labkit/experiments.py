@@ -96,8 +96,8 @@ def gradient_sweep(vary: str, values: Iterable, estimators: Sequence[str] = EPIS
                                          noise_std=setting["noise_std"], slip=setting["slip"],
                                          p_correct=setting["p_correct"], init_std=init_std,
                                          env_seed=seed, policy_seed=seed)
-        ro = env.sample(policy, n_batches * B, group_size=group_size, seed=seed + 1)
+        batches = env.sample(policy, n_batches * B, group_size=group_size, seed=seed + 1).split(n_batches)
         for name in estimators:
-            stats = gradient_study(policy, ro, get_estimator(name), truth.grad, n_batches=n_batches)
+            stats = gradient_study(policy, batches, get_estimator(name), truth.grad)
             rows.append({vary: value, "estimator": name, "J": truth.J, **stats})
     return pd.DataFrame(rows)

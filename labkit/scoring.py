@@ -147,12 +147,13 @@ def score_credit(credit: Credit, rollouts: Rollouts, truth_adv: torch.Tensor, *,
     return out
 
 
-def gradient_study(policy, rollouts: Rollouts, estimator: Callable[[Rollouts], Credit],
-                   exact_grad: torch.Tensor, *, n_batches: int) -> dict[str, float]:
+def gradient_study(policy, rollouts: Rollouts | Sequence[Rollouts], estimator: Callable[[Rollouts], Credit],
+                   exact_grad: torch.Tensor, *, n_batches: int | None = None) -> dict[str, float]:
     """Policy-gradient quality of an estimator over ``n_batches`` independent batches.
 
-    ``rollouts`` holds ``n_batches`` consecutive batches of equal size (sample them in one call,
-    then this splits them). The estimator sees one batch at a time, so batch-level statistics
+    ``rollouts`` is either one Rollouts holding ``n_batches`` consecutive batches of equal size
+    (sample them in one call; this splits them) or the list of batches itself (split once and
+    reuse it when studying several estimators). The estimator sees one batch at a time, so batch-level statistics
     (a mean baseline, REINFORCE++'s whitening) are computed per batch as in training. For batch i
     the estimate is g_i = (1/B) sum_b sum_t credit_bt grad log pi(a_bt | s_bt). Reports
 
@@ -163,10 +164,16 @@ def gradient_study(policy, rollouts: Rollouts, estimator: Callable[[Rollouts], C
     * ``relative_variance``: variance / ||mean g||^2, a scale-free noise-to-signal ratio
       (inf if the mean gradient is exactly zero, e.g. no batch contained a success).
     """
-    n_batches = check_int("n_batches", n_batches, low=2)
-    batches = rollouts.split(n_batches)
-    credit = torch.cat([estimator(b).token for b in batches])
-    per_traj = policy.trajectory_gradients(rollouts, credit)
+    if isinstance(rollouts, Rollouts):
+        if n_batches is None:
+            raise ValueError("n_batches: needed to split one Rollouts into batches")
+        batches = rollouts.split(check_int("n_batches", n_batches, low=2))
+    else:
+        batches = list(rollouts)
+        if len(batches) < 2 or len({len(b) for b in batches}) != 1:
+            raise ValueError("rollouts: need at least two batches of equal size")
+        n_batches = len(batches)
+    per_traj = torch.cat([policy.trajectory_gradients(b, estimator(b).token) for b in batches])
     G = per_traj.reshape(n_batches, -1, per_traj[0].numel()).mean(1)
     mean = G.mean(0)
     var = float(((G - mean) ** 2).sum(1).mean())

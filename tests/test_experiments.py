@@ -1,0 +1,47 @@
+import pytest
+import torch
+
+from labkit import experiments as ex
+
+
+def test_p_correct_fixes_the_success_rate():
+    env, policy, truth = ex.chain_setup(12, n_bifurcations=3, p_correct=0.8)
+    assert truth.J == pytest.approx(0.8 ** 3)
+    ro = env.sample(policy, 20000, seed=0)
+    assert float(ro.scores.mean()) == pytest.approx(0.8 ** 3, abs=0.02)
+    with pytest.raises(ValueError, match="p_correct"):
+        ex.chain_setup(12, p_correct=1.0)
+
+
+def test_gradient_sweep_shape_and_validation():
+    df = ex.gradient_sweep("noise_std", [0.0, 1.0], ["reinforce", "grpo"], horizon=8,
+                           n_batches=10, batch_size=16, progress=False)
+    assert list(df.columns[:3]) == ["noise_std", "estimator", "J"]
+    assert len(df) == 4 and df["cosine"].between(-1, 1).all()
+    # pure distractor noise makes one batch's gradient worse
+    by = df.set_index(["estimator", "noise_std"])
+    assert by.loc[("reinforce", 1.0), "cosine"] < by.loc[("reinforce", 0.0), "cosine"]
+    with pytest.raises(ValueError, match="vary"):
+        ex.gradient_sweep("gamma", [1.0], progress=False)
+    with pytest.raises(ValueError, match="group_size"):
+        ex.gradient_sweep("horizon", [5], batch_size=10, group_size=4, progress=False)
+    with pytest.raises(ValueError, match="values"):
+        ex.gradient_sweep("horizon", [], progress=False)
+
+
+def test_horizon_sweep_survives_slider_extremes():
+    """The notebook's sliders go down to T=2 and up to T=200 with slip 0.9 and noise 2."""
+    for T, slip, noise in [(2, 0.0, 0.0), (200, 0.9, 2.0), (1, 0.5, 0.0)]:
+        df = ex.gradient_sweep("horizon", [T], slip=slip, noise_std=noise, n_batches=5,
+                               batch_size=8, progress=False)
+        assert df[["cosine", "variance"]].notna().all().all()
+
+
+def test_credit_panels_and_scores():
+    env, policy, truth = ex.chain_setup(10, init_std=0.5, policy_seed=1)
+    ro = env.sample(policy, 64, group_size=8, seed=0)
+    panels = ex.credit_panels(ro, truth, ["grpo"])
+    assert set(panels) == {"exact advantage", "grpo"}
+    assert torch.equal(panels["exact advantage"], truth.advantage(ro))
+    scores = ex.credit_scores(ro, truth, ex.EPISODE_ESTIMATORS)
+    assert len(scores) == 6 and scores["recall_at_k"].lt(0.5).all()
