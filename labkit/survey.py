@@ -57,7 +57,7 @@ __all__ = [
     "METHODOLOGY_FAMILIES", "METHODOLOGY_TO_FAMILY",
     "SETTINGS", "TYPES", "COLLECTIONS", "STATUSES", "BASELINE_FAMILIES", "EVIDENCE_LEVELS",
     "NOTEBOOKS", "CREDIT_MODULES", "METHOD_COLUMNS", "BASELINE_COLUMNS",
-    "split_multi", "load_methods", "load_baselines", "lookup",
+    "split_multi", "load_methods", "load_baselines", "lookup", "decision_tree_graph",
     "taxonomy_counts", "filter_methods",
     "REASONING_MAX_TOKENS", "AGENTIC_MIN_TOKENS", "LEAVES", "Leaf",
     "DecisionInputs", "Recommendation", "recommend",
@@ -878,3 +878,58 @@ REPORTING_CHECKLIST: tuple[ChecklistItem, ...] = (
                   "The spread of trajectory lengths (minimum, median, maximum), not only the "
                   "average."),
 )
+
+
+# --------------------------------------------------------------------------------------------
+# The decision tree as a graph (for drawing; ``labkit.viz.tree_chart`` renders it)
+# --------------------------------------------------------------------------------------------
+
+#: Question nodes: id -> (label, x, y). Leaves take their position from _LEAF_XY.
+_QUESTIONS = {
+    "length": ("Tokens per trajectory?", 3.7, 0),
+    "density": ("Reward: outcome only,\nor per-step checkable?", 1.0, 1),
+    "stochastic": ("Environment\nstochastic?", 3.5, 1),
+    "replay": ("Can you replay from\nintermediate states?", 6.0, 1),
+    "privileged": ("Privileged info\nat train time?", 6.8, 2),
+}
+_LEAF_XY = {
+    "reasoning/outcome": (0.3, 2), "reasoning/per_step": (1.7, 2),
+    "hybrid/deterministic": (2.9, 2), "hybrid/stochastic": (4.1, 2),
+    "agentic/replay": (5.2, 2), "agentic/privileged": (6.2, 3), "agentic/online": (7.4, 3),
+}
+#: (source, target, answer label) for every edge of the tree.
+_EDGES = (
+    ("length", "density", "< 30K"), ("length", "stochastic", "30K-100K"), ("length", "replay", "> 100K"),
+    ("density", "reasoning/outcome", "outcome"), ("density", "reasoning/per_step", "per step"),
+    ("stochastic", "hybrid/deterministic", "no"), ("stochastic", "hybrid/stochastic", "yes"),
+    ("replay", "agentic/replay", "yes"), ("replay", "privileged", "no"),
+    ("privileged", "agentic/privileged", "yes"), ("privileged", "agentic/online", "no"),
+)
+
+
+def decision_tree_graph(leaf: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Nodes and edges of the decision tree with a fixed layout, marking the path to ``leaf``.
+
+    Returns ``(nodes, edges)``. nodes: id, label, kind ("question"/"leaf"), x, y, active.
+    edges: source, target, label, x, y, x2, y2, active. ``leaf`` is a key of :data:`LEAVES`
+    (e.g. ``recommend(...).leaf``); ``None`` marks nothing.
+    """
+    if leaf is not None and leaf not in LEAVES:
+        raise ValueError(f"leaf: must be one of {sorted(LEAVES)}, got {leaf!r}")
+    parent = {target: source for source, target, _ in _EDGES}
+    on_path: set[str] = set()
+    node = leaf
+    while node is not None:
+        on_path.add(node)
+        node = parent.get(node)
+    rows = [{"id": q, "label": label, "kind": "question", "x": x, "y": y} for q, (label, x, y) in _QUESTIONS.items()]
+    for key, (x, y) in _LEAF_XY.items():
+        rows.append({"id": key, "label": LEAVES[key].method_class,
+                     "kind": "leaf", "x": x, "y": y})
+    nodes = pd.DataFrame(rows)
+    nodes["active"] = nodes["id"].isin(on_path)
+    pos = nodes.set_index("id")[["x", "y"]]
+    edges = pd.DataFrame([{"source": s, "target": t, "label": lab,
+                           "x": pos.at[s, "x"], "y": pos.at[s, "y"], "x2": pos.at[t, "x"], "y2": pos.at[t, "y"],
+                           "active": s in on_path and t in on_path} for s, t, lab in _EDGES])
+    return nodes, edges

@@ -15,19 +15,27 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+PLACEHOLDER = "[interactive chart or widget: run the cell to display it]"
 
 
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    client = NotebookClient(nb, kernel_name="python3", timeout=600,
+    # Widget state is not stored: altair's offline chart widget carries its ~1 MB JavaScript
+    # bundle in that state, once per chart, which would bloat every commit of a notebook.
+    client = NotebookClient(nb, kernel_name="python3", timeout=600, store_widget_state=False,
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
     for cell in nb.cells:  # keep stored notebooks free of run-specific metadata
         cell.metadata.pop("execution", None)
+        for out in cell.get("outputs", []):
+            if WIDGET_VIEW in out.get("data", {}):  # no stored state to show it from: say so
+                out["data"] = {"text/plain": PLACEHOLDER}
+    nb.metadata.pop("widgets", None)
     nbformat.write(nb, path)
     return elapsed
 

@@ -1,0 +1,50 @@
+"""labkit.viz: credit heatmaps, plain charts and slider dashboards for the notebooks.
+
+Everything here takes plain arrays (numpy, lists, or torch tensors) and pandas DataFrames, and
+returns altair charts, so it does not depend on the rest of labkit.
+
+Call :func:`enable_offline` once at the top of a notebook. Why: altair 6's default renderers
+either load Vega from a CDN (no internet on a laptop in a workshop, on CI, or here) or emit the
+vega-lite mimetype, which JupyterLab 4 no longer renders. The "jupyter" renderer draws each chart
+with ``alt.JupyterChart`` (an anywidget), and in offline mode altair asks vl-convert-python for a
+self-contained JavaScript bundle of Vega/Vega-Lite/vega-embed, so charts render with no network.
+"""
+from __future__ import annotations
+
+import altair as alt
+
+from labkit.viz.charts import bar_chart, heat_table, line_chart
+from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
+from labkit.viz.tree import tree_chart
+from labkit.viz.widgets import Dashboard, dropdown, interact, slider
+
+__all__ = [
+    "enable_offline",
+    "credit_heatmap",
+    "compare_heatmaps",
+    "visible_text",
+    "line_chart",
+    "bar_chart",
+    "heat_table",
+    "tree_chart",
+    "Dashboard",
+    "interact",
+    "slider",
+    "dropdown",
+    "MAX_ROWS",
+]
+
+
+def enable_offline() -> None:
+    """Render altair charts in JupyterLab 4 without internet (idempotent, cheap).
+
+    Switches altair to the "jupyter" renderer with ``offline=True``. Needs the ``anywidget``
+    package (the widget that displays the chart; JupyterLab picks up its frontend extension) and
+    ``vl-convert-python`` (which supplies the bundled Vega JavaScript). The bundle is built
+    lazily by altair the first time a chart is displayed (a few seconds, once per kernel), so
+    calling this function costs nothing; calling it again does nothing.
+    Altair's 5000-row data limit stays on: the labkit charts keep their data small instead.
+    """
+    if alt.renderers.active == "jupyter" and (alt.renderers.options or {}).get("offline") is True:
+        return
+    alt.renderers.enable("jupyter", offline=True)

@@ -1,0 +1,282 @@
+"""Sliders that recompute and redraw a chart: the notebooks' one interaction pattern.
+
+    def compute(horizon, n):
+        credit = estimate(horizon, n)                  # any (B, T) array
+        return credit_heatmap(credit), f"var = {credit.var():.3f}"
+
+    dash = interact(compute, controls={"horizon": slider("horizon", 5, 200, 5, 50),
+                                       "n": slider("group size", 2, 64, 1, 8)})
+    dash          # displays the controls, the chart and the summary line
+
+``compute(**values)`` receives the controls' current values by name and returns an altair chart,
+or a tuple ``(chart, summary)`` where ``summary`` is a short string of measured numbers shown in
+monospace under the chart. Any exception raised by ``compute`` is shown in the dashboard as a
+readable message and kept on ``dash.error``; the controls stay live, so the next good value
+redraws normally.
+
+How the chart is drawn. When altair's active renderer is "jupyter" (``labkit.viz.enable_offline``
+turns it on) the dashboard keeps ONE ``alt.JupyterChart`` widget and swaps its chart on every
+update: the offline Vega bundle (~0.9 MB of JavaScript) travels to the browser once, not on every
+slider move. With any other renderer the chart's display data is written into ``dash.output``.
+Everything also works with no kernel or browser at all (tests set ``control.value`` and read
+``dash.chart.to_dict()``).
+
+Sliders default to ``continuous_update=False``: compute runs when the handle is released, not on
+every pixel of a drag, so a slow recompute never floods the kernel and no debouncing is needed.
+"""
+from __future__ import annotations
+
+import html
+import numbers
+import traceback
+from typing import Any, Callable, Mapping
+
+import altair as alt
+import ipywidgets as W
+
+__all__ = ["Dashboard", "interact", "slider", "dropdown"]
+
+
+def slider(
+    name: str,
+    min: float,
+    max: float,
+    step: float,
+    value: float,
+    description: str | None = None,
+    **kw: Any,
+) -> W.IntSlider | W.FloatSlider:
+    """An IntSlider when min, max, step and value are all integers, else a FloatSlider.
+
+    ``continuous_update=False`` by default (pass ``continuous_update=True`` to override).
+    """
+    nums = {"min": min, "max": max, "step": step, "value": value}
+    for k, v in nums.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v:
+            raise ValueError(f"slider {name!r}: {k} must be a number, got {v!r}")
+    is_int = all(isinstance(v, numbers.Integral) for v in nums.values())
+    min, max, step, value = (int(v) if is_int else float(v) for v in nums.values())
+    if not min < max:
+        raise ValueError(f"slider {name!r}: min ({min}) must be smaller than max ({max})")
+    if not step > 0:
+        raise ValueError(f"slider {name!r}: step must be positive, got {step}")
+    if not min <= value <= max:
+        raise ValueError(f"slider {name!r}: value {value} is outside [{min}, {max}]")
+    cls = W.IntSlider if is_int else W.FloatSlider
+    kw.setdefault("continuous_update", False)
+    kw.setdefault("style", {"description_width": "initial"})
+    if not is_int:
+        kw.setdefault("readout_format", _float_format(step))
+    return cls(
+        min=min, max=max, step=step, value=value,
+        description=name if description is None else description, **kw,
+    )
+
+
+def _float_format(step: float) -> str:
+    s = f"{step:.10f}".rstrip("0")
+    decimals = len(s.split(".")[1]) if "." in s else 0
+    return f".{min(max(decimals, 1), 6)}f"
+
+
+def dropdown(options: Any, value: Any = None, description: str = "", **kw: Any) -> W.Dropdown:
+    """A Dropdown over ``options`` (a list, or a dict label -> value), starting at ``value``
+    (default: the first option)."""
+    opts = list(options.items()) if isinstance(options, Mapping) else list(options)
+    if not opts:
+        raise ValueError("dropdown: options is empty")
+    values = [o[1] for o in opts] if isinstance(options, Mapping) else opts
+    if value is None:
+        value = values[0]
+    elif value not in values:
+        raise ValueError(f"dropdown: value {value!r} is not one of the options {values!r}")
+    kw.setdefault("style", {"description_width": "initial"})
+    return W.Dropdown(options=opts, value=value, description=description, **kw)
+
+
+class Dashboard:
+    """Controls + chart + summary line, recomputed whenever a control's value changes.
+
+    Attributes: ``controls`` (name -> widget), ``output`` (ipywidgets.Output: the chart when
+    altair's renderer is not "jupyter", and error messages), ``view`` (the persistent
+    ``alt.JupyterChart`` in "widget" mode, else None), ``chart`` (last chart compute returned),
+    ``summary`` (last summary string, "" if none), ``error`` (exception from the last update, or
+    None), ``n_updates`` (how many times compute has been called), ``widget`` (the box to show).
+    """
+
+    def __init__(
+        self,
+        compute: Callable[..., Any],
+        controls: Mapping[str, W.ValueWidget],
+        *,
+        layout: str = "vertical",
+        mode: str = "auto",
+    ) -> None:
+        if not callable(compute):
+            raise ValueError(f"compute must be callable, got {type(compute).__name__}")
+        if not isinstance(controls, Mapping) or not controls:
+            raise ValueError("controls must be a non-empty dict of name -> widget")
+        for key, w in controls.items():
+            if not isinstance(key, str) or not key.isidentifier():
+                raise ValueError(f"controls: key {key!r} must be a valid Python identifier (it becomes a keyword argument)")
+            if not isinstance(w, W.Widget) or not hasattr(w, "value"):
+                raise ValueError(f"controls[{key!r}] must be an ipywidgets widget with a .value, got {type(w).__name__}")
+        if layout not in ("vertical", "horizontal"):
+            raise ValueError(f"layout must be 'vertical' or 'horizontal', got {layout!r}")
+        if mode == "auto":
+            mode = "widget" if alt.renderers.active == "jupyter" else "output"
+        if mode not in ("widget", "output"):
+            raise ValueError(f"mode must be 'auto', 'widget' or 'output', got {mode!r}")
+
+        self.compute = compute
+        self.controls: dict[str, W.ValueWidget] = dict(controls)
+        self.mode = mode
+        self.chart: alt.TopLevelMixin | None = None
+        self.summary: str = ""
+        self.error: BaseException | None = None
+        self.n_updates = 0
+        self._busy = False
+        self._pending = False
+
+        self.view: Any = None
+        self.output = W.Output()
+        self.output.add_class("labkit-output")
+        self._summary_html = W.HTML(value="")
+        self._summary_html.add_class("labkit-summary")
+        self._chart_box = W.Box()
+        self._chart_box.add_class("labkit-chart")
+
+        for w in self.controls.values():
+            if hasattr(w, "description") and not w.description:
+                w.description = next(k for k, v in self.controls.items() if v is w)
+            w.observe(self._on_change, names="value")
+
+        ctl = W.VBox(list(self.controls.values()))
+        ctl.add_class("labkit-controls")
+        body = W.VBox([self._chart_box, self._summary_html, self.output])
+        self.widget = W.VBox([ctl, body]) if layout == "vertical" else W.HBox([ctl, body])
+        self.widget.add_class("labkit-dashboard")
+        self.refresh()
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Current control values by name (what compute receives)."""
+        return {k: w.value for k, w in self.controls.items()}
+
+    def _on_change(self, change: dict) -> None:
+        self.refresh()  # traitlets only reports real changes
+
+    def refresh(self) -> None:
+        """Run compute on the current values and redraw (errors are shown, never raised)."""
+        if self._busy:  # compute itself moved a control: run again once it returns
+            self._pending = True
+            return
+        self._busy = True
+        try:
+            for _ in range(3):  # bounded, in case compute keeps moving its own controls
+                self._pending = False
+                self._update()
+                if not self._pending:
+                    break
+        finally:
+            self._busy = False
+
+    def _update(self) -> None:
+        values = self.values
+        self.n_updates += 1
+        try:
+            result = self.compute(**values)
+            chart, summary = self._split(result)
+        except Exception as exc:  # shown to the user, never kills the widget
+            self._show_error(exc, values)
+            return
+        self.error = None
+        self.chart = chart
+        self.summary = summary
+        self._summary_html.value = (
+            f'<pre style="margin:2px 0;font-size:12px;line-height:1.3">{html.escape(summary)}</pre>'
+            if summary else ""
+        )
+        try:
+            self._draw(chart)
+        except Exception as exc:  # e.g. an invalid spec that altair refuses to serialise
+            self._show_error(exc, values)
+            return
+        if self.mode == "widget":
+            self.output.outputs = ()  # clear a previous error message
+
+    @staticmethod
+    def _split(result: Any) -> tuple[alt.TopLevelMixin, str]:
+        summary: Any = ""
+        chart = result
+        if isinstance(result, tuple):
+            if len(result) != 2:
+                raise ValueError(f"compute must return a chart or (chart, summary), got a tuple of {len(result)}")
+            chart, summary = result
+        if not isinstance(chart, alt.TopLevelMixin):
+            raise ValueError(f"compute must return an altair chart (or (chart, summary)), got {type(chart).__name__}")
+        if summary is None:
+            summary = ""
+        if not isinstance(summary, str):
+            raise ValueError(f"the summary compute returns must be a string, got {type(summary).__name__}")
+        return chart, summary
+
+    def _draw(self, chart: alt.TopLevelMixin) -> None:
+        if self.mode == "widget":
+            if self.view is None:
+                opts = alt.renderers.options or {}
+                alt.JupyterChart.enable_offline(offline=bool(opts.get("offline", False)))
+                self.view = alt.JupyterChart(chart, embed_options=opts.get("embed_options"))
+                self._chart_box.children = (self.view,)
+            else:
+                self.view.chart = chart
+            self._chart_box.layout.display = None
+        else:
+            bundle = chart._repr_mimebundle_()
+            data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+            self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": meta or {}},)
+
+    def _show_error(self, exc: BaseException, values: dict) -> None:
+        self.error = exc
+        args = ", ".join(f"{k}={v!r}" for k, v in values.items())
+        where = ""
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            f = frames[-1]
+            where = f"\n  at {f.filename}:{f.lineno} in {f.name}"
+        text = f"compute({args}) failed:\n{type(exc).__name__}: {exc}{where}\n"
+        if self.mode == "widget":
+            self._chart_box.layout.display = "none"  # do not leave a stale chart looking current
+        self._summary_html.value = ""
+        self.output.outputs = ({"output_type": "stream", "name": "stderr", "text": text},)
+
+    # -- display --------------------------------------------------------------------------------
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        state = f"error={type(self.error).__name__}" if self.error else f"summary={self.summary!r}"
+        return f"Dashboard(controls={list(self.controls)}, mode={self.mode!r}, n_updates={self.n_updates}, {state})"
+
+
+def interact(
+    compute: Callable[..., Any],
+    *,
+    controls: Mapping[str, W.ValueWidget],
+    layout: str = "vertical",
+    mode: str = "auto",
+) -> Dashboard:
+    """Build a :class:`Dashboard` that calls ``compute(**values)`` now and on every change.
+
+    ``mode``: "auto" (a persistent JupyterChart when altair's renderer is "jupyter", else the
+    Output widget), "widget" or "output".
+    """
+    return Dashboard(compute, controls, layout=layout, mode=mode)

@@ -1,0 +1,272 @@
+"""Real-browser check: JupyterLab + Debian Chromium driven by the playwright Python package.
+
+Serves a copy of tests/browser_fixture.ipynb from a temporary directory with JupyterLab bound to
+127.0.0.1, opens it in /usr/bin/chromium (never `playwright install`), runs all cells, waits for
+the altair charts to render through the offline jupyter renderer, hovers an HTML-looking token
+and checks the tooltip shows it as inert text, moves the dashboard's slider and checks the chart
+and summary were redrawn, then saves artifacts/browser_check.png.
+
+Every request the page makes to anything but the local server is blocked and recorded, and the
+test fails if there was any: the charts must render with no network at all.
+Skips with a reason when chromium or playwright is missing (.ci/install_browser.sh installs
+chromium). Everything is bounded in time; the server is shut down in a finally block.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).resolve().parent / "browser_fixture.ipynb"
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOT = REPO / "artifacts" / "browser_check.png"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# The whole check (server start, browser, run, slider) must finish within this many seconds;
+# a normal run takes about 30 s on a 2-core machine.
+BUDGET_S = 110
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_server(proc: subprocess.Popen, url: str, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "api/status", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"jupyter lab did not answer within {timeout:.0f}s:\n{log.read_text()[-3000:]}")
+
+
+def _start_lab(root: Path, port: int, log: Path) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    # keep the user's Jupyter state out of the test, and the test's out of the user's
+    for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                     ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+                     ("IPYTHONDIR", "ipython")):
+        (root.parent / sub).mkdir(exist_ok=True)
+        env[var] = str(root.parent / sub)
+    # user settings: start the notebook's kernel without the "Select Kernel" dialog, and do not
+    # offer to fetch Jupyter news (a network request)
+    for plugin, settings in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),
+                             ("apputils-extension/notification", {"fetchNews": "false"})):
+        path = root.parent / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
+    cmd = [
+        sys.executable, "-m", "jupyter", "lab",
+        "--no-browser",
+        "--ServerApp.open_browser=False",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        # An empty token is acceptable ONLY because the server is bound to 127.0.0.1 for a test.
+        # (IdentityProvider.token is jupyter_server 2's name for the deprecated ServerApp.token.)
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        f"--ServerApp.root_dir={root}",
+        # nothing from the server side reaches for the network either
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run commands by id
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # CI and these machines run as root
+    with open(log, "wb") as fh:
+        return subprocess.Popen(cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()  # jupyter shuts its kernels down on SIGTERM
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+class _Budget:
+    """One time budget for the whole check: every wait gets at most what is left of it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def ms(self, cap_s: float) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            pytest.fail("browser check ran out of its time budget")
+        return 1000 * min(cap_s, left)
+
+    def s(self, cap_s: float) -> float:
+        return self.ms(cap_s) / 1000
+
+
+def test_notebook_renders_and_slider_redraws(tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (run .ci/install_browser.sh as root to install Debian's chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    t0 = time.monotonic()
+    budget = _Budget(BUDGET_S)
+
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(FIXTURE, root / FIXTURE.name)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}/"
+    log = tmp_path / "jupyter.log"
+    proc = _start_lab(root, port, log)
+    external: list[str] = []
+    console_errors: list[str] = []
+    page = None
+    try:
+        _wait_for_server(proc, base, log, timeout=budget.s(45))
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=budget.ms(30)
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                page.set_default_timeout(budget.ms(20))
+
+                def gate(route):
+                    url = route.request.url
+                    if url.startswith(base) or url.startswith(("data:", "blob:")):
+                        route.continue_()
+                    else:
+                        external.append(url)
+                        route.abort()
+
+                page.route("**/*", gate)
+                page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+
+                page.goto(base + "lab/tree/" + FIXTURE.name, wait_until="domcontentloaded", timeout=budget.ms(45))
+                page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=budget.ms(45))
+                page.wait_for_function(
+                    "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                    " && window.jupyterapp.shell.currentWidget.sessionContext",
+                    timeout=budget.ms(30),
+                )
+                # Wait for the kernel (bounded in the page too: evaluate has no timeout of its own),
+                # then run the command behind Run > Run All Cells.
+                page.evaluate(
+                    """async (ms) => {
+                        const app = window.jupyterapp, nb = app.shell.currentWidget;
+                        const late = new Promise((_, no) => setTimeout(() => no(new Error('kernel not ready')), ms));
+                        await Promise.race([Promise.all([nb.context.ready, nb.sessionContext.ready]), late]);
+                        await app.commands.execute('notebook:run-all-cells');
+                    }""",
+                    budget.ms(45),
+                )
+
+                # both charts (static heatmap + dashboard) rendered by vega-embed into SVG/canvas
+                page.wait_for_function(
+                    "() => document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= 2",
+                    timeout=budget.ms(60),
+                )
+                dash_chart = page.locator(".labkit-dashboard .vega-embed").first
+                summary = page.locator(".labkit-summary")
+                page.wait_for_function(
+                    "() => (document.querySelector('.labkit-summary')?.innerText || '').includes('shift=')",
+                    timeout=budget.ms(15),
+                )
+                before_text = summary.inner_text()
+                before_svg = dash_chart.inner_html()
+                assert "shift=+0.00" in before_text, before_text
+                assert "dashboard heatmap" in before_svg  # the title is drawn inside the SVG
+                assert "static heatmap" in page.locator(".vega-embed").first.inner_html()
+
+                # hovering the "<b>" token shows it as text in the tooltip (vega-tooltip escapes;
+                # labkit deliberately does not escape a second time), and injects no element
+                page.locator(".vega-embed svg text", has_text="<b>").first.hover(timeout=budget.ms(10))
+                tooltip = page.locator("#vg-tooltip-element.visible")
+                tooltip.wait_for(timeout=budget.ms(10))
+                tip_values = tooltip.locator("td.value").all_inner_texts()
+                assert "<b>" in tip_values and "<i>r0</i>" in tip_values, tip_values
+                assert tooltip.locator("b, i, script").count() == 0
+                page.mouse.move(5, 5)
+
+                # move the slider one step to the right with the keyboard
+                handle = page.locator(".labkit-dashboard .noUi-handle").first
+                handle.scroll_into_view_if_needed(timeout=budget.ms(10))
+                handle.focus(timeout=budget.ms(10))
+                page.keyboard.press("ArrowRight")
+                page.wait_for_function(
+                    "(t) => { const s = document.querySelector('.labkit-summary');"
+                    " return s && s.innerText !== t; }",
+                    arg=before_text,
+                    timeout=budget.ms(20),
+                )
+                after_text = summary.inner_text()
+                assert "shift=+0.25" in after_text, after_text
+                # the chart itself was redrawn with the new values (new fill colours)
+                page.wait_for_function(
+                    "(h) => { const e = document.querySelector('.labkit-dashboard .vega-embed');"
+                    " return e && e.innerHTML !== h && e.querySelector('svg, canvas'); }",
+                    arg=before_svg,
+                    timeout=budget.ms(20),
+                )
+                # no error message in the dashboard's output area
+                assert page.locator(".labkit-dashboard .labkit-output").inner_text().strip() == ""
+
+                SCREENSHOT.parent.mkdir(exist_ok=True)
+                page.locator(".labkit-dashboard").scroll_into_view_if_needed(timeout=budget.ms(5))
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(SCREENSHOT), timeout=budget.ms(15))
+            except BaseException:
+                # leave evidence for whoever reads the CI log
+                SCREENSHOT.parent.mkdir(exist_ok=True)
+                try:
+                    if page is not None:
+                        page.screenshot(path=str(SCREENSHOT.with_name("browser_check_failure.png")), timeout=10_000)
+                        outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+                        print("cell outputs:", json.dumps(outputs)[:4000])
+                except Exception as exc:  # the page may be gone
+                    print("could not capture the page:", exc)
+                print("console errors:", console_errors[:20])
+                print("blocked requests:", external[:20])
+                print("jupyter log tail:", log.read_text()[-3000:])
+                raise
+            finally:
+                browser.close()
+    finally:
+        _stop(proc)
+    assert not external, f"the page tried to reach the network: {external}"
+    vega_errors = [e for e in console_errors if "vega" in e.lower() or "anywidget" in e.lower()]
+    assert not vega_errors, vega_errors
+    (SCREENSHOT.parent / "browser_check.json").write_text(json.dumps(
+        {"seconds": round(time.monotonic() - t0, 1), "summary_before": before_text,
+         "summary_after": after_text}, indent=1))
