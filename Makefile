@@ -16,8 +16,10 @@ $(STAMP): requirements.lock pyproject.toml
 
 venv: $(STAMP)
 
+# Served on localhost with Jupyter's token (the URL to open is printed). --allow-root only when
+# run as root (containers), where Jupyter refuses to start otherwise.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # Unit/property tests, widget tests, nbval over every notebook, and (when Chromium is present)
 # the real-browser check. Two workers; nbval needs --dist loadfile.

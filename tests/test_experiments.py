@@ -45,3 +45,22 @@ def test_credit_panels_and_scores():
     assert torch.equal(panels["exact advantage"], truth.advantage(ro))
     scores = ex.credit_scores(ro, truth, ex.EPISODE_ESTIMATORS)
     assert len(scores) == 6 and scores["recall_at_k"].lt(0.5).all()
+
+
+def test_notebook_style_dashboard_recomputes_on_slider_move():
+    """The pattern notebook 01 uses: sliders -> gradient_sweep -> bar chart + summary."""
+    from labkit import viz
+
+    def quality(horizon, noise_std):
+        df = ex.gradient_sweep("horizon", [horizon], noise_std=noise_std, n_batches=5, batch_size=8,
+                               progress=False)
+        return viz.bar_chart(df, "estimator", "cosine"), f"J={df.J.iloc[0]:.3f}"
+
+    dash = viz.interact(quality, controls={"horizon": viz.slider("horizon", 2, 200, 1, 10),
+                                           "noise_std": viz.slider("noise", 0.0, 2.0, 0.1, 0.0)})
+    before, n = dash.chart.to_dict(), dash.n_updates
+    dash.controls["horizon"].value = 200  # the slider's far end
+    assert dash.n_updates == n + 1 and dash.error is None
+    assert dash.chart.to_dict() != before
+    dash.controls["noise_std"].value = 2.0
+    assert dash.error is None and dash.summary.startswith("J=")
