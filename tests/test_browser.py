@@ -13,6 +13,7 @@ chromium). Everything is bounded in time; the server is shut down in a finally b
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -43,6 +44,8 @@ CHROMIUM_ARGS = [
 # The whole check (server start, browser, run, slider) must finish within this many seconds;
 # a normal run takes about 30 s on a 2-core machine.
 BUDGET_S = 110
+# A course notebook runs in <= 60 s on its own; allow for server start and a busy machine.
+COURSE_BUDGET_S = 240
 
 pytestmark = pytest.mark.browser
 
@@ -135,22 +138,32 @@ class _Budget:
         return self.ms(cap_s) / 1000
 
 
-def test_notebook_renders_and_slider_redraws(tmp_path):
+class _Session:
+    """What a browser session recorded: blocked external requests and console errors."""
+
+    def __init__(self) -> None:
+        self.external: list[str] = []
+        self.console_errors: list[str] = []
+
+
+@contextlib.contextmanager
+def _notebook_in_browser(tmp_path: Path, notebook: Path, budget: _Budget, shot: Path):
+    """Serve ``notebook`` on 127.0.0.1, open it in chromium, run all cells; yield (page, session).
+
+    On failure inside the block, saves a screenshot next to ``shot`` and prints the cell outputs,
+    console errors, blocked requests and the server log. The server always stops.
+    """
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (run .ci/install_browser.sh as root to install Debian's chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    t0 = time.monotonic()
-    budget = _Budget(BUDGET_S)
-
     root = tmp_path / "root"
     root.mkdir()
-    shutil.copy(FIXTURE, root / FIXTURE.name)
+    shutil.copy(notebook, root / notebook.name)
     port = _free_port()
     base = f"http://127.0.0.1:{port}/"
     log = tmp_path / "jupyter.log"
     proc = _start_lab(root, port, log)
-    external: list[str] = []
-    console_errors: list[str] = []
+    session = _Session()
     page = None
     try:
         _wait_for_server(proc, base, log, timeout=budget.s(45))
@@ -167,13 +180,13 @@ def test_notebook_renders_and_slider_redraws(tmp_path):
                     if url.startswith(base) or url.startswith(("data:", "blob:")):
                         route.continue_()
                     else:
-                        external.append(url)
+                        session.external.append(url)
                         route.abort()
 
                 page.route("**/*", gate)
-                page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+                page.on("console", lambda m: session.console_errors.append(m.text) if m.type == "error" else None)
 
-                page.goto(base + "lab/tree/" + FIXTURE.name, wait_until="domcontentloaded", timeout=budget.ms(45))
+                page.goto(base + "lab/tree/" + notebook.name, wait_until="domcontentloaded", timeout=budget.ms(45))
                 page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=budget.ms(45))
                 page.wait_for_function(
                     "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
@@ -191,82 +204,125 @@ def test_notebook_renders_and_slider_redraws(tmp_path):
                     }""",
                     budget.ms(45),
                 )
-
-                # both charts (static heatmap + dashboard) rendered by vega-embed into SVG/canvas
-                page.wait_for_function(
-                    "() => document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= 2",
-                    timeout=budget.ms(60),
-                )
-                dash_chart = page.locator(".labkit-dashboard .vega-embed").first
-                summary = page.locator(".labkit-summary")
-                page.wait_for_function(
-                    "() => (document.querySelector('.labkit-summary')?.innerText || '').includes('shift=')",
-                    timeout=budget.ms(15),
-                )
-                before_text = summary.inner_text()
-                before_svg = dash_chart.inner_html()
-                assert "shift=+0.00" in before_text, before_text
-                assert "dashboard heatmap" in before_svg  # the title is drawn inside the SVG
-                assert "static heatmap" in page.locator(".vega-embed").first.inner_html()
-
-                # hovering the "<b>" token shows it as text in the tooltip (vega-tooltip escapes;
-                # labkit deliberately does not escape a second time), and injects no element
-                page.locator(".vega-embed svg text", has_text="<b>").first.hover(timeout=budget.ms(10))
-                tooltip = page.locator("#vg-tooltip-element.visible")
-                tooltip.wait_for(timeout=budget.ms(10))
-                tip_values = tooltip.locator("td.value").all_inner_texts()
-                assert "<b>" in tip_values and "<i>r0</i>" in tip_values, tip_values
-                assert tooltip.locator("b, i, script").count() == 0
-                page.mouse.move(5, 5)
-
-                # move the slider one step to the right with the keyboard
-                handle = page.locator(".labkit-dashboard .noUi-handle").first
-                handle.scroll_into_view_if_needed(timeout=budget.ms(10))
-                handle.focus(timeout=budget.ms(10))
-                page.keyboard.press("ArrowRight")
-                page.wait_for_function(
-                    "(t) => { const s = document.querySelector('.labkit-summary');"
-                    " return s && s.innerText !== t; }",
-                    arg=before_text,
-                    timeout=budget.ms(20),
-                )
-                after_text = summary.inner_text()
-                assert "shift=+0.25" in after_text, after_text
-                # the chart itself was redrawn with the new values (new fill colours)
-                page.wait_for_function(
-                    "(h) => { const e = document.querySelector('.labkit-dashboard .vega-embed');"
-                    " return e && e.innerHTML !== h && e.querySelector('svg, canvas'); }",
-                    arg=before_svg,
-                    timeout=budget.ms(20),
-                )
-                # no error message in the dashboard's output area
-                assert page.locator(".labkit-dashboard .labkit-output").inner_text().strip() == ""
-
-                SCREENSHOT.parent.mkdir(exist_ok=True)
-                page.locator(".labkit-dashboard").scroll_into_view_if_needed(timeout=budget.ms(5))
+                yield page, session
+                shot.parent.mkdir(exist_ok=True)
                 page.wait_for_timeout(300)
-                page.screenshot(path=str(SCREENSHOT), timeout=budget.ms(15))
+                page.screenshot(path=str(shot), timeout=budget.ms(15))
             except BaseException:
                 # leave evidence for whoever reads the CI log
-                SCREENSHOT.parent.mkdir(exist_ok=True)
+                shot.parent.mkdir(exist_ok=True)
                 try:
                     if page is not None:
-                        page.screenshot(path=str(SCREENSHOT.with_name("browser_check_failure.png")), timeout=10_000)
+                        page.screenshot(path=str(shot.with_name(shot.stem + "_failure.png")), timeout=10_000)
                         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
                         print("cell outputs:", json.dumps(outputs)[:4000])
                 except Exception as exc:  # the page may be gone
                     print("could not capture the page:", exc)
-                print("console errors:", console_errors[:20])
-                print("blocked requests:", external[:20])
+                print("console errors:", session.console_errors[:20])
+                print("blocked requests:", session.external[:20])
                 print("jupyter log tail:", log.read_text()[-3000:])
                 raise
             finally:
                 browser.close()
     finally:
         _stop(proc)
-    assert not external, f"the page tried to reach the network: {external}"
-    vega_errors = [e for e in console_errors if "vega" in e.lower() or "anywidget" in e.lower()]
+    assert not session.external, f"the page tried to reach the network: {session.external}"
+    vega_errors = [e for e in session.console_errors if "vega" in e.lower() or "anywidget" in e.lower()]
     assert not vega_errors, vega_errors
+
+
+def test_notebook_renders_and_slider_redraws(tmp_path):
+    t0 = time.monotonic()
+    budget = _Budget(BUDGET_S)
+    with _notebook_in_browser(tmp_path, FIXTURE, budget, SCREENSHOT) as (page, session):
+        # both charts (static heatmap + dashboard) rendered by vega-embed into SVG/canvas
+        page.wait_for_function(
+            "() => document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= 2",
+            timeout=budget.ms(60),
+        )
+        dash_chart = page.locator(".labkit-dashboard .vega-embed").first
+        summary = page.locator(".labkit-summary")
+        page.wait_for_function(
+            "() => (document.querySelector('.labkit-summary')?.innerText || '').includes('shift=')",
+            timeout=budget.ms(15),
+        )
+        before_text = summary.inner_text()
+        before_svg = dash_chart.inner_html()
+        assert "shift=+0.00" in before_text, before_text
+        assert "dashboard heatmap" in before_svg  # the title is drawn inside the SVG
+        assert "static heatmap" in page.locator(".vega-embed").first.inner_html()
+
+        # hovering the "<b>" token shows it as text in the tooltip (vega-tooltip escapes;
+        # labkit deliberately does not escape a second time), and injects no element
+        page.locator(".vega-embed svg text", has_text="<b>").first.hover(timeout=budget.ms(10))
+        tooltip = page.locator("#vg-tooltip-element.visible")
+        tooltip.wait_for(timeout=budget.ms(10))
+        tip_values = tooltip.locator("td.value").all_inner_texts()
+        assert "<b>" in tip_values and "<i>r0</i>" in tip_values, tip_values
+        assert tooltip.locator("b, i, script").count() == 0
+        page.mouse.move(5, 5)
+
+        # move the slider one step to the right with the keyboard
+        handle = page.locator(".labkit-dashboard .noUi-handle").first
+        handle.scroll_into_view_if_needed(timeout=budget.ms(10))
+        handle.focus(timeout=budget.ms(10))
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(
+            "(t) => { const s = document.querySelector('.labkit-summary');"
+            " return s && s.innerText !== t; }",
+            arg=before_text,
+            timeout=budget.ms(20),
+        )
+        after_text = summary.inner_text()
+        assert "shift=+0.25" in after_text, after_text
+        # the chart itself was redrawn with the new values (new fill colours)
+        page.wait_for_function(
+            "(h) => { const e = document.querySelector('.labkit-dashboard .vega-embed');"
+            " return e && e.innerHTML !== h && e.querySelector('svg, canvas'); }",
+            arg=before_svg,
+            timeout=budget.ms(20),
+        )
+        # no error message in the dashboard's output area
+        assert page.locator(".labkit-dashboard .labkit-output").inner_text().strip() == ""
+        page.locator(".labkit-dashboard").scroll_into_view_if_needed(timeout=budget.ms(5))
     (SCREENSHOT.parent / "browser_check.json").write_text(json.dumps(
         {"seconds": round(time.monotonic() - t0, 1), "summary_before": before_text,
          "summary_after": after_text}, indent=1))
+
+
+COURSE = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _chart_cells(notebook: Path) -> int:
+    """Code cells whose stored output is a chart or dashboard (a widget view when executed)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum(1 for c in cells if c["cell_type"] == "code"
+               and any("interactive chart" in str(o.get("data", {}).get("text/plain", "")) for o in c.get("outputs", [])))
+
+
+@pytest.mark.parametrize("notebook", COURSE, ids=[p.stem for p in COURSE])
+def test_course_notebook_runs_and_renders_in_browser(tmp_path, notebook):
+    """Each course notebook, run top to bottom in JupyterLab: every cell finishes, no cell shows
+    an error, and every chart cell draws at least one Vega view."""
+    budget = _Budget(COURSE_BUDGET_S)
+    expected = _chart_cells(notebook)
+    assert expected > 0, "the stored notebook shows no chart: re-run scripts/execute_notebooks.py"
+    shot = REPO / "artifacts" / f"browser_{notebook.stem}.png"
+    with _notebook_in_browser(tmp_path, notebook, budget, shot) as (page, session):
+        # run-all has been queued; wait until no cell is pending ("[*]") and the kernel is idle
+        page.wait_for_function(
+            "() => { const p = [...document.querySelectorAll('.jp-InputArea-prompt')];"
+            " return p.length > 0 && p.every(e => !e.innerText.includes('*'))"
+            " && document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"], "
+            ".jp-NotebookPanel') !== null; }",
+            timeout=budget.ms(COURSE_BUDGET_S),
+        )
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        tracebacks = [t for t in errors.all_inner_texts() if "Traceback" in t or "Error" in t]
+        assert not tracebacks, tracebacks[:2]
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= n",
+            arg=expected, timeout=budget.ms(60),
+        )
+        assert page.locator(".labkit-dashboard .labkit-output").all_inner_texts() == [""] * page.locator(
+            ".labkit-dashboard .labkit-output").count()
