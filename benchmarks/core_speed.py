@@ -10,7 +10,7 @@ import time
 import torch
 
 from labkit import experiments as ex
-from labkit.credit import ESTIMATORS
+from labkit.credit import get_estimator
 
 
 def timed(fn, repeat: int = 3) -> float:
@@ -31,7 +31,8 @@ def main() -> None:
         print(f"{'sample 1600 trajectories, T=%d' % T:58s} {timed(lambda: env.sample(policy, 1600, seed=0)):8.3f}")
     env, policy, _ = ex.chain_setup(200)
     ro = env.sample(policy, 1600, group_size=8, seed=0)
-    for name, fn in ESTIMATORS.items():
+    for name in ex.EPISODE_ESTIMATORS:
+        fn = get_estimator(name)
         print(f"{'estimator %s on 1600 x 200' % name:58s} {timed(lambda: fn(ro)):8.3f}")
     for T in (30, 200):
         t = timed(lambda: ex.gradient_sweep("horizon", [T], n_batches=50, progress=False), repeat=2)

@@ -81,6 +81,16 @@ class Truth:
         s, _ = self._index(rollouts)
         return torch.where(rollouts.mask, self.V[s], 0)
 
+    def step_value_fn(self):
+        """A ``value_fn`` for ``labkit.credit.mc`` that returns the exact V at the start of every
+        step (ignores k; zero cost): Monte Carlo credit with perfect values."""
+        from labkit.rollouts import Cost
+
+        def value_fn(rollouts: Rollouts, k: int):
+            v = self.value(rollouts)
+            return rollouts.view(v, "step", "first")[0], Cost()
+        return value_fn
+
     def _index(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
         if rollouts.states is None:
             raise ValueError("rollouts.states: exact truth needs the state index of every position")

@@ -1,6 +1,6 @@
 """Credit estimators, one module per methodology family, all with the signature
 ``fn(rollouts, **options) -> Credit`` and registered by name."""
 from labkit.credit._registry import ESTIMATORS, estimate, get_estimator, register
-from labkit.credit import episode  # noqa: F401  (registers the episode-level estimators)
+from labkit.credit import episode, mc, td  # noqa: F401  (importing registers the estimators)
 
-__all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "episode"]
+__all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "episode", "mc", "td"]

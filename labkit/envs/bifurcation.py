@@ -21,8 +21,8 @@ from typing import Sequence
 
 import torch
 
-from labkit._checks import check_int, check_number
-from labkit.rollouts import Rollouts
+from labkit._checks import as_tensor, check_int, check_number
+from labkit.rollouts import Cost, Rollouts
 from labkit.truth import TabularMDP
 
 TOKEN_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -156,3 +156,49 @@ class BifurcationChain:
                    "success": ok.bool()},
             info={"env": repr(self)},
         )
+
+    # ---- vines: continuations from arbitrary states (what Monte Carlo credit methods need)
+    @torch.no_grad()
+    def continuation_returns(self, policy, states, k: int, *, seed: int = 0) -> tuple[torch.Tensor, int]:
+        """Mean return of ``k`` fresh continuations from each state in ``states`` (N,), and the
+        number of environment steps spent. A continuation from state (t, ok) re-runs positions
+        t..T-1 with ``policy`` (the token at t included), so its expected return is V(state)."""
+        k = check_int("k", k, low=1)
+        states = as_tensor("states", states).long().reshape(-1)
+        if states.numel() == 0:
+            return torch.zeros(0, dtype=torch.float64), 0
+        if bool(((states < 0) | (states >= self.n_states)).any()):
+            raise ValueError(f"states: indices must lie in [0, {self.n_states - 1}]")
+        g = torch.Generator().manual_seed(int(seed))
+        t0 = (states // 2).repeat_interleave(k)
+        ok = (states % 2).repeat_interleave(k)
+        total = torch.zeros(len(t0), dtype=torch.float64)
+        probs = policy.probs().detach()
+        for t in range(int(t0.min()), self.horizon):
+            active = t0 <= t
+            a = torch.multinomial(probs[self.state_index(t, ok)], 1, generator=g).squeeze(-1)
+            slipped = torch.rand(len(a), generator=g, dtype=torch.float64) < self.slip
+            done = torch.where(slipped, torch.randint(self.n_actions, (len(a),), generator=g), a)
+            if self.correct[t] >= 0:
+                ok = torch.where(active, ok * (done == self.correct[t]).long(), ok)
+            if self.noise_std > 0:
+                noise = self.noise_std * torch.randn(len(a), generator=g, dtype=torch.float64)
+                total += torch.where(active, noise, 0.0)
+        total += self.success_reward * ok
+        env_steps = int((self.horizon - t0).sum())
+        return total.view(-1, k).mean(1), env_steps
+
+    def vine_value_fn(self, policy, *, seed: int = 0):
+        """A ``value_fn`` for ``labkit.credit.mc``: V at the start of every step of the rollouts,
+        each the mean of k continuations re-run from that step's first state."""
+        def value_fn(rollouts: Rollouts, k: int) -> tuple[torch.Tensor, Cost]:
+            if rollouts.states is None:
+                raise ValueError("rollouts.states: vines restart from recorded states")
+            first_state, present = rollouts.view(rollouts.states, "step", "first")
+            starts = first_state.long()[present]
+            means, env_steps = self.continuation_returns(policy, starts, k, seed=seed)
+            values = torch.zeros(present.shape, dtype=torch.float64)
+            values[present] = means
+            n = int(present.sum()) * k
+            return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
+        return value_fn
