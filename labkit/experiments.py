@@ -101,3 +101,44 @@ def gradient_sweep(vary: str, values: Iterable, estimators: Sequence[str] = EPIS
             stats = gradient_study(policy, batches, get_estimator(name), truth.grad)
             rows.append({vary: value, "estimator": name, "J": truth.J, **stats})
     return pd.DataFrame(rows)
+
+
+def gae_lambda_sweep(lams: Iterable[float], *, critic_episodes: int = 64, horizon: int = 20,
+                     n_bifurcations: int = 2, noise_std: float = 0.5, slip: float = 0.1,
+                     init_std: float = 0.5, batch_size: int = 32, n_batches: int = 100,
+                     seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """GAE's lambda dial on a BifurcationChain, with a learned and with the exact critic.
+
+    The learned critic is a ``TabularCritic`` fitted on ``critic_episodes`` separate episodes
+    (fewer episodes, worse critic). For each lambda and critic: the gradient study against the
+    exact gradient (cosine, relative variance) and per-token error to the exact advantage over
+    all batches. One row per (critic, lam).
+    """
+    from labkit.credit.td import gae
+    from labkit.critics import TabularCritic
+    from labkit.scoring import advantage_error, rank_correlation
+
+    lams = [check_number("lams", lam, low=0.0, high=1.0) for lam in lams]
+    if not lams:
+        raise ValueError("lams: need at least one lambda")
+    critic_episodes = check_int("critic_episodes", critic_episodes, low=1)
+    env, policy, truth = chain_setup(horizon, n_bifurcations=min(n_bifurcations, horizon), noise_std=noise_std,
+                                     slip=slip, init_std=init_std, env_seed=seed, policy_seed=seed)
+    learned = TabularCritic(env.n_states).fit(env.sample(policy, critic_episodes, seed=seed + 2))
+    ro = env.sample(policy, n_batches * batch_size, seed=seed + 1)
+    batches = ro.split(n_batches)
+    critics = {"learned": learned.value, "exact": truth.value}
+    rows = []
+    for name, critic in tqdm(critics.items(), desc="critics", disable=not progress):
+        for lam in lams:
+            def estimator(batch, lam=lam, critic=critic):
+                return gae(batch, values=critic(batch), lam=lam)
+            stats = gradient_study(policy, batches, estimator, truth.grad)
+            credit = estimator(ro)
+            adv = truth.advantage(ro)
+            rows.append({"critic": name, "lam": lam, **stats,
+                         "adv_mse": advantage_error(credit, adv, ro.mask)["mse"],
+                         "rank_corr": rank_correlation(credit, adv, ro.mask)})
+    out = pd.DataFrame(rows)
+    out.attrs["critic_value_error"] = float((learned.table - truth.V).abs()[learned.counts > 0].mean())
+    return out
