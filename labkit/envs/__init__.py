@@ -2,3 +2,4 @@
 from labkit.envs.bifurcation import BifurcationChain
 
 __all__ = ["BifurcationChain"]
+from labkit.envs.arithmetic import ArithmeticTask; __all__ += ["ArithmeticTask"]  # noqa: E402,E702
