@@ -1,0 +1,158 @@
+"""The arithmetic task played by a causal language model: graded Rollouts and Monte Carlo vines.
+
+This is where the tiny transformer meets the data path: prompts go through
+``labkit.policies.sampling`` (batched, KV-cached), completions are graded by the task's
+verifier, and the result is a ``Rollouts`` whose steps are the ``;``-separated reasoning steps.
+``value_fn`` forks continuations from every step boundary, which is what VinePPO and
+Math-Shepherd (``labkit.credit.mc``) and the Monte Carlo truth script need.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from labkit._checks import check_int, check_number
+from labkit.envs.arithmetic import ArithmeticTask, Problem, Verdict, verify
+from labkit.policies.lm import load_lm, task_tokens
+from labkit.policies.sampling import fork, sample, to_rollouts
+from labkit.rollouts import Cost, Rollouts
+
+
+class ArithmeticLM:
+    """A causal LM (``model``, ``tokenizer``) answering ``ArithmeticTask`` problems.
+
+    ``temperature`` is the sampling temperature of rollouts and vines (1 = the policy itself).
+    The outcome reward is the verifier's: 1 for a well-formed chain with the right answer.
+    """
+
+    BUCKET_WIDTH = 12  # max length spread of prefixes forked in one batch (see prefix_values)
+
+    def __init__(self, model, tokenizer, task: ArithmeticTask | None = None, *, temperature: float = 1.0):
+        self.model, self.tokenizer = model, tokenizer
+        self.task = task if task is not None else ArithmeticTask(seed=0)
+        self.temperature = check_number("temperature", temperature, low=0.0)
+        self.tokens = task_tokens(tokenizer)
+        self.pad_id = tokenizer.pad_token_id
+        config = model.config
+        self.context = int(getattr(config, "n_positions", None) or config.max_position_embeddings)
+
+    @classmethod
+    def load(cls, name_or_path=None, *, task_seed: int = 0, temperature: float = 1.0) -> "ArithmeticLM":
+        """The shipped tiny model (default) or any local/HF causal LM with a compatible tokenizer."""
+        model, tokenizer = load_lm(name_or_path)
+        return cls(model, tokenizer, ArithmeticTask(seed=task_seed), temperature=temperature)
+
+    # ---- text <-> ids
+    def prompt_ids(self, problem: Problem) -> list[int]:
+        return self.tokenizer(problem.prompt)["input_ids"]
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(int(token_id))
+
+    def completion_text(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def grade(self, problem: Problem, completion_ids: Sequence[int]) -> Verdict:
+        return verify(problem, self.completion_text(completion_ids))
+
+    def _budget(self, rows: list[list[int]]) -> int:
+        """New tokens that fit the context after the longest row (the sampler insists)."""
+        room = self.context - max(len(r) for r in rows)
+        if room < 1:
+            raise ValueError(f"rows: a prompt or prefix already fills the model's {self.context}-token context")
+        return room
+
+    # ---- rollouts
+    def rollouts(self, problems: Sequence[Problem], *, n_per_prompt: int = 1, seed: int = 0) -> Rollouts:
+        """Sample ``n_per_prompt`` completions of each problem (one GRPO group per problem).
+
+        Steps are ``;``-separated (the ``;`` closes its step; ``#answer<eos>`` is the last step).
+        ``truth`` carries the verifier's verdict per row: ``step_correct`` (B, S) bool aligned with
+        the step ids, ``first_error_step`` (B,) (-1 when no step is wrong), ``verdicts``.
+        ``info`` keeps ``problems`` and ``prompt_ids`` so vines can restart from any prefix.
+        """
+        problems = list(problems)
+        if not problems:
+            raise ValueError("problems: need at least one problem")
+        n = check_int("n_per_prompt", n_per_prompt, low=1)
+        rows = [p for p in problems for _ in range(n)]
+        prompts = [self.prompt_ids(p) for p in rows]
+        gen = sample(self.model, prompts, max_new_tokens=self._budget(prompts), temperature=self.temperature,
+                     eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed)
+        verdicts = [self.grade(p, c) for p, c in zip(rows, gen.completions())]
+        ro = to_rollouts(gen, rewards=torch.tensor([v.reward for v in verdicts]),
+                         step_boundary_ids={self.tokens.step_sep},
+                         group_ids=torch.arange(len(problems)).repeat_interleave(n),
+                         decode=self.token_text, prompts_text=[p.prompt for p in rows])
+        S = max(int(ro.n_steps.max()), 1)
+        step_correct = torch.zeros(len(rows), S, dtype=torch.bool)
+        for b, v in enumerate(verdicts):
+            k = min(len(v.step_correct), S)
+            step_correct[b, :k] = torch.tensor(v.step_correct[:k], dtype=torch.bool)
+        ro.truth.update(step_correct=step_correct, verdicts=verdicts,
+                        first_error_step=torch.tensor([-1 if v.first_error is None else v.first_error
+                                                       for v in verdicts]))
+        ro.info.update(problems=rows, prompt_ids=prompts, generation_cost=gen.forward_tokens)
+        return ro
+
+    # ---- vines
+    def step_prefixes(self, rollouts: Rollouts) -> tuple[list[list[int]], list[Problem], torch.Tensor]:
+        """Prompt + response up to the start of every step: (prefixes, their problems, present mask).
+
+        Prefixes are listed row-major over the (B, S) step grid where ``present`` is True.
+        """
+        prompts, problems = rollouts.info.get("prompt_ids"), rollouts.info.get("problems")
+        if prompts is None or problems is None:
+            raise ValueError("rollouts: vines need info['prompt_ids'] and info['problems'] (use ArithmeticLM.rollouts)")
+        first_pos, present = rollouts.view(torch.arange(rollouts.horizon).expand_as(rollouts.mask).double(),
+                                           "step", "first")
+        prefixes, owners = [], []
+        for b, i in present.nonzero().tolist():
+            start = int(first_pos[b, i])
+            prefixes.append(prompts[b] + rollouts.tokens[b, :start].tolist())
+            owners.append(problems[b])
+        return prefixes, owners, present
+
+    def prefix_values(self, prefixes: list[list[int]], problems: Sequence[Problem], k: int, *,
+                      seed: int = 0) -> tuple[torch.Tensor, int]:
+        """Mean outcome reward of ``k`` continuations of each prefix (its Monte Carlo value), and
+        the number of token positions the model processed to get them (for cost accounting)."""
+        k = check_int("k", k, low=1)
+        if len(prefixes) != len(problems):
+            raise ValueError(f"problems: expected one per prefix ({len(prefixes)}), got {len(problems)}")
+        if not prefixes:
+            return torch.zeros(0, dtype=torch.float64), 0
+        # The sampler gives every row of a batch the same token budget (context - longest row), so
+        # prefixes of very different lengths go in separate batches: within a bucket the lengths
+        # differ by at most BUCKET_WIDTH, and a short prefix is never cut off for lack of room.
+        order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
+        buckets, current = [], [order[0]]
+        for i in order[1:]:
+            if len(prefixes[i]) - len(prefixes[current[0]]) > self.BUCKET_WIDTH:
+                buckets.append(current)
+                current = []
+            current.append(i)
+        buckets.append(current)
+        rewards = torch.zeros(len(prefixes), k, dtype=torch.float64)
+        forward_tokens = 0
+        for j, bucket in enumerate(buckets):
+            rows = [prefixes[i] for i in bucket]
+            gen = fork(self.model, rows, k, max_new_tokens=self._budget(rows), temperature=self.temperature,
+                       eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed + 7919 * j)
+            forward_tokens += gen.forward_tokens
+            for row, cont in enumerate(gen.completions()):  # rows are prefix-major
+                i = bucket[row // k]
+                prompt_len = len(self.prompt_ids(problems[i]))
+                rewards[i, row % k] = self.grade(problems[i], prefixes[i][prompt_len:] + cont).reward
+        return rewards.mean(1), forward_tokens
+
+    def value_fn(self, *, seed: int = 0):
+        """A ``value_fn`` for ``labkit.credit.mc``: V before every step from k forked vines."""
+        def value_fn(rollouts: Rollouts, k: int) -> tuple[torch.Tensor, Cost]:
+            prefixes, problems, present = self.step_prefixes(rollouts)
+            values = torch.zeros(present.shape, dtype=torch.float64)
+            vals, tokens = self.prefix_values(prefixes, problems, k, seed=seed)
+            values[present] = vals
+            return values, Cost(policy_forwards=len(prefixes) * k, policy_tokens=tokens)
+        return value_fn
