@@ -411,9 +411,10 @@ LATER = "Added to the catalog after the survey snapshot; not scheduled. "
 # ---------------------------------------------------------------------------------------------
 LAB: dict[str, tuple[str, str, str, str]] = {
     # ----- survey methods: planned -----
-    "2410.01679": ("labkit.credit.mc.vineppo", "03_vineppo.ipynb", "planned",
-                   "Values from continuations forked from the tiny LM's prefixes, checked "
-                   "against exhaustive Monte Carlo truth."),
+    "2410.01679": ("labkit.credit.mc.vineppo", "03_vineppo.ipynb", "implemented",
+                   "Function and tests done (vines on the bifurcation chain and forked from the "
+                   "tiny LM's step prefixes, checked against cached 256-vine Monte Carlo truth); "
+                   "notebook 03 still to come."),
     "2411.08302": ("labkit.credit.redistribution.red", "07_critical_actions.ipynb", "planned",
                    "A small reward model trained on the lab's own outcomes stands in for the "
                    "RLHF reward model."),
@@ -652,8 +653,9 @@ BASELINES: list[dict[str, str]] = [
          description="An exponentially weighted sum of one-step TD errors of a learned value "
                      "function; lambda trades the critic's bias against Monte Carlo variance.",
          labkit_function="labkit.credit.td.gae", notebook="02_critics_gae.ipynb",
-         status="planned", status_note="Learned critic on the bifurcation chain and the tiny "
-                                       "LM; compared with exact values."),
+         status="implemented", status_note="Function and tests done, with a learned tabular critic "
+                                           "and the lambda-dial experiment on the chain; the tiny-LM "
+                                           "critic and notebook 02 still to come."),
     dict(name="Math-Shepherd", arxiv_id="2312.08935", year="2023",
          reference="Wang et al. 2023 (ACL 2024)",
          setting="reasoning", granularity="step", methodology_family="mc",
@@ -661,7 +663,8 @@ BASELINES: list[dict[str, str]] = [
                      "it reach the correct answer, producing process-reward training data without "
                      "human annotation.",
          labkit_function="labkit.credit.mc.math_shepherd", notebook="04_process_rewards.ipynb",
-         status="planned", status_note="Hard and soft step labels from sampled completions."),
+         status="implemented", status_note="Hard and soft step labels from sampled completions "
+                                           "(function and tests done; notebook 04 still to come)."),
 ]
 
 

@@ -203,11 +203,12 @@ def test_descriptions_are_one_or_two_sentences(methods, baselines):
 # Lab columns
 # --------------------------------------------------------------------------------------------
 
-def test_every_catalog_row_is_planned_or_concept_only(methods):
-    # None of the six implemented episode-level estimators is a catalog entry.
-    assert set(methods["status"]) <= {"planned", "concept-only"}
-    counts = methods["status"].value_counts()
-    assert counts["planned"] + counts["concept-only"] == 73
+def test_every_catalog_row_has_a_lab_status(methods):
+    assert set(methods["status"]) <= set(survey.STATUSES)
+    assert len(methods) == 73
+    # an implemented method names its function and the notebook that will show it
+    done = methods[methods["status"].isin(["implemented", "stand-in"])]
+    assert (done["labkit_function"] != "").all() and done["notebook"].isin(NOTEBOOKS).all()
 
 
 def test_planned_rows_name_a_function_and_notebook(methods):
@@ -258,20 +259,21 @@ def test_infrastructure_is_concept_only(methods):
 ])
 def test_project_plan_assignments(methods, name, function, notebook):
     row = methods.set_index("name").loc[name]
-    assert (row["labkit_function"], row["notebook"], row["status"]) == (
-        function, notebook, "planned")
+    assert (row["labkit_function"], row["notebook"]) == (function, notebook)
+    assert row["status"] in ("planned", "implemented", "stand-in")
 
 
 def test_baselines_table(baselines, methods):
     assert list(baselines.columns) == list(survey.BASELINE_COLUMNS)
-    implemented = baselines[baselines["status"] == "implemented"]
-    assert set(implemented["labkit_function"]) == {
+    episode = baselines[baselines["labkit_function"].str.startswith("labkit.credit.episode.")]
+    assert set(episode["labkit_function"]) == {
         "labkit.credit.episode.reinforce", "labkit.credit.episode.reinforce_baseline",
         "labkit.credit.episode.rloo", "labkit.credit.episode.grpo",
         "labkit.credit.episode.dr_grpo", "labkit.credit.episode.reinforce_pp"}
-    assert set(implemented["notebook"]) == {"01_reinforce_variance.ipynb"}
+    assert set(episode["status"]) == {"implemented"}
+    assert set(episode["notebook"]) == {"01_reinforce_variance.ipynb"}
     rest = baselines.set_index("name").loc[["GAE", "Math-Shepherd"]]
-    assert list(rest["status"]) == ["planned", "planned"]
+    assert set(rest["status"]) <= {"planned", "implemented"}
     assert list(rest["labkit_function"]) == ["labkit.credit.td.gae",
                                              "labkit.credit.mc.math_shepherd"]
     assert not set(baselines["name"]) & set(methods["name"])
@@ -444,7 +446,7 @@ def test_filters_reject_bad_values(methods, kwargs, arg):
 
 def test_filters_on_baselines(baselines):
     assert list(filter_methods(baselines, text="deepseekmath")["name"]) == ["GRPO"]
-    assert len(filter_methods(baselines, status="implemented")) == 6
+    assert len(filter_methods(baselines, status="implemented")) == int((baselines["status"] == "implemented").sum()) >= 6
     with pytest.raises(ValueError, match="collection"):
         filter_methods(baselines, collection="survey_snapshot")
 

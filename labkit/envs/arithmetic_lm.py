@@ -8,9 +8,12 @@ Math-Shepherd (``labkit.credit.mc``) and the Monte Carlo truth script need.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Sequence
 
 import torch
+from safetensors.torch import load_file
 
 from labkit._checks import check_int, check_number
 from labkit.envs.arithmetic import ArithmeticTask, Problem, Verdict, verify
@@ -156,3 +159,35 @@ class ArithmeticLM:
             values[present] = vals
             return values, Cost(policy_forwards=len(prefixes) * k, policy_tokens=tokens)
         return value_fn
+
+
+# --------------------------------------------------------------------------- cached Monte Carlo truth
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "lm_truth"
+
+
+def load_reference(env: ArithmeticLM | None = None, path: Path | None = None) -> tuple[Rollouts, dict]:
+    """The reference rollouts of the shipped model and their Monte Carlo truth (built by
+    ``scripts/build_lm_truth.py``). Returns ``(rollouts, meta)``; ``rollouts.truth`` holds
+    ``step_values`` (B, S): V before each step from ``meta["k"]`` vines, ``token_values``
+    (R, T): V before every token of the first R rows, plus the verifier's ``step_correct`` and
+    ``first_error_step``. ``env`` (default: the shipped model) supplies the tokenizer for text.
+    """
+    folder = Path(path) if path is not None else REFERENCE_DIR
+    tensors_file, meta_file = folder / "reference.safetensors", folder / "reference.json"
+    if not tensors_file.is_file() or not meta_file.is_file():
+        raise FileNotFoundError(f"path: no cached truth in {folder}; run python scripts/build_lm_truth.py")
+    t = load_file(str(tensors_file))
+    meta = json.loads(meta_file.read_text())
+    env = env if env is not None else ArithmeticLM.load()
+    problems = [env.task.problem(ops) for ops in meta["operands"]]
+    pad = env.pad_id
+    prompt_ids = [[i for i in row.tolist() if i != pad] for row in t["prompt_ids"]]
+    text = [[env.token_text(i) if m else "" for i, m in zip(row.tolist(), mrow.tolist())]
+            for row, mrow in zip(t["tokens"], t["mask"])]
+    ro = Rollouts(tokens=t["tokens"], mask=t["mask"], rewards=t["rewards"], step_ids=t["step_ids"],
+                  group_ids=torch.arange(len(problems)), logprobs=t["logprobs"], entropies=t["entropies"],
+                  text=text, prompts=[p.prompt for p in problems],
+                  truth={"step_values": t["step_values"].double(), "token_values": t["token_values"].double(),
+                         "step_correct": t["step_correct"], "first_error_step": t["first_error_step"]},
+                  info={"problems": problems, "prompt_ids": prompt_ids})
+    return ro, meta

@@ -1,0 +1,73 @@
+"""The cached Monte Carlo truth (data/lm_truth) matches the shipped model and itself."""
+import hashlib
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from labkit.envs.arithmetic_lm import ArithmeticLM, load_reference
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def env():
+    return ArithmeticLM.load()
+
+
+@pytest.fixture(scope="module")
+def reference(env):
+    start = time.perf_counter()
+    ro, meta = load_reference(env)
+    return ro, meta, time.perf_counter() - start
+
+
+def test_cache_belongs_to_the_shipped_model(reference):
+    _, meta, _ = reference
+    weights = (ROOT / "data" / "tiny_lm" / "model.safetensors").read_bytes()
+    assert meta["model_sha256"] == hashlib.sha256(weights).hexdigest(), \
+        "data/tiny_lm changed: rerun python scripts/build_lm_truth.py"
+    assert meta["k"] >= 256
+
+
+def test_reference_rollouts_are_consistent(reference):
+    ro, meta, seconds = reference
+    V = ro.truth["step_values"]
+    present = ro.view(ro.rewards, "step", "sum")[1]
+    assert V.shape == present.shape and bool(((V >= 0) & (V <= 1)).all())
+    assert bool((V[~present] == 0).all())
+    # prefixes of rows that ended right are worth more, on average, than those of rows that ended wrong
+    ok = ro.scores > 0
+    assert 0 < int(ok.sum()) < len(ro), "the reference set should hold both outcomes"
+    last = V[torch.arange(len(ro)), ro.n_steps - 1]
+    assert float(last[ok].mean()) > float(last[~ok].mean())
+    assert seconds < 5  # loading is a file read, not a computation
+
+
+def test_token_values_agree_with_step_values_where_they_coincide(reference):
+    """Two independent 256-vine estimates of the same prefix: within 4 standard errors."""
+    ro, meta, _ = reference
+    k = meta["k"]
+    tv, sv = ro.truth["token_values"], ro.truth["step_values"]
+    first_pos, present = ro.view(torch.arange(ro.horizon).expand_as(ro.mask).double(), "step", "first")
+    checked = 0
+    for b in meta["token_rows"]:
+        for i in range(int(ro.n_steps[b])):
+            t = int(first_pos[b, i])
+            a, c = float(tv[b, t]), float(sv[b, i])
+            se = (max(a * (1 - a), 1 / k) / k + max(c * (1 - c), 1 / k) / k) ** 0.5
+            assert abs(a - c) < 4 * se + 1e-6, (b, i, a, c)
+            checked += 1
+    assert checked >= 8
+
+
+def test_live_vines_converge_to_the_cached_truth(env, reference):
+    ro, meta, _ = reference
+    prefixes, problems, present = env.step_prefixes(ro)
+    pick = list(range(0, len(prefixes), max(1, len(prefixes) // 12)))[:12]
+    live, _ = env.prefix_values([prefixes[i] for i in pick], [problems[i] for i in pick], 64, seed=123)
+    cached = ro.truth["step_values"][present][pick]
+    for a, c in zip(live.tolist(), cached.tolist()):
+        se = (max(c * (1 - c), 1 / 256) / 64 + max(c * (1 - c), 1 / 256) / 256) ** 0.5
+        assert abs(a - c) < 4.5 * se + 1e-6, (a, c)
