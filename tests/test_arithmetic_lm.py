@@ -6,6 +6,9 @@ from labkit.credit import mc
 from labkit.envs.arithmetic_lm import ArithmeticLM
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def env():
     torch.manual_seed(0)

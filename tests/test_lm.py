@@ -21,14 +21,7 @@ def _offline(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(hub_constants, "HF_HUB_OFFLINE", True)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Batches here are tiny: one thread is as fast as two on an idle machine, and avoids OpenMP
-    # threads waiting on each other (a 50x slowdown measured) when other processes share the CPU.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,9 @@ from labkit.envs.arithmetic_lm import ArithmeticLM, load_reference
 ROOT = Path(__file__).resolve().parent.parent
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @pytest.fixture(scope="module")
 def env():
     return ArithmeticLM.load()

@@ -38,13 +38,7 @@ def tiny_gpt2(attn: str = "sdpa", seed: int = 0) -> GPT2LMHeadModel:
     return GPT2LMHeadModel(cfg).eval()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny matrices: a second thread only adds synchronisation (and stalls badly on a busy box).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
