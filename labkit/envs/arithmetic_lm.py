@@ -138,6 +138,7 @@ class ArithmeticLM:
             current.append(i)
         buckets.append(current)
         rewards = torch.zeros(len(prefixes), k, dtype=torch.float64)
+        prompt_lens = [len(self.prompt_ids(p)) for p in problems]  # once per prefix, not per vine
         forward_tokens = 0
         for j, bucket in enumerate(buckets):
             rows = [prefixes[i] for i in bucket]
@@ -146,8 +147,7 @@ class ArithmeticLM:
             forward_tokens += gen.forward_tokens
             for row, cont in enumerate(gen.completions()):  # rows are prefix-major
                 i = bucket[row // k]
-                prompt_len = len(self.prompt_ids(problems[i]))
-                rewards[i, row % k] = self.grade(problems[i], prefixes[i][prompt_len:] + cont).reward
+                rewards[i, row % k] = self.grade(problems[i], prefixes[i][prompt_lens[i]:] + cont).reward
         return rewards.mean(1), forward_tokens
 
     def value_fn(self, *, seed: int = 0):
