@@ -265,15 +265,45 @@ class Rollouts:
 
     # ---- batch manipulation
     def select(self, index: Sequence[int] | torch.Tensor) -> "Rollouts":
-        """A new Rollouts holding the trajectories at ``index`` (in that order)."""
+        """A new Rollouts holding the trajectories at ``index`` (in that order).
+
+        Entries of ``truth`` and ``info`` follow the rows too: a tensor whose first dimension is
+        the batch size, or a list with one item per row, is indexed like the fields. Batch-level
+        entries (scalars, strings, tuples, 0-d tensors) are kept. A tensor with some other first
+        dimension (e.g. truth for only the first R rows) cannot be matched to the selected rows
+        and is dropped rather than left silently misaligned.
+        """
         idx = torch.as_tensor(index, dtype=torch.long)
+        if idx.dim() != 1:
+            raise ValueError(f"index: expected a 1-D sequence of row numbers, got shape {tuple(idx.shape)}")
+        if idx.numel() and (int(idx.min()) < -self.batch_size or int(idx.max()) >= self.batch_size):
+            raise IndexError(f"index: row numbers must be in [0, {self.batch_size}), got {idx.tolist()}")
+        B = self.batch_size
+
+        def rows(v):
+            if isinstance(v, torch.Tensor):
+                return v[idx]
+            return [v[int(i)] for i in idx]
+
+        def per_row(mapping: dict) -> dict:
+            out = {}
+            for key, v in mapping.items():
+                if isinstance(v, torch.Tensor) and v.dim() >= 1:
+                    if v.shape[0] == B:
+                        out[key] = v[idx]
+                elif isinstance(v, list) and len(v) == B:
+                    out[key] = rows(v)
+                else:
+                    out[key] = v
+            return out
+
         kw = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, torch.Tensor):
-                kw[f.name] = v[idx]
-            elif isinstance(v, list):
-                kw[f.name] = [v[int(i)] for i in idx]
+            if isinstance(v, (torch.Tensor, list)):
+                kw[f.name] = rows(v)
+            elif isinstance(v, dict):
+                kw[f.name] = per_row(v)
             else:
                 kw[f.name] = v
         return Rollouts(**kw)

@@ -412,9 +412,9 @@ LATER = "Added to the catalog after the survey snapshot; not scheduled. "
 LAB: dict[str, tuple[str, str, str, str]] = {
     # ----- survey methods: planned -----
     "2410.01679": ("labkit.credit.mc.vineppo", "03_vineppo.ipynb", "implemented",
-                   "Function and tests done (vines on the bifurcation chain and forked from the "
-                   "tiny LM's step prefixes, checked against cached 256-vine Monte Carlo truth); "
-                   "notebook 03 still to come."),
+                   "Vines forked from the tiny LM's step prefixes, checked against cached "
+                   "256-vine Monte Carlo truth; notebook 03 shows value error for K = 1-16, its "
+                   "cost, and cached 3-seed RL runs against GRPO and PPO."),
     "2411.08302": ("labkit.credit.redistribution.red", "07_critical_actions.ipynb", "planned",
                    "A small reward model trained on the lab's own outcomes stands in for the "
                    "RLHF reward model."),
@@ -653,9 +653,9 @@ BASELINES: list[dict[str, str]] = [
          description="An exponentially weighted sum of one-step TD errors of a learned value "
                      "function; lambda trades the critic's bias against Monte Carlo variance.",
          labkit_function="labkit.credit.td.gae", notebook="02_critics_gae.ipynb",
-         status="implemented", status_note="Function and tests done, with a learned tabular critic "
-                                           "and the lambda-dial experiment on the chain; the tiny-LM "
-                                           "critic and notebook 02 still to come."),
+         status="implemented", status_note="Notebook 02: the lambda dial on the chain with a "
+                                           "learned tabular critic, then a value head on the tiny LM "
+                                           "(labkit.critics.LMCritic) scored against Monte Carlo truth."),
     dict(name="Math-Shepherd", arxiv_id="2312.08935", year="2023",
          reference="Wang et al. 2023 (ACL 2024)",
          setting="reasoning", granularity="step", methodology_family="mc",

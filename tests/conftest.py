@@ -14,3 +14,11 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def lm_env():
+    """The shipped tiny model in its task environment, loaded once per test module."""
+    from labkit.envs.arithmetic_lm import ArithmeticLM
+
+    return ArithmeticLM.load()

@@ -139,3 +139,12 @@ def test_bad_arguments():
         load_lm(device="warp-drive")
     with pytest.raises(ValueError, match="^model_max_length"):
         build_tokenizer(0)
+
+
+def test_local_load_shows_no_progress_bar_and_restores_the_setting(capfd):
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    load_lm()
+    assert "Loading weights" not in capfd.readouterr().err  # nothing to clutter notebook cells
+    assert hf_logging.is_progress_bar_enabled()

@@ -108,6 +108,21 @@ def test_select_and_split():
     assert [len(b) for b in r.split(3)] == [1, 1, 1]
 
 
+def test_select_carries_per_row_truth_and_info_and_copies_them():
+    r = make(truth={"first": torch.tensor([10, 11, 12]), "J": 0.5, "forks": (1, 3), "first_two": torch.ones(2, 5)},
+             info={"problems": ["p0", "p1", "p2"], "temperature": 1.0})
+    s = r.select([2, 0])
+    assert s.truth["first"].tolist() == [12, 10] and s.info["problems"] == ["p2", "p0"]
+    assert s.truth["J"] == 0.5 and s.truth["forks"] == (1, 3) and s.info["temperature"] == 1.0
+    assert "first_two" not in s.truth  # cannot be matched to the selected rows: dropped, not misaligned
+    s.truth["J"] = 0.0
+    assert r.truth["J"] == 0.5  # the original's dicts are untouched
+    with pytest.raises(IndexError, match="index"):
+        r.select([3])
+    with pytest.raises(ValueError, match="index"):
+        r.select([[0, 1]])
+
+
 def test_credit_from_level_and_cost():
     r = make()
     c = Credit.from_level(r, torch.tensor([1.0, 2.0, 3.0]), "episode", "demo", cost=Cost(env_steps=3))

@@ -106,6 +106,7 @@ def load_lm(name_or_path: str | os.PathLike | None = None, *, device: str | torc
     generation.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"device: expected a string or torch.device, got {type(device).__name__}")
@@ -116,8 +117,17 @@ def load_lm(name_or_path: str | os.PathLike | None = None, *, device: str | torc
     source, local = _resolve(name_or_path)
     kwargs = {"local_files_only": True} if local else {}
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(source, use_safetensors=True,
-                                                 trust_remote_code=False, **kwargs)
+    # No "Loading weights" progress bar for a local folder: the tiny model loads in milliseconds,
+    # and the bar would be noise in every notebook cell (and in nbval's output comparison).
+    bar_was_on = hf_logging.is_progress_bar_enabled()
+    if local:
+        hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, use_safetensors=True,
+                                                     trust_remote_code=False, **kwargs)
+    finally:
+        if bar_was_on:
+            hf_logging.enable_progress_bar()
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

@@ -1,0 +1,181 @@
+"""The training loop: its losses have the right gradients, it learns, it counts cost, it is seeded."""
+import math
+
+import pytest
+import torch
+
+from labkit import experiments as ex
+from labkit.credit import get_estimator
+from labkit.rollouts import Credit
+from labkit.train import ChainLearner, LMLearner, compare, policy_loss, sequence_logprobs, summarise, train
+
+
+def chain_learner(seed=0, horizon=12, batch_size=32):
+    env, policy, _ = ex.chain_setup(horizon=horizon, n_bifurcations=2, env_seed=0, policy_seed=seed)
+    return ChainLearner(env, policy, batch_size=batch_size, group_size=8)
+
+
+def loss_gradient(learner, rollouts, credit, kind, old=None):
+    learner.policy.zero_grad()
+    rows = torch.arange(rollouts.batch_size)
+    logp = learner.logprobs(rollouts, rows)
+    loss, _ = policy_loss(logp, rollouts.logprobs if old is None else old, credit, rollouts.mask, kind)
+    loss.backward()
+    return -learner.policy.logits.grad.clone()
+
+
+def test_reinforce_loss_gradient_is_the_policy_gradient_estimate():
+    learner = chain_learner()
+    ro = learner.collect(1, seed=3)
+    credit = get_estimator("rloo")(ro).token
+    expected = learner.policy.gradient_estimate(ro, credit)
+    assert torch.allclose(loss_gradient(learner, ro, credit, "reinforce"), expected, atol=1e-12)
+
+
+def test_clipped_losses_on_policy_are_token_averaged_policy_gradients():
+    learner = chain_learner()
+    ro = learner.collect(1, seed=4)
+    credit = get_estimator("grpo")(ro).token
+    n_tokens = int(ro.mask.sum())
+    expected = learner.policy.gradient_estimate(ro, credit) * ro.batch_size / n_tokens
+    assert torch.allclose(loss_gradient(learner, ro, credit, "ppo_clip"), expected, atol=1e-12)
+    # every chain row has the same length, so grpo's per-sequence mean is the same average
+    assert torch.allclose(loss_gradient(learner, ro, credit, "grpo"), expected, atol=1e-12)
+
+
+def test_grpo_loss_weights_sequences_equally_not_tokens():
+    logp = torch.zeros(2, 4, requires_grad=True)
+    mask = torch.tensor([[True, True, True, True], [True, False, False, False]])
+    adv = torch.ones(2, 4)
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask, "grpo")
+    loss.backward()
+    # row 0 spreads weight 1/2 over 4 tokens, row 1 puts 1/2 on its single token
+    assert torch.allclose(-logp.grad, torch.tensor([[0.125] * 4, [0.5, 0, 0, 0]]))
+    logp.grad = None
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask, "ppo_clip")
+    loss.backward()
+    assert torch.allclose(-logp.grad, mask.float() / 5)
+
+
+def test_clipping_stops_the_gradient_beyond_the_trust_region():
+    old = torch.zeros(1, 3)
+    logp = torch.tensor([[math.log(1.5), math.log(1.1), math.log(0.5)]], requires_grad=True)
+    adv = torch.tensor([[1.0, 1.0, -1.0]])
+    loss, stats = policy_loss(logp, old, adv, torch.ones(1, 3, dtype=torch.bool), "ppo_clip", clip_eps=0.2)
+    loss.backward()
+    # ratio 1.5 with A > 0 and ratio 0.5 with A < 0 are clipped: no gradient; ratio 1.1 passes
+    assert logp.grad[0, 0] == 0 and logp.grad[0, 2] == 0 and logp.grad[0, 1] != 0
+    assert stats["clip_frac"] == pytest.approx(2 / 3)
+
+
+def test_training_improves_an_easy_chain_and_is_seeded():
+    a = train(chain_learner(seed=1), "grpo", kind="grpo", iterations=25, eval_every=5, seed=7, progress=False)
+    b = train(chain_learner(seed=1), "grpo", kind="grpo", iterations=25, eval_every=5, seed=7, progress=False)
+    assert a.success.iloc[0] < 0.3 and a.success.iloc[-1] > 0.8
+    cols = ["train_reward", "success", "loss", "grad_norm", "env_steps"]
+    assert a[cols].equals(b[cols])
+    c = train(chain_learner(seed=1), "grpo", kind="grpo", iterations=25, eval_every=5, seed=8, progress=False)
+    assert not a.train_reward.equals(c.train_reward)
+
+
+def test_curve_columns_and_cost_accounting():
+    vine = get_estimator("vineppo")
+    learner = chain_learner()
+    value_fn = learner.env.vine_value_fn(learner.policy, seed=0)
+    cur = train(learner, lambda ro: vine(ro, value_fn=value_fn, k=3), kind="ppo_clip", iterations=4,
+                eval_every=2, progress=False, label="vine")
+    assert list(cur.iteration) == [0, 1, 2, 3, 4]
+    assert cur.success.notna().tolist() == [True, False, True, False, True]
+    per_iteration = 32 * 12
+    assert cur.env_steps.diff().iloc[1:].gt(per_iteration).all()  # vines add environment steps
+    assert (cur.label == "vine").all() and (cur.kind == "ppo_clip").all()
+    plain = train(chain_learner(), "grpo", iterations=4, progress=False)
+    assert plain.env_steps.iloc[-1] == 4 * per_iteration
+
+
+def test_critic_is_updated_after_each_iteration():
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, ro):
+            return torch.zeros(ro.batch_size, ro.horizon, dtype=torch.float64)
+
+        def update(self, ro, targets):
+            self.calls.append(targets.clone())
+
+    critic = Recorder()
+    gae = get_estimator("gae")
+    train(chain_learner(), lambda ro: gae(ro, values=critic), iterations=3, critic=critic, progress=False)
+    assert len(critic.calls) == 3
+    assert critic.calls[0].shape == (32, 12)
+
+
+def test_bad_arguments_are_named():
+    learner = chain_learner()
+    with pytest.raises(ValueError, match="kind"):
+        train(learner, "grpo", kind="dpo", progress=False)
+    with pytest.raises(ValueError, match="iterations"):
+        train(learner, "grpo", iterations=0, progress=False)
+    with pytest.raises(TypeError, match="estimator"):
+        train(learner, lambda ro: ro.rewards, iterations=1, progress=False)
+    def broken(ro):  # a Credit whose tensor was corrupted after it was checked
+        credit = Credit.from_tokens(ro, torch.zeros_like(ro.rewards), "broken")
+        credit.token[0, 0] = float("nan")
+        return credit
+    with pytest.raises(ValueError, match="estimator"):
+        train(learner, broken, iterations=1, progress=False)
+    with pytest.raises(TypeError, match="critic"):
+        train(learner, "grpo", critic=object(), progress=False)
+    with pytest.raises(ValueError, match="lr"):
+        train(learner, "grpo", lr=0.0, progress=False)
+    with pytest.raises(ValueError, match="group_size"):
+        ChainLearner(learner.env, learner.policy, batch_size=10, group_size=4)
+    with pytest.raises(ValueError, match="runs"):
+        compare(chain_learner, {})
+
+
+def test_compare_and_summarise_report_spread_over_seeds():
+    curves = compare(lambda s: chain_learner(seed=s), {"rloo": lambda L: {"estimator": "rloo", "kind": "reinforce"},
+                                                       "grpo": lambda L: {"estimator": "grpo"}},
+                     seeds=(0, 1), iterations=3, eval_every=3, progress=False)
+    table = summarise(curves).set_index("label")
+    assert set(table.index) == {"rloo", "grpo"} and (table.seeds == 2).all()
+    for label in ("rloo", "grpo"):
+        runs = curves[curves.label == label]
+        changes = [r.success.iloc[-1] - r.success.iloc[0] for _, r in runs.groupby("seed")]
+        assert table.loc[label, "change_mean"] == pytest.approx(sum(changes) / 2)
+        assert table.loc[label, "change_min"] == pytest.approx(min(changes))
+
+
+# --------------------------------------------------------------------------- the tiny LM
+@pytest.fixture(scope="module")
+def lm_learner():
+    from labkit.envs.arithmetic_lm import ArithmeticLM
+    env = ArithmeticLM.load()
+    return LMLearner(env, env.task.sample_prompts(16, 3, seed=0),
+                     env.task.sample_prompts(8, 3, split="held_out", seed=0), prompts_per_batch=2, n_per_prompt=4)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_lm_logprobs_match_the_sampler(lm_learner):
+    ro = lm_learner.collect(1, seed=5)
+    logp = lm_learner.logprobs(ro, torch.arange(ro.batch_size))
+    assert logp.requires_grad
+    assert torch.allclose(logp.detach()[ro.mask], ro.logprobs[ro.mask], atol=1e-4)
+    assert (logp.detach()[~ro.mask] == 0).all()
+    with pytest.raises(ValueError, match="prompts"):
+        sequence_logprobs(lm_learner.env.model, ro.info["prompt_ids"][:1], ro.tokens, ro.mask)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_lm_training_step_moves_the_policy_and_counts_tokens(lm_learner):
+    before = [p.detach().clone() for p in lm_learner.parameters()]
+    cur = train(lm_learner, "reinforce", kind="reinforce", iterations=1, lr=1e-4, progress=False)
+    after = list(lm_learner.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before))
+    assert 0.0 <= cur.success.iloc[-1] <= 1.0
+    assert cur.policy_tokens.iloc[-1] >= cur.env_steps.iloc[-1] > 0  # sampling also reads the prompts
+    with torch.no_grad():  # put the shared model back for the other tests
+        for p, b in zip(lm_learner.parameters(), before):
+            p.copy_(b)
