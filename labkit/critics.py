@@ -324,3 +324,95 @@ class LMCritic:
         df = pd.DataFrame(records)
         df.attrs["seconds"] = time.perf_counter() - start_time
         return df
+
+
+# --------------------------------------------------------------------------- turn-level Q (ARCHER)
+class TurnQCritic:
+    """Tabular Q(o, a) over turns, fitted off-policy by TD(0) on a replay of Rollouts (ARCHER's
+    high-level critic, Zhou et al. 2024, arXiv:2402.19446, in tabular form).
+
+    A turn's observation o is ``rollouts.states`` at the turn's first position and its action a is
+    the token there, so this fits tabular environments where a turn is one position. Each
+    ``fit`` adds the rollouts to the replay and re-fits on all of it by fitted TD(0) sweeps:
+
+        target(o, a, r, o') = r + gamma * sum_a' pi(a' | o') Q(o', a')   (0 after the last turn)
+        Q(o, a) <- mean of the targets of the replayed transitions from (o, a)
+
+    until Q stops changing (or ``sweeps`` runs out). ``pi`` (n_obs, n_actions) is the policy being
+    evaluated (the current one, so old replay data is reused off-policy); ``pi=None`` uses the
+    next action actually taken (SARSA, on-policy for the data's policy). V(o) = sum_a pi(a|o) Q(o, a).
+    Deliberate differences: ARCHER trains a separate V network and target networks with soft
+    updates; in a table the expectation over pi is exact, so V is derived from Q. Unseen pairs
+    keep ``prior`` (default 0).
+    """
+
+    def __init__(self, n_obs: int, n_actions: int, *, prior: float = 0.0):
+        self.n_obs = check_int("n_obs", n_obs, low=1)
+        self.n_actions = check_int("n_actions", n_actions, low=1)
+        self.prior = check_number("prior", prior)
+        self.q = torch.full((self.n_obs, self.n_actions), self.prior, dtype=torch.float64)
+        self.pi: torch.Tensor | None = None
+        self._replay: list[tuple[torch.Tensor, ...]] = []
+
+    def _turns(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Observation and action of every turn and the presence mask, (B, N)."""
+        if rollouts.states is None:
+            raise ValueError("rollouts.states: a tabular Q critic needs the observation of every turn")
+        obs, present = rollouts.view(rollouts.states, "turn", "first")
+        act, _ = rollouts.view(rollouts.tokens, "turn", "first")
+        obs, act = obs.long(), act.long()
+        if bool((obs[present] >= self.n_obs).any() or (obs[present] < 0).any()):
+            raise ValueError(f"rollouts.states: observation outside this critic's {self.n_obs} observations")
+        if bool((act[present] >= self.n_actions).any() or (act[present] < 0).any()):
+            raise ValueError(f"rollouts.tokens: action outside this critic's {self.n_actions} actions")
+        return obs, act, present
+
+    def _check_pi(self, pi) -> torch.Tensor:
+        pi = as_tensor("pi", pi).to(torch.float64)
+        check_shape("pi", pi, (self.n_obs, self.n_actions))
+        check_finite("pi", pi)
+        if bool((pi < 0).any()) or not torch.allclose(pi.sum(1), torch.ones(self.n_obs, dtype=torch.float64)):
+            raise ValueError("pi: every row must be a probability distribution over actions")
+        return pi
+
+    def fit(self, rollouts: Rollouts, *, pi=None, gamma: float = 1.0, sweeps: int = 200) -> "TurnQCritic":
+        gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+        sweeps = check_int("sweeps", sweeps, low=1)
+        self.pi = None if pi is None else self._check_pi(pi)
+        obs, act, present = self._turns(rollouts)
+        r, _ = rollouts.view(rollouts.rewards, "turn", "sum")
+        nxt = torch.zeros_like(present)
+        nxt[:, :-1] = present[:, 1:]
+        nobs = torch.cat([obs[:, 1:], torch.zeros_like(obs[:, :1])], 1)
+        nact = torch.cat([act[:, 1:], torch.zeros_like(act[:, :1])], 1)
+        self._replay.append(tuple(x[present] for x in (obs, act, r.to(torch.float64), nxt, nobs, nact)))
+        o, a, rr, has_next, no, na = (torch.cat(parts) for parts in zip(*self._replay))
+        cell = o * self.n_actions + a
+        count = torch.bincount(cell, minlength=self.n_obs * self.n_actions).to(torch.float64)
+        seen = count > 0
+        for _ in range(sweeps):
+            if self.pi is None:
+                boot = self.q[no, na]
+            else:
+                boot = (self.pi[no] * self.q[no]).sum(1)
+            target = rr + gamma * torch.where(has_next, boot, 0.0)
+            total = torch.zeros(self.n_obs * self.n_actions, dtype=torch.float64).index_add_(0, cell, target)
+            new = torch.where(seen, total / count.clamp(min=1), self.q.flatten()).view_as(self.q)
+            done = torch.allclose(new, self.q, rtol=0, atol=1e-12)
+            self.q = new
+            if done:
+                break
+        return self
+
+    def q_values(self, rollouts: Rollouts) -> torch.Tensor:
+        """Q(o_k, a_k) of every turn taken, (B, N); 0 where there is no turn."""
+        obs, act, present = self._turns(rollouts)
+        return torch.where(present, self.q[obs, act], 0.0)
+
+    def v_values(self, rollouts: Rollouts, pi=None) -> torch.Tensor:
+        """V(o_k) = sum_a pi(a | o_k) Q(o_k, a), (B, N); pi defaults to the one given to ``fit``."""
+        pi = self.pi if pi is None else self._check_pi(pi)
+        if pi is None:
+            raise ValueError("pi: V needs the policy's action probabilities (none was given to fit)")
+        obs, _, present = self._turns(rollouts)
+        return torch.where(present, (pi[obs] * self.q[obs]).sum(-1), 0.0)

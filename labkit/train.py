@@ -26,8 +26,9 @@ of the token-averaged objective; extra epochs reuse the batch, which is where cl
 A *learner* couples an environment and a policy. It provides ``parameters()``,
 ``collect(n_iteration, seed) -> Rollouts`` (with ``logprobs`` of the sampled tokens),
 ``logprobs(rollouts, rows) -> (len(rows), T)`` (differentiable), ``evaluate(seed) -> float``
-(success rate) and ``default_lr``. ``ChainLearner`` (tabular chain) and ``LMLearner`` (the tiny
-language model on arithmetic prompts) are below; the agentic notebooks add their own.
+(success rate) and ``default_lr``. ``ChainLearner`` (tabular chain), ``LMLearner`` (the tiny
+language model on arithmetic prompts) and ``ToolLearner`` (the multi-turn ToolWorld agent) are
+below.
 
 Cost accounting, per iteration and cumulated in the returned curve: ``env_steps`` (actions /
 tokens sampled for training), ``policy_tokens`` (token positions the policy ran to *sample* the
@@ -169,7 +170,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
             targets = credit.info.get("returns")
             critic.update(rollouts, targets if targets is not None else rollouts.returns())
         sampled = int(rollouts.mask.sum())
-        totals["env_steps"] += sampled + credit.cost.env_steps
+        # a batch filter (StarPO) trains on fewer steps than were sampled: charge what was sampled
+        totals["env_steps"] += int(rollouts.info.get("sampled_steps", sampled)) + credit.cost.env_steps
         totals["policy_tokens"] += int(rollouts.info.get("generation_cost", sampled)) + credit.cost.policy_tokens
         totals["aux_calls"] += credit.cost.aux_calls
         entropy = float(rollouts.entropies[mask].mean()) if rollouts.entropies is not None else float("nan")
@@ -261,6 +263,52 @@ class ChainLearner:
     def evaluate(self, seed: int = 0) -> float:
         from labkit.truth import exact_truth
         return float(exact_truth(self.env.mdp(), self.policy).J)  # (also computes the exact gradient)
+
+
+class ToolLearner:
+    """A memoryless tabular softmax agent (``ToolWorld.make_policy``) on a ``ToolWorld``.
+
+    Each iteration samples ``n_tasks`` fresh tasks (bug locations) with ``group_size`` episodes
+    each (one GRPO group per task). ``batch_filter`` (optional, e.g.
+    ``functools.partial(starpo_filter, keep=0.25)``) maps the sampled Rollouts to the ones that
+    are trained on; the env steps of the whole sampled batch are still charged (its
+    ``info["sampled_steps"]``). ``evaluate`` is the exact success probability J from the
+    ToolWorld dynamic programme, so learning curves carry no evaluation noise; ``last_truth``
+    keeps that truth for the caller.
+    """
+
+    default_lr = 0.1
+
+    def __init__(self, env, policy, *, n_tasks: int = 8, group_size: int = 8, batch_filter=None):
+        env._check_policy(policy)
+        self.env, self.policy = env, policy
+        self.n_tasks = check_int("n_tasks", n_tasks, low=1)
+        self.group_size = check_int("group_size", group_size, low=1)
+        if batch_filter is not None and not callable(batch_filter):
+            raise TypeError("batch_filter: expected a function rollouts -> rollouts (or None)")
+        self.batch_filter = batch_filter
+        self.last_truth = None
+
+    def parameters(self):
+        return self.policy.parameters()
+
+    def collect(self, iteration: int, seed: int) -> Rollouts:
+        ro = self.env.sample(self.policy, self.n_tasks, group_size=self.group_size, seed=seed)
+        if self.batch_filter is None:
+            return ro
+        sampled = int(ro.mask.sum())
+        out = self.batch_filter(ro)
+        if not isinstance(out, Rollouts):
+            raise TypeError(f"batch_filter: returned {type(out).__name__}, expected Rollouts")
+        out.info = {**out.info, "sampled_steps": sampled, "generation_cost": sampled}
+        return out
+
+    def logprobs(self, rollouts: Rollouts, rows: torch.Tensor) -> torch.Tensor:
+        return self.policy.log_prob(rollouts.states[rows], rollouts.tokens[rows])
+
+    def evaluate(self, seed: int = 0) -> float:
+        self.last_truth = self.env.truth(self.policy)
+        return self.last_truth.J
 
 
 class LMLearner:

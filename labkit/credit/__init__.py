@@ -2,5 +2,7 @@
 ``fn(rollouts, **options) -> Credit`` and registered by name."""
 from labkit.credit._registry import ESTIMATORS, estimate, get_estimator, register
 from labkit.credit import episode, mc, td  # noqa: F401  (importing registers the estimators)
+from labkit.credit import entropy, group, information  # noqa: F401  (turn-level agent estimators)
 
-__all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "episode", "mc", "td"]
+__all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "episode", "mc", "td",
+           "group", "entropy", "information"]

@@ -86,3 +86,92 @@ def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
     credit = gae(rollouts, values=values, gamma=gamma, lam=0.0)
     credit.method = "td0"
     return credit
+
+
+# --------------------------------------------------------------------------- turn level
+def _resolve_turn_values(rollouts: Rollouts, values: Values, present: torch.Tensor) -> tuple[torch.Tensor, Cost]:
+    """Like ``_resolve_values`` but for one value per turn, (B, n_turns)."""
+    cost = Cost()
+    if callable(values) and not isinstance(values, torch.Tensor):
+        values = values(rollouts)
+        cost = Cost(aux_calls=rollouts.batch_size)
+    v = as_tensor("values", values)
+    check_shape("values", v, tuple(present.shape))
+    if not v.is_floating_point():
+        v = v.to(rollouts.rewards.dtype)
+    check_finite("values", torch.where(present, v, torch.zeros((), dtype=v.dtype)))
+    return v.to(rollouts.rewards.dtype), cost
+
+
+@register("turn_gae")
+def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0) -> Credit:
+    """GAE over turns instead of tokens (Turn-PPO, arXiv:2512.17008; AgentPRM, arXiv:2511.08325).
+
+        r_k     = reward received inside turn k,      V_k = the critic's value before turn k
+        delta_k = r_k + gamma * V_{k+1} - V_k         (V = 0 after the last turn: no bootstrap)
+        A_k     = delta_k + gamma * lam * A_{k+1}
+
+    and every token of turn k takes A_k. ``values`` is a (B, n_turns) tensor (n_turns = the
+    batch's largest turn count; entries past a trajectory's last turn are ignored) or a callable
+    ``critic(rollouts) -> (B, n_turns)``, counted as one auxiliary call per trajectory.
+    One discount per turn, not per token: a long tool call does not shrink the future more than
+    a short one, which is the point of the turn-level MDP. Defaults gamma = lam = 1 (as ``gae``);
+    no whitening. With every turn one token it equals token-level ``gae``; with gamma = lam = 1
+    it is the reward-to-go minus V_k. ``info["returns"]`` (B, n_turns) = A + V, the critic's
+    regression target. Degenerate input: a one-turn trajectory gets r - V_0; absent turns 0.
+    """
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    lam = check_number("lam", lam, low=0.0, high=1.0)
+    r, present = rollouts.view(rollouts.rewards, "turn", "sum")
+    v, cost = _resolve_turn_values(rollouts, values, present)
+    v = torch.where(present, v, torch.zeros((), dtype=v.dtype))
+    B, N = r.shape
+    adv = torch.zeros_like(r)
+    next_value = torch.zeros(B, dtype=r.dtype)
+    running = torch.zeros(B, dtype=r.dtype)
+    for k in range(N - 1, -1, -1):
+        # turns are numbered 0, 1, ... without gaps, so an absent turn only ever follows the last
+        # one and must leave next_value = 0 and the running advantage = 0 behind it
+        delta = r[:, k] + gamma * next_value - v[:, k]
+        running = torch.where(present[:, k], delta + gamma * lam * running, 0)
+        next_value = torch.where(present[:, k], v[:, k], 0)
+        adv[:, k] = running
+    returns = torch.where(present, adv + v, 0)
+    return Credit.from_level(rollouts, adv, "turn", "turn_gae", cost=cost, returns=returns,
+                             gamma=gamma, lam=lam)
+
+
+@register("archer")
+def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=None) -> Credit:
+    """ARCHER's turn-level advantage (Zhou et al. 2024, arXiv:2402.19446): A_k = Q(o_k, a_k) - V(o_k).
+
+    Q and V come from an off-policy turn-level TD critic: either ``critic`` (anything with
+    ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
+    ``labkit.critics.TurnQCritic``; ``pi`` is passed on) or the two (B, n_turns) tensors
+    ``q_values`` and ``v_values``, not both. Every token of turn k takes A_k. ARCHER then trains
+    the token-level policy against this turn advantage (its low-level REINFORCE/PPO step); that
+    part is the training loop's. With an exact critic the expectation of A_k over pi is 0 at
+    every observation. Degenerate input: absent turns get 0; entries past a trajectory's last
+    turn are ignored. Cost: a critic counts one auxiliary call per trajectory.
+    """
+    _, present = rollouts.view(rollouts.rewards, "turn", "sum")
+    if critic is not None:
+        if q_values is not None or v_values is not None:
+            raise ValueError("critic: give either critic or q_values and v_values, not both")
+        if not (hasattr(critic, "q_values") and hasattr(critic, "v_values")):
+            raise TypeError("critic: expected an object with q_values(rollouts) and v_values(rollouts, pi)")
+        q, v = critic.q_values(rollouts), critic.v_values(rollouts, pi)
+        cost = Cost(aux_calls=rollouts.batch_size)
+    else:
+        if q_values is None or v_values is None:
+            raise ValueError("q_values: archer needs a critic, or both q_values and v_values")
+        q, v, cost = q_values, v_values, Cost()
+    out = []
+    for name, x in (("q_values", q), ("v_values", v)):
+        x = as_tensor(name, x)
+        check_shape(name, x, tuple(present.shape))
+        x = x.to(rollouts.rewards.dtype) if not x.is_floating_point() else x
+        check_finite(name, torch.where(present, x, torch.zeros((), dtype=x.dtype)))
+        out.append(torch.where(present, x, torch.zeros((), dtype=x.dtype)))
+    adv = out[0] - out[1]
+    return Credit.from_level(rollouts, adv, "turn", "archer", cost=cost, q_values=out[0], v_values=out[1])

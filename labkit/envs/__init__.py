@@ -1,5 +1,6 @@
 """Toy environments with exact ground truth."""
 from labkit.envs.arithmetic import ArithmeticTask
 from labkit.envs.bifurcation import BifurcationChain
+from labkit.envs.toolworld import ToolTruth, ToolWorld
 
-__all__ = ["ArithmeticTask", "BifurcationChain"]
+__all__ = ["ArithmeticTask", "BifurcationChain", "ToolTruth", "ToolWorld"]

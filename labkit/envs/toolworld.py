@@ -1,0 +1,463 @@
+"""ToolWorld: a multi-turn tool-use POMDP ("find and fix the bug among N files") with exact truth.
+
+The story. A repository has ``n_files`` files and exactly one of them, file b, has a bug. The
+agent has ``max_turns`` turns; each turn it calls one tool and reads the tool's answer. It wins
+(reward ``success_reward``) if it submits after the bug has been fixed. The tools are unreliable:
+search sometimes points at the wrong file, reading a file sometimes misjudges it, the test suite
+is flaky. Most turns are routine (searching, reading, thinking); one or two turns decide the
+outcome (the edit that fixes the bug, the submit after it) — rare decisive turns among many,
+with the reward only at the end.
+
+Hidden state (what the environment knows): the buggy file b (drawn once per task and shared by
+every trajectory of that task, i.e. by a GRPO group), whether the bug is fixed, the last
+observation o and the turn t. The policy sees only o: it is a memoryless
+``TabularSoftmaxPolicy`` over observation ids, shape (n_obs, n_actions). So ``rollouts.states``
+holds the observation id at every turn (what the policy conditions on) and the hidden state index
+``(2 * b + fixed) * n_obs + o`` is in ``rollouts.truth["hidden_states"]``. One position of the
+Rollouts is one turn is one action: ``step_ids = turn_ids = 0, 1, 2, ...``.
+
+Actions (n_actions = 4 + 2N)::
+
+    id         name        effect and observation returned
+    0          think       nothing happens; "thought"                          (the echo trap)
+    1          search      "hint: file j": j = b w.p. 1 - mislead, else a uniformly random other
+                           file (search does not know whether the bug is already fixed)
+    2          run tests   "tests pass" if the bug is fixed else "tests fail"; flips w.p. flaky
+    3          submit      ends the episode; reward success_reward if fixed, else 0
+    4 + j      open j      "file j looks buggy" if j == b and not fixed, else "file j looks fine";
+                           the verdict is flipped w.p. noise
+    4 + N + j  edit j      fixes the bug iff j == b (editing another file does nothing);
+                           "edited file j"
+
+Observations (n_obs = 4 + 4N)::
+
+    0 start | 1 thought | 2 tests pass | 3 tests fail | 4 + j hint: file j |
+    4 + N + j file j looks buggy | 4 + 2N + j file j looks fine | 4 + 3N + j edited file j
+
+Rewards: ``-step_cost`` every turn, plus ``success_reward`` on a submit with the bug fixed, or
+``-wrong_submit`` on a submit with the bug still there (a broken build; default 0). An episode
+that uses all ``max_turns`` turns without submitting times out with nothing more. With
+``wrong_submit > 0`` doing nothing is *safe* (0) while trying is risky (+1 or -wrong_submit):
+the setting in which episode-level credit drifts into the echo trap (notebook 05).
+
+Why it is hard for credit assignment. Observations recur across trajectories of a task (every
+trajectory starts at "start", searches land on the same few hints), so GiGPO anchor groups form,
+but equal observations hide different hidden states (a "tests pass" may be flaky). "think" is
+useless, and a policy that answers "thought" with "think" loops until time runs out: the echo
+trap. ``mislead``, ``noise`` and ``flaky`` make the same action lucky or unlucky.
+
+What is exact (``env.truth(policy)``). (b, fixed, o) is a Markov state of the underlying process
+and the policy depends only on o, so backward induction over the turns t = max_turns-1, ..., 0
+gives V_t(b, fixed, o), Q_t(b, fixed, a) (Q does not depend on o: the observation only changes
+which action is chosen, not what it does) and A = Q - V, in float64. These are oracle values:
+they use the hidden b, which the policy cannot see. They are still the right credit: the
+policy-gradient theorem for a memoryless policy reads
+grad J = E[sum_t grad log pi(a_t | o_t) A_t(s_t, a_t)] with s_t the full state, because a
+baseline that depends on s_t but not on a_t averages to zero. The DP is written in torch, so
+autograd gives the exact dJ/dlogits over the observation table. ``ToolTruth.skill_luck`` splits
+every turn into skill A_t(s_t, a_t) and luck r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t); per
+trajectory V_0(s_0) + sum_t (skill_t + luck_t) equals the realised return exactly.
+
+Why a time-indexed DP rather than ``labkit.truth.exact_truth`` with t folded into the state:
+that needs a dense (S, A, S) tensor over S = max_turns * 2N * n_obs states — at N = 5 and 50
+turns 12,000 states, 2.0e9 entries. The DP here touches only the (N, 2, A, n_obs) answer table
+per turn (50 turns x 10 files: well under 0.1 s, gradient included).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from labkit._checks import as_tensor, check_int, check_number
+from labkit.rollouts import Cost, Rollouts
+
+# Fixed action and observation ids; the per-file ones follow (see the tables above).
+THINK, SEARCH, RUN_TESTS, SUBMIT = 0, 1, 2, 3
+START, THOUGHT, TESTS_PASS, TESTS_FAIL = 0, 1, 2, 3
+
+
+class ToolWorld:
+    """See the module docstring. Parameters are the knobs of the story; sampling is seeded."""
+
+    MAX_TURNS = 200
+    MAX_FILES = 50
+
+    def __init__(self, n_files: int = 3, *, max_turns: int = 20, mislead: float = 0.2,
+                 noise: float = 0.1, flaky: float = 0.1, step_cost: float = 0.0,
+                 success_reward: float = 1.0, wrong_submit: float = 0.0):
+        self.n_files = check_int("n_files", n_files, low=2, high=self.MAX_FILES)
+        self.max_turns = check_int("max_turns", max_turns, low=1, high=self.MAX_TURNS)
+        self.mislead = check_number("mislead", mislead, low=0.0, high=1.0)
+        self.noise = check_number("noise", noise, low=0.0, high=1.0)
+        self.flaky = check_number("flaky", flaky, low=0.0, high=1.0)
+        self.step_cost = check_number("step_cost", step_cost, low=0.0)
+        self.success_reward = check_number("success_reward", success_reward)
+        self.wrong_submit = check_number("wrong_submit", wrong_submit, low=0.0)
+        N = self.n_files
+        self.action_names = (["think", "search", "run tests", "submit"]
+                             + [f"open {j}" for j in range(N)] + [f"edit {j}" for j in range(N)])
+        self.obs_names = (["start", "thought", "tests pass", "tests fail"]
+                          + [f"hint: file {j}" for j in range(N)]
+                          + [f"file {j} looks buggy" for j in range(N)]
+                          + [f"file {j} looks fine" for j in range(N)]
+                          + [f"edited file {j}" for j in range(N)])
+        self.kernel, self.fixed_after, self.expected_reward = self._dynamics()
+
+    def __repr__(self) -> str:
+        return (f"ToolWorld(n_files={self.n_files}, max_turns={self.max_turns}, mislead={self.mislead}, "
+                f"noise={self.noise}, flaky={self.flaky}, step_cost={self.step_cost}, "
+                f"success_reward={self.success_reward}, wrong_submit={self.wrong_submit})")
+
+    # ---- ids
+    @property
+    def n_actions(self) -> int:
+        return 4 + 2 * self.n_files
+
+    @property
+    def n_obs(self) -> int:
+        """Rows of the policy table: the policy sees only the last observation."""
+        return 4 + 4 * self.n_files
+
+    @property
+    def n_hidden(self) -> int:
+        """Hidden states (b, fixed, o) per turn."""
+        return 2 * self.n_files * self.n_obs
+
+    # Ids of the per-file actions and observations (j may be an int or a tensor).
+    def open_action(self, j):
+        return 4 + j
+
+    def edit_action(self, j):
+        return 4 + self.n_files + j
+
+    def hint_obs(self, j):
+        return 4 + j
+
+    def buggy_obs(self, j):
+        return 4 + self.n_files + j
+
+    def fine_obs(self, j):
+        return 4 + 2 * self.n_files + j
+
+    def edited_obs(self, j):
+        return 4 + 3 * self.n_files + j
+
+    def hidden_index(self, bug, fixed, obs):
+        """The index of hidden state (bug, fixed, obs) stored in ``truth["hidden_states"]``."""
+        return (2 * bug + fixed) * self.n_obs + obs
+
+    # ---- the rules, as tables
+    def _dynamics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rules of the story as three tables, used by both the sampler and the exact DP.
+
+        kernel[b, f, a, o']  P(next observation o' | bug b, fixed flag f *after* the action, a);
+                             all zero for submit (the episode ends).
+        fixed_after[b, f, a] the fixed flag after action a from (b, f).
+        expected_reward[b, f, a] the reward of the turn (deterministic given (b, f, a)).
+        """
+        N, A, O = self.n_files, self.n_actions, self.n_obs
+        K = torch.zeros(N, 2, A, O, dtype=torch.float64)
+        fixed_after = torch.zeros(N, 2, A, dtype=torch.long)
+        R = torch.full((N, 2, A), -self.step_cost, dtype=torch.float64)
+        for b in range(N):
+            for f in (0, 1):
+                fixed_after[b, f] = f
+                fixed_after[b, f, self.edit_action(b)] = 1
+                R[b, f, SUBMIT] += self.success_reward if f else -self.wrong_submit
+                K[b, f, THINK, THOUGHT] = 1.0
+                K[b, f, SEARCH, self.hint_obs(b)] = 1 - self.mislead
+                for j in range(N):
+                    if j != b:
+                        K[b, f, SEARCH, self.hint_obs(j)] = self.mislead / (N - 1)
+                K[b, f, RUN_TESTS, TESTS_PASS] = (1 - self.flaky) if f else self.flaky
+                K[b, f, RUN_TESTS, TESTS_FAIL] = self.flaky if f else (1 - self.flaky)
+                for j in range(N):
+                    buggy = j == b and not f
+                    K[b, f, self.open_action(j), self.buggy_obs(j)] = (1 - self.noise) if buggy else self.noise
+                    K[b, f, self.open_action(j), self.fine_obs(j)] = self.noise if buggy else (1 - self.noise)
+                    K[b, f, self.edit_action(j), self.edited_obs(j)] = 1.0
+        return K, fixed_after, R
+
+    # ---- policies
+    def _check_policy(self, policy) -> None:
+        shape = tuple(getattr(policy, "logits", torch.empty(0)).shape)
+        if shape != (self.n_obs, self.n_actions):
+            raise ValueError(f"policy: logits have shape {shape}, this ToolWorld needs "
+                             f"(n_obs, n_actions) = ({self.n_obs}, {self.n_actions})")
+
+    def make_policy(self, *, init_std: float = 0.0, seed: int = 0):
+        """A TabularSoftmaxPolicy over observations (uniform by default)."""
+        from labkit.policies import TabularSoftmaxPolicy
+        return TabularSoftmaxPolicy(self.n_obs, self.n_actions, init_std=init_std, seed=seed)
+
+    def scripted_policy(self, strength: float = 2.0, *, think: float = 0.0):
+        """A sensible memoryless agent: the sensible action gets logit ``strength``, others 0.
+
+        start, thought, "looks fine", "tests fail" -> search; hint j -> open j;
+        "file j looks buggy" -> edit j; "edited file j" -> run tests; "tests pass" -> submit.
+        ``think`` adds that logit to "think" after "thought" (raise it to walk into the echo trap).
+        """
+        strength = check_number("strength", strength)
+        think = check_number("think", think)
+        policy = self.make_policy()
+        best = {START: SEARCH, THOUGHT: SEARCH, TESTS_PASS: SUBMIT, TESTS_FAIL: SEARCH}
+        for j in range(self.n_files):
+            best[self.hint_obs(j)] = self.open_action(j)
+            best[self.buggy_obs(j)] = self.edit_action(j)
+            best[self.fine_obs(j)] = SEARCH
+            best[self.edited_obs(j)] = RUN_TESTS
+        with torch.no_grad():
+            for o, a in best.items():
+                policy.logits[o, a] = strength
+            policy.logits[THOUGHT, THINK] += think
+        return policy
+
+    # ---- sampling
+    @torch.no_grad()
+    def sample(self, policy, n_tasks: int, *, group_size: int = 8, seed: int = 0,
+               bugs: Sequence[int] | None = None) -> Rollouts:
+        """Roll out ``group_size`` episodes of ``policy`` on each of ``n_tasks`` tasks.
+
+        A task is a bug location b, uniform over the files unless ``bugs`` (one per task) is given;
+        the episodes of task i are rows i * group_size ... and share ``group_ids`` = i.
+        Rows are padded to ``max_turns``; ``mask`` is True on the turns actually played.
+
+        ``truth`` holds: ``hidden_states`` (B, T) the full state index (-1 off-mask), ``bug`` (B,),
+        ``fixed`` (B, T) whether the bug was fixed before the turn, ``decisive`` (B, T) the turns
+        the outcome hinged on — the edit that fixed the bug and a submit with the bug fixed —,
+        ``success`` (B,) and ``timeout`` (B,).
+        """
+        n_tasks = check_int("n_tasks", n_tasks, low=1)
+        group_size = check_int("group_size", group_size, low=1)
+        seed = check_int("seed", seed)
+        self._check_policy(policy)
+        N, T = self.n_files, self.max_turns
+        g = torch.Generator().manual_seed(seed)
+        if bugs is None:
+            task_bugs = torch.randint(N, (n_tasks,), generator=g)
+        else:
+            task_bugs = as_tensor("bugs", bugs).long().reshape(-1)
+            if task_bugs.numel() != n_tasks:
+                raise ValueError(f"bugs: expected one bug location per task ({n_tasks}), got {task_bugs.numel()}")
+            if bool(((task_bugs < 0) | (task_bugs >= N)).any()):
+                raise ValueError(f"bugs: file indices must lie in [0, {N - 1}], got {task_bugs.tolist()}")
+        B = n_tasks * group_size
+        bug = task_bugs.repeat_interleave(group_size)
+        group_ids = torch.arange(n_tasks).repeat_interleave(group_size)
+
+        table = policy.log_probs().detach()
+        tokens = torch.zeros(B, T, dtype=torch.long)
+        states = torch.zeros(B, T, dtype=torch.long)
+        after = torch.full((B, T), -1, dtype=torch.long)  # observation returned by the turn
+        hidden = torch.full((B, T), -1, dtype=torch.long)
+        fixed_before = torch.zeros(B, T, dtype=torch.bool)
+        mask = torch.zeros(B, T, dtype=torch.bool)
+        decisive = torch.zeros(B, T, dtype=torch.bool)
+        rewards = torch.zeros(B, T, dtype=torch.float64)
+        logprobs = torch.zeros(B, T, dtype=table.dtype)
+        entropies = torch.zeros(B, T, dtype=table.dtype)
+        obs = torch.full((B,), START, dtype=torch.long)
+        fixed = torch.zeros(B, dtype=torch.long)
+        alive = torch.ones(B, dtype=torch.bool)
+        rows = torch.arange(B)
+        for t in range(T):
+            a, lp, ent = policy.sample(obs, g, table)
+            mask[:, t] = alive
+            tokens[:, t] = torch.where(alive, a, 0)
+            states[:, t] = torch.where(alive, obs, 0)
+            hidden[:, t] = torch.where(alive, self.hidden_index(bug, fixed, obs), -1)
+            fixed_before[:, t] = alive & fixed.bool()
+            logprobs[:, t] = torch.where(alive, lp, 0)
+            entropies[:, t] = torch.where(alive, ent, 0)
+            rewards[:, t] = torch.where(alive, self.expected_reward[bug, fixed, a], 0.0)
+            new_fixed = self.fixed_after[bug, fixed, a]
+            decisive[:, t] = alive & ((new_fixed > fixed) | ((a == SUBMIT) & fixed.bool()))
+            fixed = new_fixed
+            alive = alive & (a != SUBMIT)
+            if not bool(alive.any()):
+                break
+            # Draw the tool's answer only for rows that go on, so submit's all-zero kernel row
+            # never reaches multinomial.
+            go = rows[alive]
+            nxt = torch.multinomial(self.kernel[bug[go], fixed[go], a[go]], 1, generator=g).squeeze(-1)
+            obs[go] = nxt
+            after[go, t] = nxt
+        success = (tokens == SUBMIT) & mask & fixed_before
+        success = success.any(1)
+        lengths = mask.sum(1)
+        timeout = ~((tokens == SUBMIT) & mask).any(1)
+
+        turn_ids = torch.where(mask, torch.arange(T).expand(B, T), -1)
+        text = self._turn_texts(tokens, after, mask, fixed_before)
+        names = self.obs_names
+        anchor_keys = [[names[o] for o in row[:n]] for row, n in zip(states.tolist(), lengths.tolist())]
+        prompts = [self.prompt(int(i)) for i in group_ids]
+        return Rollouts(
+            tokens=tokens, mask=mask, rewards=rewards, group_ids=group_ids, step_ids=turn_ids,
+            turn_ids=turn_ids.clone(), logprobs=logprobs, entropies=entropies, states=states,
+            anchor_keys=anchor_keys, text=text, prompts=prompts,
+            truth={"hidden_states": hidden, "bug": bug, "fixed": fixed_before, "decisive": decisive,
+                   "success": success, "timeout": timeout, "observations_after": after},
+            info={"env": repr(self)},
+        )
+
+    def prompt(self, task: int) -> str:
+        return (f"Task {task}: one of {self.n_files} files (0..{self.n_files - 1}) has a bug. Find it, "
+                f"fix it and submit within {self.max_turns} turns. Tools may mislead.")
+
+    def _turn_texts(self, tokens, after, mask, fixed_before) -> list[list[str]]:
+        """'action -> observation' per turn, from a precomputed (A, n_obs) table of strings."""
+        acts, obs = self.action_names, self.obs_names
+        table = [[f"{acts[a]} -> {obs[o]}" for o in range(self.n_obs)] for a in range(self.n_actions)]
+        T = tokens.shape[1]
+        out = []
+        for tok, aft, n, fx in zip(tokens.tolist(), after.tolist(), mask.sum(1).tolist(), fixed_before.tolist()):
+            row = []
+            for a, o, f in zip(tok[:n], aft[:n], fx[:n]):  # the mask is a prefix: turns 0..n-1
+                if a == SUBMIT:
+                    row.append("submit -> accepted (bug fixed)" if f else "submit -> rejected (bug still there)")
+                elif o < 0:  # ran out of turns: the answer was never read
+                    row.append(f"{acts[a]} -> (out of turns)")
+                else:
+                    row.append(table[a][o])
+            out.append(row + [""] * (T - n))
+        return out
+
+    def transcript(self, rollouts: Rollouts, row: int) -> str:
+        """A readable multi-line transcript of trajectory ``row``."""
+        row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
+        if rollouts.text is None:
+            raise ValueError("rollouts.text: this Rollouts carries no turn texts")
+        lines = []
+        if rollouts.prompts is not None:
+            lines.append(rollouts.prompts[row])
+        if "bug" in rollouts.truth:
+            lines.append(f"(hidden: the bug is in file {int(rollouts.truth['bug'][row])})")
+        for t in range(rollouts.horizon):
+            if rollouts.mask[row, t]:
+                lines.append(f"turn {t:>3}: {rollouts.text[row][t]}")
+        lines.append(f"return: {float(rollouts.scores[row]):g}")
+        return "\n".join(lines)
+
+    # ---- exact truth
+    def truth(self, policy) -> "ToolTruth":
+        """Exact V, Q, A, J and dJ/dlogits under ``policy`` by backward induction over turns."""
+        self._check_policy(policy)
+        N, T = self.n_files, self.max_turns
+        K, f_after, R = self.kernel, self.fixed_after, self.expected_reward
+        theta = policy.logits.detach().to(torch.float64).clone().requires_grad_(True)
+        pi = torch.softmax(theta, dim=-1)
+        V_next = torch.zeros(N, 2, self.n_obs, dtype=torch.float64)  # V after the last turn
+        Vs, Qs = [V_next], []
+        for _ in range(T):
+            # W[b, f', a]: expected value of the answer to action a when the flag is now f'.
+            W = torch.einsum("bfao,bfo->bfa", K, V_next)
+            Q = R + W.gather(1, f_after)                     # Q_t(b, f, a), independent of o
+            V_next = torch.einsum("bfa,oa->bfo", Q, pi)      # V_t(b, f, o)
+            Qs.append(Q)
+            Vs.append(V_next)
+        V = torch.stack(Vs[::-1])                            # (T + 1, N, 2, n_obs), V[T] = 0
+        Q = torch.stack(Qs[::-1])                            # (T, N, 2, A)
+        task_values = V[0, :, 0, START]
+        J = task_values.mean()                               # tasks draw b uniformly
+        (grad,) = torch.autograd.grad(J, theta)
+        with torch.no_grad():
+            occupancy = self._occupancy(pi.detach())
+        return ToolTruth(V=V.detach(), Q=Q.detach(), J=float(J.detach()), task_values=task_values.detach(),
+                         grad=grad, occupancy=occupancy, pi=pi.detach(), n_obs=self.n_obs)
+
+    def _occupancy(self, pi: torch.Tensor) -> torch.Tensor:
+        """P(turn t is played in hidden state (b, f, o)), (T, N, 2, n_obs), b uniform."""
+        N, T = self.n_files, self.max_turns
+        d = torch.zeros(N, 2, self.n_obs, dtype=torch.float64)
+        d[:, 0, START] = 1.0 / N
+        out = []
+        for _ in range(T):
+            out.append(d)
+            M = torch.einsum("bfo,oa->bfa", d, pi)                       # mass taking action a
+            landed = torch.zeros_like(M).scatter_add_(1, self.fixed_after, M)  # moved to flag f'
+            d = torch.einsum("bfa,bfao->bfo", landed, self.kernel)        # submit's rows are 0
+        return torch.stack(out)
+
+
+@dataclass(eq=False)
+class ToolTruth:
+    """Exact quantities of a ToolWorld under one fixed policy (float64, detached).
+
+    V (T + 1, N, 2, n_obs): V[t, b, f, o] expected return-to-go before turn t; V[T] = 0.
+    Q (T, N, 2, A): Q[t, b, f, a] (the observation only selects the action, so Q ignores it).
+    J: expected return of a fresh task (b uniform); task_values (N,) the same per bug location.
+    grad (n_obs, A): exact dJ/dlogits. occupancy (T, N, 2, n_obs): P(turn t played in that state).
+    pi (n_obs, A): the policy the truth was computed for.
+    """
+
+    V: torch.Tensor
+    Q: torch.Tensor
+    J: float
+    task_values: torch.Tensor
+    grad: torch.Tensor
+    occupancy: torch.Tensor
+    pi: torch.Tensor
+    n_obs: int
+
+    @property
+    def A(self) -> torch.Tensor:
+        """A[t, b, f, o, a] = Q[t, b, f, a] - V[t, b, f, o], (T, N, 2, n_obs, A)."""
+        return self.Q[:, :, :, None, :] - self.V[:-1, :, :, :, None]
+
+    def policy_gradient_theorem(self) -> torch.Tensor:
+        """Closed-form gradient sum_{t,b,f} d_t(b, f, o) pi(a | o) A_t(b, f, o, a), (n_obs, A)."""
+        return (self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
+
+    def _index(self, rollouts: Rollouts):
+        hidden = rollouts.truth.get("hidden_states")
+        if not isinstance(hidden, torch.Tensor) or tuple(hidden.shape) != tuple(rollouts.mask.shape):
+            raise ValueError("rollouts.truth['hidden_states']: missing or mis-shaped; sample with ToolWorld.sample")
+        T = self.Q.shape[0]
+        t = rollouts.turn_ids
+        if bool((t >= T).any()):
+            raise ValueError(f"rollouts.turn_ids: turns beyond this truth's max_turns ({T})")
+        h = hidden.clamp(min=0)
+        o = h % self.n_obs
+        f = (h // self.n_obs) % 2
+        b = h // (2 * self.n_obs)
+        return t.clamp(min=0), b, f, o, rollouts.tokens.clamp(0, self.Q.shape[-1] - 1)
+
+    def value(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact V_t(s_t) before every played turn, (B, T), 0 off-mask."""
+        t, b, f, o, _ = self._index(rollouts)
+        return torch.where(rollouts.mask, self.V[t, b, f, o], 0.0)
+
+    def q_value(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact Q_t(s_t, a_t) of the action taken, (B, T), 0 off-mask."""
+        t, b, f, _, a = self._index(rollouts)
+        return torch.where(rollouts.mask, self.Q[t, b, f, a], 0.0)
+
+    def advantage(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact A_t(s_t, a_t) = Q - V of the action taken, (B, T), 0 off-mask."""
+        return self.q_value(rollouts) - self.value(rollouts)
+
+    def next_value(self, rollouts: Rollouts) -> torch.Tensor:
+        """V_{t+1}(s_{t+1}) after every played turn (0 after submit or the last turn), (B, T)."""
+        v = self.value(rollouts)
+        nxt = torch.zeros_like(v)
+        nxt[:, :-1] = torch.where(rollouts.mask[:, 1:], v[:, 1:], 0.0)
+        return torch.where(rollouts.mask, nxt, 0.0)
+
+    def skill_luck(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
+        """(skill, luck), each (B, T): skill_t = A_t(s_t, a_t), what the choice was worth;
+        luck_t = r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t), what the tool's random answer added.
+        V_0(s_0) + sum_t (skill_t + luck_t) = realised return, per trajectory."""
+        q = self.q_value(rollouts)
+        skill = q - self.value(rollouts)
+        r = rollouts.rewards.to(torch.float64)
+        luck = torch.where(rollouts.mask, r + self.next_value(rollouts) - q, 0.0)
+        return skill, luck
+
+    def step_value_fn(self):
+        """A ``value_fn`` for ``labkit.credit.mc``: exact V at every turn (ignores k; zero cost)."""
+        def value_fn(rollouts: Rollouts, k: int):
+            return rollouts.view(self.value(rollouts), "step", "first")[0], Cost()
+        return value_fn
