@@ -175,11 +175,12 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
         totals["policy_tokens"] += int(rollouts.info.get("generation_cost", sampled)) + credit.cost.policy_tokens
         totals["aux_calls"] += credit.cost.aux_calls
         entropy = float(rollouts.entropies[mask].mean()) if rollouts.entropies is not None else float("nan")
+        spread, flat = rollouts.info.get("sampled_spread") or group_spread(rollouts)
         evaluate = it % eval_every == 0 or it == iterations
         rows.append({"iteration": it, "train_reward": float(rollouts.scores.mean()),
                      "success": learner.evaluate(seed=seed) if evaluate else float("nan"),
                      "loss": sum(losses) / len(losses), "grad_norm": sum(norms) / len(norms),
-                     "entropy": entropy,
+                     "entropy": entropy, "reward_spread": spread, "zero_spread_share": flat,
                      "clip_frac": sum(s["clip_frac"] for s in stats) / len(stats),
                      "approx_kl": sum(s["approx_kl"] for s in stats) / len(stats),
                      **totals, "seconds": time.perf_counter() - start})
@@ -187,6 +188,18 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     out.insert(0, "label", label)
     out["kind"], out["seed"] = kind, seed
     return out
+
+
+def group_spread(rollouts: Rollouts) -> tuple[float, float]:
+    """(mean over groups of the std of the scores inside a group, share of groups whose scores are
+    all equal). A group with zero spread gives every group-baseline estimator (GRPO, RLOO, ...)
+    zero credit: its rollouts teach nothing. A group of one counts as zero spread."""
+    from labkit.credit.episode import group_stats
+    _, std, size = group_stats(rollouts.scores.to(torch.float64), rollouts.group_ids)
+    _, inverse = torch.unique(rollouts.group_ids, return_inverse=True)
+    # every row of a group carries the group's std, so scattering them leaves one value per group
+    std = torch.zeros(int(inverse.max()) + 1, dtype=torch.float64).scatter_(0, inverse, torch.where(size > 1, std, 0.0))
+    return float(std.mean()), float((std < 1e-12).double().mean())
 
 
 def compare(make_learner: Callable[[int], Learner], runs: dict[str, Callable[[Learner], dict]], *,
@@ -297,10 +310,11 @@ class ToolLearner:
         if self.batch_filter is None:
             return ro
         sampled = int(ro.mask.sum())
+        spread = group_spread(ro)
         out = self.batch_filter(ro)
         if not isinstance(out, Rollouts):
             raise TypeError(f"batch_filter: returned {type(out).__name__}, expected Rollouts")
-        out.info = {**out.info, "sampled_steps": sampled, "generation_cost": sampled}
+        out.info = {**out.info, "sampled_steps": sampled, "generation_cost": sampled, "sampled_spread": spread}
         return out
 
     def logprobs(self, rollouts: Rollouts, rows: torch.Tensor) -> torch.Tensor:

@@ -440,25 +440,36 @@ LAB: dict[str, tuple[str, str, str, str]] = {
                    "step correctness, replaces the LLM critic."),
     "2509.03646": ("labkit.credit.entropy.hicra", "04_process_rewards.ipynb", "planned",
                    "Planning tokens are known by construction in the arithmetic task."),
-    "2402.19446": ("labkit.credit.td.archer_td", "05_why_agents_harder.ipynb", "planned",
-                   "Turn-level critic trained by TD on the tool-use environment."),
-    "2505.10978": ("labkit.credit.group.gigpo", "06_gigpo.ipynb", "planned",
-                   "Anchor groups from identical observations in the tool-use environment."),
+    "2402.19446": ("labkit.credit.td.archer", "05_why_agents_harder.ipynb", "implemented",
+                   "Turn advantage Q - V from a tabular off-policy TD(0) critic "
+                   "(labkit.critics.TurnQCritic) on ToolWorld; tested against the exact DP values; "
+                   "notebook 05 does not show it yet."),
+    "2505.10978": ("labkit.credit.group.gigpo", "06_gigpo.ipynb", "implemented",
+                   "Anchor groups from identical ToolWorld observations; notebook 06 measures the "
+                   "singleton share, the step term against the exact advantage and 5-seed "
+                   "learning curves against GRPO under two loss aggregations."),
     "2503.15478": ("labkit.credit.privileged.sweet_rl", "08_hindsight_counterfactual.ipynb",
                    "planned", "The critic's privileged input is the environment's hidden state; "
                    "no LLM is needed."),
-    "2511.08325": ("labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb", "planned",
-                   "Shares the turn-level GAE estimator with Turn-PPO."),
-    "2512.17008": ("labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb", "planned",
-                   "Turn-level values, advantages and ratios."),
+    "2511.08325": ("labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb", "implemented",
+                   "Shares the turn-level GAE estimator with Turn-PPO. "
+                   "Implemented and tested (equals token-level GAE on one-token turns and return "
+                   "minus value at gamma = lambda = 1); notebook 05 does not show it yet."),
+    "2512.17008": ("labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb", "implemented",
+                   "Turn-level values and advantages, one discount per turn. "
+                   "Implemented and tested (equals token-level GAE on one-token turns and return "
+                   "minus value at gamma = lambda = 1); notebook 05 does not show it yet."),
     "2509.14480": ("labkit.credit.judge.tarl", "07_critical_actions.ipynb", "planned",
                    JUDGE + "per-turn grades from a noisy oracle with a known error rate."),
     "2603.23550": ("labkit.credit.implicit.itpo", "07_critical_actions.ipynb", "planned",
                    "Per-turn sums of the policy/reference log-ratio."),
-    "2510.14967": ("labkit.credit.information.igpo", "07_critical_actions.ipynb", "planned",
-                   "Probability of the gold answer after each turn, teacher-forced."),
-    "2512.04949": ("labkit.credit.entropy.carl", "07_critical_actions.ipynb", "planned",
-                   "Update only the highest-entropy actions; compare with exact critical states."),
+    "2510.14967": ("labkit.credit.information.igpo", "07_critical_actions.ipynb", "stand-in",
+                   "Stand-in: the success probability after each turn comes from the exact DP "
+                   "(ToolWorld) instead of the policy's teacher-forced probability of the gold "
+                   "answer; the information-gain credit on top is the paper's."),
+    "2512.04949": ("labkit.credit.entropy.carl", "07_critical_actions.ipynb", "implemented",
+                   "Selective update only: the top entropy fraction of turns keeps its credit; the "
+                   "paper's branching from critical states is not implemented."),
     "2509.19199": ("labkit.credit.implicit.istar", "07_critical_actions.ipynb", "planned",
                    "Implicit step rewards from a DPO-style fit on trajectory pairs."),
     "2412.16989": ("labkit.credit.judge.lare", "07_critical_actions.ipynb", "planned",
@@ -477,8 +488,9 @@ LAB: dict[str, tuple[str, str, str, str]] = {
                    "turn usefulness plus noise."),
     "2505.20732": ("labkit.credit.redistribution.spa_rl", "07_critical_actions.ipynb", "planned",
                    "Small progress regressor whose step contributions sum to the outcome."),
-    "2504.20073": ("labkit.credit.episode.starpo_filter", "05_why_agents_harder.ipynb", "planned",
-                   "Reward-variance filter over prompt groups; used to show the echo trap."),
+    "2504.20073": ("labkit.credit.group.starpo_filter", "05_why_agents_harder.ipynb", "implemented",
+                   "StarPO-S reward-spread filter over task groups; notebook 05 measures it in an "
+                   "echo-trap setting (clip-higher and KL changes of StarPO-S are not included)."),
     "2511.13288": ("labkit.credit.multiagent.m_grpo", "09_multiagent.ipynb", "planned",
                    "Separate groups for the coordinating agent and the sub-agents."),
     "2502.16863": ("labkit.credit.judge.llm_mca", "09_multiagent.ipynb", "planned",

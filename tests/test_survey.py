@@ -253,7 +253,7 @@ def test_infrastructure_is_concept_only(methods):
     ("SWEET-RL", "labkit.credit.privileged.sweet_rl", "08_hindsight_counterfactual.ipynb"),
     ("Turn-PPO", "labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb"),
     ("AgentPRM", "labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb"),
-    ("RAGEN", "labkit.credit.episode.starpo_filter", "05_why_agents_harder.ipynb"),
+    ("RAGEN", "labkit.credit.group.starpo_filter", "05_why_agents_harder.ipynb"),
     ("Dr. MAS", "labkit.credit.multiagent.dr_mas", "09_multiagent.ipynb"),
     ("SHARP", "labkit.credit.multiagent.sharp", "09_multiagent.ipynb"),
 ])

@@ -1,0 +1,553 @@
+"""Experiment runners for notebook 07: critical actions (CARL) and information gain (IGPO) on ToolWorld.
+
+Two questions, both answered against the exact truth of ``ToolWorld`` (backward induction under
+the current policy):
+
+* **Is the policy's entropy a good signal of which turns matter?** CARL (arXiv 2512.04949)
+  updates only the most uncertain turns. ``entropy_vs_truth`` scores its selection against the
+  turns that truly decided the outcome (``truth["decisive"]``) and against the turns with the
+  largest exact |A|; ``entropy_proxy_over_training`` repeats that as a policy trains.
+  ``focus_training`` trains with GRPO credit kept on a fraction of turns chosen by entropy (CARL),
+  by exact |A| (an oracle no real method has) or at random, to separate "update fewer turns"
+  from "entropy picks the right ones".
+* **How close is information-gain credit to the true advantage?** IGPO (arXiv 2510.14967) rewards
+  each turn by how much it raised the probability of success. ``dp_success_prob`` supplies that
+  probability from the exact DP (a STAND-IN: the paper teacher-forces the answer under the
+  policy); ``credit_agreement`` and ``credit_panels`` compare the credits with exact A.
+
+Every runner is seeded and returns plain data (pandas DataFrames, dicts of tensors); the ones that
+loop take ``progress`` and show a tqdm bar.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Mapping, Sequence
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from labkit._checks import check_choice, check_int, check_number
+from labkit.credit import get_estimator
+from labkit.credit.entropy import carl
+from labkit.credit.information import igpo
+from labkit.rollouts import Credit, Rollouts
+from labkit.scoring import rank_correlation, recall_at_k
+
+RULES = ("entropy", "exact_advantage", "random")
+RULE_NAMES = {"entropy": "CARL: highest entropy", "exact_advantage": "oracle: largest exact |A|",
+              "random": "random turns", "all": "GRPO: every turn"}
+SHORT_ACTIONS = {"think": "think", "search": "search", "run tests": "tests", "submit": "submit"}
+
+
+# --------------------------------------------------------------------------- set-up
+def toolworld_setup(n_files: int = 5, *, max_turns: int = 30, warmup_iterations: int = 20, seed: int = 0,
+                    n_tasks: int = 8, group_size: int = 8, **env_kwargs):
+    """A ToolWorld and a partially trained policy for it: ``(env, policy)``.
+
+    The env has ``step_cost = 0`` and ``wrong_submit = 0`` unless ``env_kwargs`` say otherwise
+    (then exact V is a success probability, which IGPO's stand-in needs). The policy starts
+    uniform and is trained with GRPO credit and the GRPO loss for ``warmup_iterations`` batches
+    of ``n_tasks`` x ``group_size`` episodes (seed ``seed``), so its entropy is no longer the same
+    at every observation. ``warmup_iterations = 0`` returns the uniform policy.
+    """
+    from labkit.envs import ToolWorld
+    from labkit.train import ToolLearner, train
+
+    warmup_iterations = check_int("warmup_iterations", warmup_iterations, low=0)
+    seed = check_int("seed", seed)
+    env_kwargs = {"step_cost": 0.0, "wrong_submit": 0.0, **env_kwargs}
+    env = ToolWorld(n_files, max_turns=max_turns, **env_kwargs)
+    policy = env.make_policy()
+    if warmup_iterations:
+        train(ToolLearner(env, policy, n_tasks=n_tasks, group_size=group_size), "grpo", kind="grpo",
+              iterations=warmup_iterations, seed=seed, progress=False, label="warm-up")
+    return env, policy
+
+
+def turn_labels(env, rollouts: Rollouts) -> list[list[str]]:
+    """Short action names per turn ("search", "open3", "edit1", "tests", "submit", "think")
+    for heatmap cells; padding gets "". The full turn text stays in ``rollouts.text``."""
+    names = [SHORT_ACTIONS.get(a, a.replace(" ", "")) for a in env.action_names]
+    return [[names[a] if m else "" for a, m in zip(tok, mk)]
+            for tok, mk in zip(rollouts.tokens.tolist(), rollouts.mask.tolist())]
+
+
+# --------------------------------------------------------------------------- selection
+def _top_turns(scores: torch.Tensor, present: torch.Tensor, top_fraction: float) -> torch.Tensor:
+    """The ceil(top_fraction * n) present turns with the largest score, (B, N) bool; ties are
+    broken by position (row-major), exactly as ``labkit.credit.entropy.carl`` does."""
+    n = int(present.sum())
+    if n == 0:
+        return torch.zeros_like(present)
+    n_keep = max(1, min(n, math.ceil(top_fraction * n - 1e-9)))
+    order = torch.sort(-scores[present].to(torch.float64), stable=True).indices
+    keep = torch.zeros(n, dtype=torch.bool)
+    keep[order[:n_keep]] = True
+    kept = torch.zeros_like(present)
+    kept[present] = keep
+    return kept
+
+
+def focused_credit(rollouts: Rollouts, *, rule: str = "entropy", top_fraction: float = 0.3, truth=None,
+                   generator: torch.Generator | None = None) -> Credit:
+    """GRPO credit kept on a ``top_fraction`` of the batch's turns and zeroed elsewhere.
+
+    ``rule`` says which turns are kept:
+
+    * ``"entropy"``: the most uncertain turns: this *is* ``labkit.credit.entropy.carl``;
+    * ``"exact_advantage"``: the turns with the largest exact |A(s_t, a_t)| (``truth``: the
+      ``ToolTruth`` of the policy that sampled the batch): an oracle, the turns that truly matter;
+    * ``"random"``: turns drawn uniformly (``generator`` seeds the draw).
+
+    The same number of turns, ceil(top_fraction * n), is kept under every rule, so the rules
+    differ only in *which* turns get a gradient. ``info``: ``kept`` (B, N), ``share_updated``,
+    ``nonzero_share`` (share of turns whose credit is not zero: GRPO gives 0 to every turn of a
+    group whose outcomes are all equal) and ``rule``.
+    """
+    check_choice("rule", rule, RULES)
+    top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
+    if rule == "entropy":
+        credit = carl(rollouts, top_fraction=top_fraction)
+        credit.info["rule"] = rule
+    else:
+        _, present = rollouts.view(rollouts.mask.to(torch.float64), "turn", "sum")
+        if rule == "exact_advantage":
+            if truth is None or not callable(getattr(truth, "advantage", None)):
+                raise ValueError("truth: rule 'exact_advantage' needs the ToolTruth of the sampling policy "
+                                 "(env.truth(policy))")
+            scores, _ = rollouts.view(truth.advantage(rollouts).abs(), "turn", "sum")
+        else:
+            if generator is None:
+                raise ValueError("generator: rule 'random' needs a torch.Generator to draw the kept turns from")
+            scores = torch.rand(present.shape, generator=generator, dtype=torch.float64)
+        kept = _top_turns(scores, present, top_fraction)
+        base = get_estimator("grpo")(rollouts)
+        token = torch.where(rollouts.broadcast(kept.long(), "turn").bool(), base.token,
+                            torch.zeros((), dtype=base.token.dtype))
+        credit = Credit.from_tokens(rollouts, token, f"focus_{rule}", cost=base.cost, kept=kept,
+                                    share_updated=int(kept.sum()) / max(int(present.sum()), 1), rule=rule)
+    credit.info["nonzero_share"] = float((credit.token[rollouts.mask] != 0).to(torch.float64).mean())
+    return credit
+
+
+# --------------------------------------------------------------------------- entropy against the truth
+def _overlap(selected: torch.Tensor, target: torch.Tensor) -> tuple[float, float]:
+    hits = int((selected & target).sum())
+    return hits / max(int(selected.sum()), 1), hits / max(int(target.sum()), 1)
+
+
+def entropy_vs_truth(rollouts: Rollouts, truth, *, top_fraction: float = 0.3) -> dict[str, float]:
+    """How well the policy's entropy marks the turns that matter, on one batch.
+
+    Needs ToolWorld rollouts (one position per turn, ``truth["decisive"]``) and the exact
+    ``ToolTruth`` of the policy that sampled them. Returns:
+
+    * ``turns``, ``decisive`` (counts) and ``decisive_rate`` (share of turns that are decisive);
+    * ``entropy_decisive`` / ``entropy_routine``: mean policy entropy at decisive / other turns;
+    * ``abs_A_decisive`` / ``abs_A_routine``: mean |exact A| at decisive / other turns;
+    * ``carl_precision`` (share of CARL's kept turns that are decisive; chance = decisive_rate)
+      and ``carl_recall`` (share of decisive turns CARL keeps; chance = ``share_kept``);
+    * ``carl_overlap_top_A``: share of CARL's kept turns that are also among the same number of
+      turns with the largest |exact A| (chance = ``share_kept``).
+    """
+    top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
+    if "decisive" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['decisive'] (sample with ToolWorld.sample)")
+    m, dec = rollouts.mask, rollouts.truth["decisive"] & rollouts.mask
+    routine = m & ~dec
+    if not bool(dec.any()) or not bool(routine.any()):
+        raise ValueError("rollouts: need both decisive and routine turns to compare them")
+    H = rollouts.entropies.to(torch.float64)
+    A = truth.advantage(rollouts).abs()
+    credit = carl(rollouts, top_fraction=top_fraction)
+    kept = rollouts.broadcast(credit.info["kept"].long(), "turn").bool() & m
+    top_A = rollouts.broadcast(_top_turns(rollouts.view(A, "turn", "sum")[0],
+                                          rollouts.view(m.double(), "turn", "sum")[1], top_fraction).long(),
+                               "turn").bool() & m
+    precision, recall = _overlap(kept, dec)
+    n = int(m.sum())
+    return {"turns": n, "decisive": int(dec.sum()), "decisive_rate": int(dec.sum()) / n,
+            "entropy_decisive": float(H[dec].mean()), "entropy_routine": float(H[routine].mean()),
+            "abs_A_decisive": float(A[dec].mean()), "abs_A_routine": float(A[routine].mean()),
+            "share_kept": credit.info["share_updated"], "carl_precision": precision, "carl_recall": recall,
+            "carl_overlap_top_A": _overlap(kept, top_A)[0]}
+
+
+def _rows(rollouts: Rollouts, rows) -> list[int]:
+    if rows is None:
+        return list(range(rollouts.batch_size))
+    rows = [check_int("rows", r, low=0, high=rollouts.batch_size - 1) for r in rows]
+    if not rows:
+        raise ValueError("rows: need at least one trajectory to show")
+    return rows
+
+
+def entropy_panels(rollouts: Rollouts, truth, *, top_fraction: float = 0.3,
+                   rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+    """Two (len(rows), T) panels for ``viz.compare_heatmaps``: each turn's policy entropy minus
+    CARL's cut on the WHOLE batch (positive = CARL updates the turn, negative = it skips it),
+    and exact A. ``rows`` picks the trajectories to show (default all)."""
+    rows = _rows(rollouts, rows)
+    credit = carl(rollouts, top_fraction=top_fraction)
+    H = torch.where(rollouts.mask, rollouts.entropies.to(torch.float64) - credit.info["entropy_threshold"], 0.0)
+    return {f"entropy minus CARL's cut (> 0: in the top {top_fraction:.0%}, updated)": H[rows],
+            "exact advantage A": truth.advantage(rollouts)[rows]}
+
+
+def where_carl_looks(env, rollouts: Rollouts, truth, *, top_fraction: float = 0.3) -> pd.DataFrame:
+    """CARL's selection by the observation the turn started from (file numbers pooled as "j").
+
+    The ToolWorld policy sees only the last observation, so its entropy, and therefore CARL's
+    choice, is a property of the observation. One row per observation kind: ``turns`` (share of
+    all played turns), ``entropy`` (mean policy entropy), ``carl_keeps`` (share of those turns
+    CARL keeps), ``abs_A`` (mean |exact A|) and ``decisive`` (share of all decisive turns that
+    start from it). Sorted by entropy, highest first.
+    """
+    import re
+
+    m = rollouts.mask
+    credit = carl(rollouts, top_fraction=top_fraction)
+    kept = rollouts.broadcast(credit.info["kept"].long(), "turn").bool() & m
+    dec = rollouts.truth["decisive"] & m
+    kinds = [re.sub(r"\d+", "j", name) for name in env.obs_names]
+    obs = rollouts.states[m].tolist()
+    df = pd.DataFrame({"observation": [kinds[o] for o in obs],
+                       "entropy": rollouts.entropies[m].to(torch.float64).numpy(),
+                       "kept": kept[m].numpy(), "abs_A": truth.advantage(rollouts).abs()[m].numpy(),
+                       "decisive": dec[m].numpy()})
+    g = df.groupby("observation", sort=False)
+    out = pd.DataFrame({"turns": g.size() / len(df), "entropy": g.entropy.mean(), "carl_keeps": g.kept.mean(),
+                        "abs_A": g.abs_A.mean(), "decisive": g.decisive.sum() / max(int(df.decisive.sum()), 1)})
+    return out.sort_values("entropy", ascending=False).reset_index()
+
+
+def entropy_proxy_over_training(n_files: int = 5, *, max_turns: int = 30, stages: Sequence[int] = (0, 20, 40, 60),
+                                top_fraction: float = 0.3, n_tasks: int = 32, group_size: int = 8,
+                                seed: int = 0, progress: bool = True, **env_kwargs) -> pd.DataFrame:
+    """``entropy_vs_truth`` at several points of one GRPO training run from the uniform policy.
+
+    ``stages`` are cumulative training iterations (increasing, first may be 0). The run is
+    trained in chunks: the chunk up to the first non-zero stage is exactly
+    ``toolworld_setup(warmup_iterations=stage, seed=seed)``, later chunks continue with seeds
+    seed + 1, seed + 2, ... (the optimiser restarts per chunk). At every stage a fresh batch of
+    ``n_tasks`` x ``group_size`` episodes (sampling seed ``seed + 10_000``) is scored. One row
+    per stage with the exact success probability ``J`` and every entry of ``entropy_vs_truth``.
+    """
+    from labkit.train import ToolLearner, train
+
+    stages = [check_int("stages", s, low=0) for s in stages]
+    if not stages:
+        raise ValueError("stages: need at least one training stage")
+    if any(b <= a for a, b in zip(stages, stages[1:])):
+        raise ValueError(f"stages: must increase strictly, got {stages}")
+    n_tasks = check_int("n_tasks", n_tasks, low=1)
+    group_size = check_int("group_size", group_size, low=1)
+    seed = check_int("seed", seed)
+    env, policy = toolworld_setup(n_files, max_turns=max_turns, warmup_iterations=0, **env_kwargs)
+    done, chunk, rows = 0, 0, []
+    for stage in tqdm(stages, desc="stages", disable=not progress):
+        if stage > done:
+            train(ToolLearner(env, policy), "grpo", kind="grpo", iterations=stage - done,
+                  seed=seed + chunk, progress=False, label="grpo")
+            done, chunk = stage, chunk + 1
+        truth = env.truth(policy)
+        ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed + 10_000)
+        rows.append({"iteration": stage, "J": truth.J, **entropy_vs_truth(ro, truth, top_fraction=top_fraction)})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- training with focused updates
+def _recording(estimator, log: list):
+    def run(rollouts: Rollouts) -> Credit:
+        credit = estimator(rollouts)
+        log.append((credit.info.get("share_updated", 1.0), credit.info["nonzero_share"]))
+        return credit
+    return run
+
+
+def focus_training(env, start_policy, settings: Mapping[str, Sequence[float]] | None = None, *,
+                   seeds: Sequence[int] = (0, 1, 2), iterations: int = 40, n_tasks: int = 8,
+                   group_size: int = 8, lr: float | None = None, eval_every: int = 5, include_grpo: bool = True,
+                   progress: bool = True) -> pd.DataFrame:
+    """Train copies of ``start_policy`` with GRPO credit kept on a fraction of the turns.
+
+    ``settings`` maps a rule of ``focused_credit`` ("entropy" = CARL, "exact_advantage",
+    "random") to the top fractions to run (default ``{"entropy": (0.1, 0.3, 0.5)}``). With
+    ``include_grpo`` plain GRPO (every turn, rule "all", top_fraction 1) runs too. Every run
+    uses ``labkit.train.train`` with the GRPO loss, ``iterations`` batches of ``n_tasks`` x
+    ``group_size`` episodes, and seed s: runs with the same seed share their first batch, so
+    they differ by the credit only. The "random" rule draws its turns from a generator seeded
+    with s.
+
+    Returns the stacked learning curves (``train``'s columns; ``success`` is the exact J at
+    iteration 0, every ``eval_every`` iterations and at the end) plus ``rule``, ``rule_name``,
+    ``top_fraction``, and per iteration ``share_updated`` (share of turns kept) and
+    ``nonzero_share`` (share of turns whose credit was not zero).
+    """
+    from labkit.train import ToolLearner, train
+
+    settings = {"entropy": (0.1, 0.3, 0.5)} if settings is None else dict(settings)
+    runs = [("all", 1.0)] if include_grpo else []
+    for rule, fractions in settings.items():
+        check_choice("settings", rule, RULES)
+        for f in fractions:
+            runs.append((rule, check_number("settings", f, low=0.0, high=1.0, low_open=True)))
+    if not runs:
+        raise ValueError("settings: nothing to run (no settings and include_grpo=False)")
+    seeds = [check_int("seeds", s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: need at least one seed")
+    iterations = check_int("iterations", iterations, low=1)
+    env._check_policy(start_policy)
+
+    curves = []
+    bar = tqdm(total=len(runs) * len(seeds), desc="training runs", disable=not progress)
+    for rule, frac in runs:
+        for s in seeds:
+            policy = copy.deepcopy(start_policy)
+            learner = ToolLearner(env, policy, n_tasks=n_tasks, group_size=group_size)
+            if rule == "all":
+                def estimator(ro):
+                    credit = get_estimator("grpo")(ro)
+                    credit.info["nonzero_share"] = float((credit.token[ro.mask] != 0).to(torch.float64).mean())
+                    return credit
+            elif rule == "exact_advantage":
+                def estimator(ro, frac=frac, policy=policy):
+                    return focused_credit(ro, rule="exact_advantage", top_fraction=frac, truth=env.truth(policy))
+            elif rule == "random":
+                gen = torch.Generator().manual_seed(s)
+
+                def estimator(ro, frac=frac, gen=gen):
+                    return focused_credit(ro, rule="random", top_fraction=frac, generator=gen)
+            else:
+                def estimator(ro, frac=frac):
+                    return focused_credit(ro, rule="entropy", top_fraction=frac)
+            log: list = []
+            label = "GRPO" if rule == "all" else f"{rule} {frac:g}"
+            curve = train(learner, _recording(estimator, log), kind="grpo", iterations=iterations, lr=lr,
+                          eval_every=eval_every, seed=s, progress=False, label=label)
+            curve["rule"], curve["rule_name"], curve["top_fraction"] = rule, RULE_NAMES[rule], frac
+            curve["share_updated"] = [float("nan")] + [a for a, _ in log]
+            curve["nonzero_share"] = [float("nan")] + [b for _, b in log]
+            curves.append(curve)
+            bar.update()
+    bar.close()
+    return pd.concat(curves, ignore_index=True)
+
+
+def focus_summary(curves: pd.DataFrame) -> pd.DataFrame:
+    """Final exact success per (rule, top_fraction) over seeds, next to the share of turns updated.
+
+    Columns: rule, rule_name, top_fraction, share_updated (mean share of turns kept per batch),
+    nonzero_share (mean share of turns with non-zero credit), J_start, J_final_mean / _std /
+    _min / _max over seeds, env_steps (mean cumulative env steps of a run), seeds, and
+    ``matches_grpo``: final mean J at least GRPO's mean minus one GRPO seed-std (if a GRPO run
+    is in ``curves``; else missing).
+    """
+    need = {"rule", "rule_name", "top_fraction", "seed", "iteration", "success", "share_updated",
+            "nonzero_share", "env_steps"}
+    missing = sorted(need - set(curves.columns))
+    if missing:
+        raise ValueError(f"curves: missing columns {missing}; pass the output of focus_training")
+    keys = ["rule", "rule_name", "top_fraction"]
+    last_it = curves.groupby(keys + ["seed"]).iteration.transform("max")
+    last = curves[curves.iteration == last_it]
+    first = curves[curves.iteration == 0]
+    g = last.groupby(keys, sort=False)
+    table = g.success.agg(["mean", "std", "min", "max"]).add_prefix("J_final_")
+    table.insert(0, "J_start", first.groupby(keys, sort=False).success.mean())
+    trained = curves[curves.iteration > 0].groupby(keys, sort=False)
+    table.insert(0, "nonzero_share", trained.nonzero_share.mean())
+    table.insert(0, "share_updated", trained.share_updated.mean())
+    table["env_steps"] = g.env_steps.mean()
+    table["seeds"] = g.size()
+    table = table.reset_index()
+    full = table[table.rule == "all"]
+    if len(full):
+        bar = float(full.J_final_mean.iloc[0]) - float(full.J_final_std.fillna(0).iloc[0])
+        table["matches_grpo"] = table.J_final_mean >= bar
+    return table
+
+
+def fewer_updates(summary: pd.DataFrame) -> pd.DataFrame:
+    """The toy's counterpart of CARL's "72 % fewer updates at equal performance", per rule.
+
+    For each rule: the smallest share of turns updated whose final mean J is within one seed-std
+    of GRPO's (``matches_grpo`` of ``focus_summary``), and ``fewer_updates`` = 1 - that share.
+    ``smallest_matching_share`` is NaN when no tested share of that rule matched GRPO.
+    """
+    if "matches_grpo" not in summary.columns:
+        raise ValueError("summary: no matches_grpo column; run focus_training with include_grpo=True "
+                         "and pass focus_summary's output")
+    grpo = summary[summary.rule == "all"].iloc[0]
+    rows = []
+    for rule, part in summary[summary.rule != "all"].groupby("rule", sort=False):
+        ok = part[part.matches_grpo]
+        share = float(ok.share_updated.min()) if len(ok) else float("nan")
+        best = part.loc[part.J_final_mean.idxmax()]
+        rows.append({"rule": rule, "rule_name": RULE_NAMES[rule], "shares_tested": sorted(part.share_updated.round(3)),
+                     "grpo_J": float(grpo.J_final_mean), "grpo_std": float(grpo.J_final_std),
+                     "smallest_matching_share": share, "fewer_updates": 1 - share,
+                     "best_J": float(best.J_final_mean), "best_share": float(best.share_updated)})
+    return pd.DataFrame(rows)
+
+
+def share_vs_performance(summary: pd.DataFrame) -> pd.DataFrame:
+    """``focus_summary`` as one line per selection rule for ``viz.line_chart``: columns rule_name,
+    share_updated, J (final mean), J_min, J_max. GRPO (every turn updated) is appended to every
+    rule's line at share 1, where all rules coincide."""
+    need = {"rule", "rule_name", "share_updated", "J_final_mean", "J_final_min", "J_final_max"}
+    missing = sorted(need - set(summary.columns))
+    if missing:
+        raise ValueError(f"summary: missing columns {missing}; pass the output of focus_summary")
+    cols = {"J_final_mean": "J", "J_final_min": "J_min", "J_final_max": "J_max"}
+    full = summary[summary.rule == "all"]
+    parts = []
+    for rule, part in summary[summary.rule != "all"].groupby("rule", sort=False):
+        line = pd.concat([part, full.assign(rule_name=part.rule_name.iloc[0])])
+        parts.append(line.sort_values("share_updated"))
+    if not parts:
+        parts = [full]
+    out = pd.concat(parts, ignore_index=True).rename(columns=cols)
+    return out[["rule_name", "share_updated", "J", "J_min", "J_max"]]
+
+
+def curve_band(curves: pd.DataFrame, by: str = "label") -> pd.DataFrame:
+    """Evaluated points of learning curves as mean / min / max of exact J over seeds, per
+    ``by`` and iteration (chart-ready for ``viz.line_chart(..., band=("min", "max"))``)."""
+    for col in (by, "iteration", "success"):
+        if col not in curves.columns:
+            raise ValueError(f"curves: missing column {col!r}")
+    evals = curves.dropna(subset=["success"])
+    return (evals.groupby([by, "iteration"], sort=False).success.agg(["mean", "min", "max"]).reset_index())
+
+
+# --------------------------------------------------------------------------- IGPO with a DP stand-in
+def dp_success_prob(env, truth, rollouts: Rollouts) -> torch.Tensor:
+    """STAND-IN for IGPO's p_k: the exact probability of success after each turn, (B, N + 1).
+
+    p_0 = V(s_0) before the first turn, p_k = V(s_k) after turn k (exact DP under the sampling
+    policy), and after a trajectory's last turn p = its outcome (1 if it succeeded, 0 if it
+    failed or timed out). N is the batch's largest number of turns; columns past a trajectory's
+    end repeat its outcome (``igpo`` ignores them). In the IGPO paper p_k is the policy's own
+    teacher-forced probability of the gold answer, a far noisier belief than this oracle.
+
+    Exact V is a success probability only when a turn costs nothing, a wrong submit costs
+    nothing and success pays 1: ``env`` must have step_cost = 0, wrong_submit = 0 and
+    success_reward = 1.
+    """
+    for name, want in (("step_cost", 0.0), ("wrong_submit", 0.0), ("success_reward", 1.0)):
+        if float(getattr(env, name)) != want:
+            raise ValueError(f"env: {name} must be {want:g} for V to be a success probability, "
+                             f"got {getattr(env, name)}")
+    if "success" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['success'] (sample with ToolWorld.sample)")
+    if bool((rollouts.turn_ids != torch.where(rollouts.mask, torch.arange(rollouts.horizon), -1)).any()):
+        raise ValueError("rollouts: expected one position per turn, numbered 0, 1, ... (ToolWorld rollouts)")
+    v, nv = truth.value(rollouts), truth.next_value(rollouts)
+    B = rollouts.batch_size
+    n_turns = rollouts.mask.sum(1)
+    N = int(n_turns.max())
+    outcome = rollouts.truth["success"].to(torch.float64)
+    p = outcome[:, None].repeat(1, N + 1)
+    p[:, 0] = v[:, 0]
+    inside = torch.arange(1, N + 1)[None, :] < n_turns[:, None]  # p_k for k < n: the value after turn k
+    p[:, 1:] = torch.where(inside, nv[:, :N], p[:, 1:])
+    p[torch.arange(B), n_turns] = outcome
+    return p
+
+
+def information_gain(rollouts: Rollouts, success_prob: torch.Tensor) -> torch.Tensor:
+    """Per-turn information gain p_k - p_{k-1} laid out per position, (B, T); 0 off the mask."""
+    r = igpo(rollouts, success_prob=success_prob, final="ig", normalize=False).info["ig"]
+    return torch.where(rollouts.mask, rollouts.broadcast(r, "turn"), 0.0)
+
+
+CREDIT_METHODS = ("grpo", "carl", "igpo", "ig")
+
+
+def credit_panels(rollouts: Rollouts, truth, success_prob: torch.Tensor, *,
+                  methods: Sequence[str] = CREDIT_METHODS, top_fraction: float = 0.3, gamma: float = 1.0,
+                  rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+    """(len(rows), T) credit of each method next to exact A, titled for ``viz.compare_heatmaps``.
+
+    ``methods`` from "grpo", "carl" (top ``top_fraction`` of turns by entropy), "igpo" (with the
+    ``success_prob`` given, e.g. the DP stand-in, and discount ``gamma`` over turns) and "ig"
+    (IGPO's per-turn information gain p_k - p_(k-1), before it is normalised and summed).
+    Credit is computed on the whole batch (GRPO and IGPO normalise within task groups, CARL ranks
+    over the batch); ``rows`` only picks what is returned.
+    """
+    rows = _rows(rollouts, rows)
+    top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    methods = [check_choice("methods", m, CREDIT_METHODS) for m in methods]
+    make = {"grpo": ("GRPO", lambda: get_estimator("grpo")(rollouts).token),
+            "carl": (f"CARL (top {top_fraction:.0%} entropy)", lambda: carl(rollouts, top_fraction=top_fraction).token),
+            "igpo": (f"IGPO, γ = {gamma:g} (stand-in p from DP)",
+                     lambda: igpo(rollouts, success_prob=success_prob, gamma=gamma).token),
+            "ig": ("information gain p_k - p_(k-1) alone", lambda: information_gain(rollouts, success_prob))}
+    panels = {"exact advantage A": truth.advantage(rollouts)[rows]}
+    for m in methods:
+        title, fn = make[m]
+        panels[title] = fn()[rows]
+    return panels
+
+
+def _agreement(credit: torch.Tensor, exact: torch.Tensor, rollouts: Rollouts) -> dict[str, float]:
+    m = rollouts.mask
+    a, b = credit[m].to(torch.float64), exact[m].to(torch.float64)
+    pearson = float(torch.corrcoef(torch.stack([a, b]))[0, 1]) if a.std() > 0 and b.std() > 0 else 0.0
+    return {"pearson": pearson, "spearman": rank_correlation(credit, exact, m),
+            "decisive_recall": recall_at_k(credit, m, rollouts.truth["decisive"] & m)}
+
+
+def credit_agreement(rollouts: Rollouts, truth, success_prob: torch.Tensor, *, top_fraction: float = 0.3,
+                     gamma: float = 1.0) -> pd.DataFrame:
+    """How each method's turn credit agrees with the exact advantage over a whole batch.
+
+    One row per panel of ``credit_panels`` (except exact A itself): ``pearson`` and
+    ``spearman`` correlation with exact A over every played turn, and ``decisive_recall``:
+    the share of each trajectory's decisive turns among its turns with the largest |credit|
+    (``labkit.scoring.recall_at_k``; ties count in expectation, so credit that is constant
+    along a trajectory scores the chance level).
+    """
+    if "decisive" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['decisive'] (sample with ToolWorld.sample)")
+    panels = credit_panels(rollouts, truth, success_prob, top_fraction=top_fraction, gamma=gamma)
+    exact = panels.pop("exact advantage A")
+    return pd.DataFrame([{"method": name, **_agreement(credit, exact, rollouts)} for name, credit in panels.items()])
+
+
+def igpo_gamma_sweep(rollouts: Rollouts, truth, success_prob: torch.Tensor,
+                     gammas: Sequence[float] = (0.0, 0.5, 0.9, 1.0)) -> pd.DataFrame:
+    """IGPO's agreement with exact A (as in ``credit_agreement``) as its turn discount varies.
+
+    IGPO credits turn k with sum_(j >= k) gamma^(j - k) r~_j: at gamma = 0 a turn keeps only its
+    own (normalised) information gain, at gamma = 1 it adds every later turn's. One row per gamma.
+    """
+    gammas = [check_number("gammas", g, low=0.0, high=1.0) for g in gammas]
+    if not gammas:
+        raise ValueError("gammas: need at least one discount")
+    if "decisive" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['decisive'] (sample with ToolWorld.sample)")
+    exact = truth.advantage(rollouts)
+    return pd.DataFrame([{"gamma": g, **_agreement(igpo(rollouts, success_prob=success_prob, gamma=g).token,
+                                                   exact, rollouts)} for g in gammas])
+
+
+def ig_decomposition(rollouts: Rollouts, truth, success_prob: torch.Tensor) -> dict[str, float]:
+    """Check that, with the DP stand-in, a turn's information gain is its skill plus its luck.
+
+    skill = exact A(s_k, a_k), luck = r_k + V(s_{k+1}) - Q(s_k, a_k) (``ToolTruth.skill_luck``).
+    Returns the largest |IG - (skill + luck)| over played turns, and the share of the IG's
+    variance that the skill part and the luck part carry (var(skill) / var(IG), var(luck) / var(IG)).
+    """
+    skill, luck = truth.skill_luck(rollouts)
+    ig = information_gain(rollouts, success_prob)
+    m = rollouts.mask
+    var = float(ig[m].var())
+    return {"max_abs_gap": float((ig - skill - luck)[m].abs().max()),
+            "skill_var_share": float(skill[m].var()) / var if var > 0 else float("nan"),
+            "luck_var_share": float(luck[m].var()) / var if var > 0 else float("nan")}
