@@ -42,6 +42,22 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     return torch.where(mask, (x - mu) / torch.sqrt(var + eps), torch.zeros((), dtype=x.dtype))
 
 
+def _gae_recursion(r: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+    """A_t = delta_t + gamma lam A_{t+1}, delta_t = r_t + gamma V_{t+1} - V_t, backwards over the
+    columns of (B, T) tensors; columns off ``mask`` carry the next value and the running
+    advantage through unchanged and get A = 0; no bootstrap past the last masked column."""
+    B, T = r.shape
+    adv = torch.zeros_like(r)
+    next_value = torch.zeros(B, dtype=r.dtype)
+    running = torch.zeros(B, dtype=r.dtype)
+    for t in range(T - 1, -1, -1):
+        delta = r[:, t] + gamma * next_value - v[:, t]
+        running = torch.where(mask[:, t], delta + gamma * lam * running, running)
+        next_value = torch.where(mask[:, t], v[:, t], next_value)
+        adv[:, t] = torch.where(mask[:, t], running, 0)
+    return adv
+
+
 @register("gae")
 def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0,
         whiten_advantages: bool = False) -> Credit:
@@ -60,16 +76,7 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
     lam = check_number("lam", lam, low=0.0, high=1.0)
     v, cost = _resolve_values(rollouts, values)
     r, m = rollouts.rewards, rollouts.mask
-    B, T = r.shape
-    adv = torch.zeros_like(r)
-    next_value = torch.zeros(B, dtype=r.dtype)
-    running = torch.zeros(B, dtype=r.dtype)
-    for t in range(T - 1, -1, -1):
-        delta = r[:, t] + gamma * next_value - v[:, t]
-        new_running = delta + gamma * lam * running
-        running = torch.where(m[:, t], new_running, running)
-        next_value = torch.where(m[:, t], v[:, t], next_value)
-        adv[:, t] = torch.where(m[:, t], running, 0)
+    adv = _gae_recursion(r, v, m, gamma, lam)
     returns = torch.where(m, adv + v, 0)
     if whiten_advantages:
         adv = whiten(adv, m)
@@ -125,17 +132,9 @@ def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: flo
     r, present = rollouts.view(rollouts.rewards, "turn", "sum")
     v, cost = _resolve_turn_values(rollouts, values, present)
     v = torch.where(present, v, torch.zeros((), dtype=v.dtype))
-    B, N = r.shape
-    adv = torch.zeros_like(r)
-    next_value = torch.zeros(B, dtype=r.dtype)
-    running = torch.zeros(B, dtype=r.dtype)
-    for k in range(N - 1, -1, -1):
-        # turns are numbered 0, 1, ... without gaps, so an absent turn only ever follows the last
-        # one and must leave next_value = 0 and the running advantage = 0 behind it
-        delta = r[:, k] + gamma * next_value - v[:, k]
-        running = torch.where(present[:, k], delta + gamma * lam * running, 0)
-        next_value = torch.where(present[:, k], v[:, k], 0)
-        adv[:, k] = running
+    # turns are numbered 0, 1, ... without gaps, so absent turns only follow the last one and
+    # carrying the (zero) running values through them is the same as stopping there
+    adv = _gae_recursion(r, v, present, gamma, lam)
     returns = torch.where(present, adv + v, 0)
     return Credit.from_level(rollouts, adv, "turn", "turn_gae", cost=cost, returns=returns,
                              gamma=gamma, lam=lam)
