@@ -423,9 +423,12 @@ LAB: dict[str, tuple[str, str, str, str]] = {
     "2505.23564": ("labkit.credit.mc.spo", "04_process_rewards.ipynb", "planned",
                    "Cut points at low-probability tokens; segment values from sampled "
                    "continuations."),
-    "2505.20417": ("labkit.credit.multiagent.scar", "09_multiagent.ipynb", "planned",
-                   "Reuses the Shapley machinery of notebook 9 with reasoning segments as the "
-                   "players."),
+    "2505.20417": ("labkit.credit.multiagent.scar", "09_multiagent.ipynb", "implemented",
+                   "Exact Shapley over the tiny LM's reasoning segments; the payoff is the "
+                   "verifier's reward of model continuations (a missing segment is rewritten by "
+                   "the model, or deleted: both games in notebook 09) instead of the paper's "
+                   "reward model scoring partial text, and segments are the ';' steps rather "
+                   "than adaptive spans."),
     "2509.18314": ("labkit.credit.mc.tempo", "04_process_rewards.ipynb", "planned",
                    "Tree of forked continuations; node values from the leaf outcomes."),
     "2504.08662": ("labkit.credit.process.pure_min_form", "04_process_rewards.ipynb", "planned",
@@ -449,8 +452,11 @@ LAB: dict[str, tuple[str, str, str, str]] = {
                    "singleton share, the step term against the exact advantage and 5-seed "
                    "learning curves against GRPO under two loss aggregations."),
     "2503.15478": ("labkit.credit.privileged.sweet_rl", "08_hindsight_counterfactual.ipynb",
-                   "planned", "The critic's privileged input is the environment's hidden state; "
-                   "no LLM is needed."),
+                   "implemented", "A tabular Bradley-Terry critic whose privileged input is "
+                   "ToolWorld's hidden state (bug location, fix flag), fitted on winner/loser "
+                   "episode pairs; it ranks every candidate action per turn and returns the "
+                   "best-vs-worst preference pairs SWEET-RL trains on (the DPO actor step is not "
+                   "run). Notebook 08 compares it with the same critic on observations only."),
     "2511.08325": ("labkit.credit.td.turn_gae", "05_why_agents_harder.ipynb", "implemented",
                    "Shares the turn-level GAE estimator with Turn-PPO. "
                    "Implemented and tested (equals token-level GAE on one-token turns and return "
@@ -474,33 +480,55 @@ LAB: dict[str, tuple[str, str, str, str]] = {
                    "Implicit step rewards from a DPO-style fit on trajectory pairs."),
     "2412.16989": ("labkit.credit.judge.lare", "07_critical_actions.ipynb", "planned",
                    JUDGE + "hand-made step features replace the LLM-derived latent reward."),
-    "2603.08754": ("labkit.credit.hindsight.hcapo", "08_hindsight_counterfactual.ipynb", "planned",
-                   JUDGE + "the outcome-conditioned action probability comes from a model fitted "
-                   "on rollouts (exact on tabular environments) instead of prompting an LLM."),
+    "2603.08754": ("labkit.credit.hindsight.hcapo", "08_hindsight_counterfactual.ipynb", "stand-in",
+                   "Stand-in for the LLM post-hoc critic: the outcome-conditioned action "
+                   "probability comes from a model fitted on rollouts (exact on tabular "
+                   "environments) instead of prompting an LLM. The combination (GRPO plus the "
+                   "positive part of the hindsight ratio) is reconstructed from the abstract and "
+                   "summaries; the method section was not available."),
     "2603.06859": ("labkit.credit.counterfactual.c3", "08_hindsight_counterfactual.ipynb",
-                   "planned", "Counterfactual outcomes by replaying the saved environment state "
-                   "with one turn replaced."),
+                   "implemented", "Counterfactual outcomes by restoring ToolWorld's saved state "
+                   "with the turn's action replaced by a fresh policy action and replaying, or "
+                   "predicted by a learned turn Q critic where no reset is possible; both shown, "
+                   "and re-execution equals the exact effect in a deterministic world (tested). "
+                   "Agent-level leave-one-out is labkit.credit.multiagent.leave_one_out_credit."),
     "2603.21563": ("labkit.credit.counterfactual.ccpo", "08_hindsight_counterfactual.ipynb",
-                   "planned", "Joint versus partner-removed outcomes in the cooperative team "
-                   "task."),
+                   "implemented", "Per-turn average treatment effect by intervention: restore "
+                   "the state, force each action, replay with the policy. The reference code "
+                   "applies the same joint-versus-counterfactual comparison to agent roles; the "
+                   "lab applies it per turn, where its exact version equals Q - V."),
     "2511.12159": ("labkit.credit.privileged.critic_search", "08_hindsight_counterfactual.ipynb",
-                   "planned", JUDGE + "a critic that sees the gold answer, simulated from exact "
-                   "turn usefulness plus noise."),
+                   "stand-in", "Stand-in judge: the critic that sees the gold answer is simulated "
+                   "by the sign of the exact turn advantage, each verdict flipped with a seeded "
+                   "error rate; verdicts are group-normalised and added to GRPO's credit."),
     "2505.20732": ("labkit.credit.redistribution.spa_rl", "07_critical_actions.ipynb", "planned",
                    "Small progress regressor whose step contributions sum to the outcome."),
     "2504.20073": ("labkit.credit.group.starpo_filter", "05_why_agents_harder.ipynb", "implemented",
                    "StarPO-S reward-spread filter over task groups; notebook 05 measures it in an "
                    "echo-trap setting (clip-higher and KL changes of StarPO-S are not included)."),
-    "2511.13288": ("labkit.credit.multiagent.m_grpo", "09_multiagent.ipynb", "planned",
-                   "Separate groups for the coordinating agent and the sub-agents."),
-    "2502.16863": ("labkit.credit.judge.llm_mca", "09_multiagent.ipynb", "planned",
-                   JUDGE + "per-agent credit reports from an oracle with noise."),
-    "2602.08335": ("labkit.credit.multiagent.sharp", "09_multiagent.ipynb", "planned",
-                   "Team, Shapley and tool terms; exact Shapley on small teams."),
-    "2601.23228": ("labkit.credit.judge.mappa", "09_multiagent.ipynb", "planned",
-                   JUDGE + "per-action grades from a noisy oracle."),
-    "2602.08847": ("labkit.credit.multiagent.dr_mas", "09_multiagent.ipynb", "planned",
-                   "Advantages normalised per agent id."),
+    "2511.13288": ("labkit.credit.multiagent.m_grpo", "09_multiagent.ipynb", "implemented",
+                   "The main agent is normalised in its task group, sub-agents per (task, "
+                   "sub-agent) or pooled after aligning every rollout to the same number of "
+                   "sub-agent calls (duplicate or drop, our reading of the paper); decoupled "
+                   "training is not modelled. With a shared team reward it equals GRPO "
+                   "(notebook 09)."),
+    "2502.16863": ("labkit.credit.judge.llm_mca", "09_multiagent.ipynb", "stand-in",
+                   "Stand-in judge: the central critic's per-agent credit report is the exact "
+                   "per-episode Shapley value plus seeded Gaussian noise; notebook 09 measures "
+                   "agreement as the noise grows."),
+    "2602.08335": ("labkit.credit.multiagent.sharp", "09_multiagent.ipynb", "implemented",
+                   "Team, Shapley and process terms from exact coalition values of the team "
+                   "task, normalised per (task group, agent); the weights are plain arguments "
+                   "(the paper tunes them per benchmark) and the process term is the team "
+                   "task's role score."),
+    "2601.23228": ("labkit.credit.judge.mappa", "09_multiagent.ipynb", "stand-in",
+                   "Stand-in judge: each action's 0-10 grade is the team task's exact local "
+                   "verdict (was the action right for the task) plus seeded Gaussian noise; "
+                   "grades are whitened over the batch (our reading of the paper)."),
+    "2602.08847": ("labkit.credit.multiagent.dr_mas", "09_multiagent.ipynb", "implemented",
+                   "Advantages normalised per (task group, agent) instead of per group; notebook "
+                   "09 trains the team task with per-role rewards on different scales against "
+                   "the global baseline over 5 seeds and measures per-agent gradient scale."),
     # ----- survey methods: concept-only -----
     "2412.02685": ("", "", "concept-only",
                    "Needs a model that follows 'improve / worsen this answer' prompts; the lab's "
@@ -677,6 +705,16 @@ BASELINES: list[dict[str, str]] = [
          labkit_function="labkit.credit.mc.math_shepherd", notebook="04_process_rewards.ipynb",
          status="implemented", status_note="Hard and soft step labels from sampled completions "
                                            "(function and tests done; notebook 04 still to come)."),
+    dict(name="HCA", arxiv_id="1912.02503", year="2019",
+         reference="Harutyunyan et al. 2019 (NeurIPS)",
+         setting="agentic", granularity="step", methodology_family="hindsight_counterfactual",
+         description="Reweights each action by how much more likely it was given the outcome "
+                     "that followed than the policy made it, so credit goes to the actions that "
+                     "made the outcome more likely rather than to everything that preceded it.",
+         labkit_function="labkit.credit.hindsight.hca", notebook="08_hindsight_counterfactual.ipynb",
+         status="implemented", status_note="Return-conditioned form with a binary outcome; the "
+                                           "hindsight distribution is exact from the DP or counted "
+                                           "on past rollouts (both in notebook 08)."),
 ]
 
 

@@ -67,3 +67,61 @@ def test_bad_inputs(env, batch):
         env.rollouts(env.task.sample_prompts(1, seed=0), n_per_prompt=0)
     with pytest.raises(ValueError, match="rollouts"):
         env.step_prefixes(batch.with_(info={}))
+
+
+# --------------------------------------------------------------------------- segment games (SCAR)
+@pytest.fixture(scope="module")
+def small(env):
+    problems = env.task.sample_prompts(3, n_operands=(2, 3), split="held_out", seed=4)
+    return env.rollouts(problems, n_per_prompt=2, seed=1)
+
+
+@pytest.mark.parametrize("game", ["resample", "delete"])
+def test_segment_games_pin_the_grand_coalition_and_ignore_absent_segments(env, small, game):
+    values, cost = env.segment_coalition_values(small, 4, game=game, seed=0)
+    M = int(small.n_steps.max())
+    assert values.shape == (small.batch_size, 2 ** M)
+    assert bool(((values >= 0) & (values <= 1)).all())
+    assert torch.equal(values[:, -1], small.scores.double())  # all segments kept = the rollout itself
+    assert cost.policy_forwards > 0 and cost.policy_tokens > 0
+    for b in range(small.batch_size):
+        m = int(small.n_steps[b])
+        for mask in range(2 ** M):  # a bit beyond the row's own segments changes nothing
+            assert values[b, mask] == values[b, mask & (2 ** m - 1)]
+
+
+def test_greedy_games_agree_on_prefix_coalitions_and_differ_off_them(env, small):
+    greedy = ArithmeticLM(env.model, env.tokenizer, env.task, temperature=0.0)
+    res, _ = greedy.segment_coalition_values(small, 1, game="resample", seed=0)
+    dele, _ = greedy.segment_coalition_values(small, 1, game="delete", seed=0)
+    for b in range(small.batch_size):
+        m = int(small.n_steps[b])
+        for j in range(m + 1):  # keep segments 0..j-1: both games let the model write the rest
+            prefix = 2 ** j - 1
+            assert res[b, prefix] == dele[b, prefix]
+    # keeping only the answer: graded as is when deleting (a bare "#n" is not a chain: 0)
+    only_answer = torch.tensor([2 ** (int(m) - 1) for m in small.n_steps])
+    rows = torch.arange(small.batch_size)
+    multi = small.n_steps >= 2
+    assert bool(multi.any()) and bool((dele[rows, only_answer][multi] == 0).all())
+
+
+def test_segment_game_bad_inputs(env, small):
+    with pytest.raises(ValueError, match="game"):
+        env.segment_coalition_values(small, 2, game="shuffle")
+    with pytest.raises(ValueError, match="k"):
+        env.segment_coalition_values(small, 0)
+    with pytest.raises(ValueError, match="rollouts"):
+        env.segment_coalition_values(small.with_(info={}), 2)
+
+
+def test_stop_ids_end_a_row_at_the_step_separator(env):
+    from labkit.policies.sampling import sample
+    prompts = [env.prompt_ids(p) for p in env.task.sample_prompts(4, n_operands=3, seed=2)]
+    gen = sample(env.model, prompts, max_new_tokens=16, eos_id=env.tokens.eos, pad_id=env.pad_id, seed=0,
+                 stop_ids=(env.tokens.step_sep,))
+    for row in gen.completions():
+        assert row[-1] in (env.tokens.step_sep, env.tokens.eos) or len(row) == 16
+        assert env.tokens.step_sep not in row[:-1]
+    with pytest.raises(TypeError, match="stop_ids"):
+        sample(env.model, prompts, max_new_tokens=4, eos_id=2, pad_id=0, stop_ids=5)

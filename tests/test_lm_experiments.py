@@ -107,3 +107,21 @@ def test_fit_lm_critic_reports_its_data(lm_env):
     assert critic.train_steps == 2
     with pytest.raises(ValueError, match="n_rollouts"):
         ex.fit_lm_critic(lm_env, n_rollouts=0, progress=False)
+
+
+def test_segment_shapley_study_is_efficient_and_reports_both_games(lm_env, reference):
+    few = reference.select(list(range(4)) + list(range(28, 32)))  # 4- and 3-segment completions
+    out = ex.segment_shapley_study(lm_env, few, k=2, seed=0)
+    summary = out["summary"]
+    assert set(summary["game"]) == {"resample", "delete"} and set(summary["method"]) == {"shapley", "leave-one-out"}
+    # Shapley splits exactly reward - v(empty); leave-one-out does not have to
+    assert (summary.loc[summary["method"] == "shapley", "efficiency_gap"] < 1e-9).all()
+    table = out["values"]["delete"]
+    assert torch.equal(table[:, -1], few.scores.double())
+    # the delete game grades a kept answer as is: with every computation step cut out it is wrong
+    assert bool((table[torch.arange(8), 2 ** (few.n_steps - 1)] == 0).all())
+    for name, credit in out["credits"].items():
+        assert credit.shape == few.mask.shape, name
+        assert bool((credit[~few.mask] == 0).all()), name
+    assert list(out["by_role"].columns[2:]) == list(ex.SEGMENT_ROLE_NAMES)
+    assert summary["sequences"].min() > 0 and summary["corr_with_truth"].between(-1, 1).all()

@@ -3,6 +3,9 @@
 from labkit.credit._registry import ESTIMATORS, estimate, get_estimator, register
 from labkit.credit import episode, mc, td  # noqa: F401  (importing registers the estimators)
 from labkit.credit import entropy, group, information  # noqa: F401  (turn-level agent estimators)
+from labkit.credit import counterfactual, hindsight, privileged  # noqa: F401
+from labkit.credit import judge, multiagent  # noqa: F401
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "episode", "mc", "td",
-           "group", "entropy", "information"]
+           "group", "entropy", "information", "multiagent", "judge",
+           "hindsight", "counterfactual", "privileged"]

@@ -161,6 +161,133 @@ class ArithmeticLM:
         return value_fn
 
 
+    # ---- segments as players (SCAR)
+    MAX_SEGMENTS = 10  # 2**10 coalitions per rollout; more is a sign of a malformed completion
+    SEGMENT_GAMES = ("resample", "delete")
+    STEP_BUDGET = 16   # new tokens allowed for one regenerated step (a step is <= 12 characters)
+    GAME_CHUNK = 512   # rows sampled per batch in the resampling game (bounds the KV-cache memory)
+
+    def segment_coalition_values(self, rollouts: Rollouts, k: int, *, game: str = "resample",
+                                 seed: int = 0) -> tuple[torch.Tensor, Cost]:
+        """v(S) for every coalition S of every rollout's reasoning segments (its ``;`` steps).
+
+        The game SCAR plays on a completion: segment i is a player, the verifier's reward is
+        the payoff, and coalition S keeps its segments. What a *missing* segment means is the
+        modelling choice, and Shapley values depend on it:
+
+        * ``game="resample"`` (default): a missing segment is rewritten by the model. Walking the
+          segments in order, a kept one is copied, a missing one is sampled (one step, up to
+          ``;`` or eos) from the model given everything so far; after the last segment, an
+          unfinished text is continued to eos. v(S) = mean reward of ``k`` such completions.
+          "What if only these steps had been fixed and the model had written the rest?"
+        * ``game="delete"``: missing segments are cut out. If S keeps the final segment (the
+          ``#answer``, where the completion ended), the kept text is graded as is; otherwise the
+          model continues the prompt + kept text k times. Deleted text leaves chains no policy
+          would write (a later step that uses a result no earlier step produced), so this game
+          measures the verifier's format more than the reasoning — shown in notebook 09 as the
+          pitfall.
+
+        In both, v(all segments) is the rollout's own reward (no sampling) and v(empty) is a
+        Monte Carlo value of the prompt, so Shapley values split ``reward - V(prompt)``, the same
+        total the step advantages of VinePPO telescope to; coalitions that keep a prefix of
+        segments {0..j} get the Monte Carlo value of that prefix in both games.
+
+        Returns ``(values, cost)``: values (B, 2**M) float64, M = the batch's largest number of
+        segments, column = bitmask of kept segments (bit i = segment i); for a row with m < M
+        segments, bits >= m do not change the value (absent players). Cost: one policy forward
+        per sampled sequence and the token positions processed.
+        """
+        k = check_int("k", k, low=1)
+        if game not in self.SEGMENT_GAMES:
+            raise ValueError(f"game: expected one of {self.SEGMENT_GAMES}, got {game!r}")
+        prompts, problems = rollouts.info.get("prompt_ids"), rollouts.info.get("problems")
+        if prompts is None or problems is None:
+            raise ValueError("rollouts: segment games need info['prompt_ids'] and info['problems'] "
+                             "(use ArithmeticLM.rollouts or load_reference)")
+        n_seg = rollouts.n_steps
+        M = int(n_seg.max())
+        if M > self.MAX_SEGMENTS:
+            raise ValueError(f"rollouts: a completion has {M} segments; exact segment Shapley is limited to "
+                             f"{self.MAX_SEGMENTS} (2**{self.MAX_SEGMENTS} coalitions each)")
+        B = rollouts.batch_size
+        segments = [[rollouts.tokens[b][rollouts.step_ids[b] == i].tolist() for i in range(int(n_seg[b]))]
+                    for b in range(B)]
+        values = torch.zeros(B, 2 ** M, dtype=torch.float64)
+        play = self._resample_game if game == "resample" else self._delete_game
+        own, cost = play(segments, prompts, problems, k, seed)  # own[b]: (2**m_b,) over its own segments
+        for b in range(B):
+            m = len(segments[b])
+            cols = torch.arange(2 ** M) & (2 ** m - 1)  # bits beyond the row's segments are ignored
+            values[b] = own[b][cols]
+            values[b, 2 ** M - 1] = values[b, 2 ** m - 1] = float(rollouts.scores[b])
+        return values, cost
+
+    def _delete_game(self, segments, prompts, problems, k, seed):
+        own = [torch.zeros(2 ** len(segs), dtype=torch.float64) for segs in segments]
+        to_sample: dict[tuple, list[tuple[int, int]]] = {}  # prefix ids -> cells (same prompt = same problem)
+        for b, segs in enumerate(segments):
+            m = len(segs)
+            for mask in range(2 ** m):
+                kept = [tok for i in range(m) if mask >> i & 1 for tok in segs[i]]
+                if m and mask >> (m - 1) & 1:  # the answer is kept: grade the kept text as is
+                    own[b][mask] = float(self.grade(problems[b], kept).reward)
+                else:
+                    to_sample.setdefault(tuple(prompts[b] + kept), []).append((b, mask))
+        keys = list(to_sample)
+        vals, tokens = self.prefix_values([list(key) for key in keys],
+                                          [problems[to_sample[key][0][0]] for key in keys], k, seed=seed)
+        for key, v in zip(keys, vals.tolist()):
+            for b, mask in to_sample[key]:
+                own[b][mask] = v
+        return own, Cost(policy_forwards=len(keys) * k, policy_tokens=tokens)
+
+    def _resample_game(self, segments, prompts, problems, k, seed):
+        eos = self.tokens.eos
+        # One "copy" per (row, coalition, vine): its text so far and whether it has ended.
+        copies = [(b, mask) for b, segs in enumerate(segments) for mask in range(2 ** len(segs)) for _ in range(k)]
+        texts = [[] for _ in copies]
+        ended = [False] * len(copies)
+        n_seqs, n_tokens = 0, 0
+        longest = max(len(s) for s in segments)
+
+        def generate(todo, *, stop_at_step, round_seed):
+            nonlocal n_seqs, n_tokens
+            # In chunks: one batch of thousands of rows would hold all their KV caches at once.
+            for j in range(0, len(todo), self.GAME_CHUNK):
+                chunk = todo[j:j + self.GAME_CHUNK]
+                rows = [prompts[copies[c][0]] + texts[c] for c in chunk]
+                budget = min(self.STEP_BUDGET, self._budget(rows)) if stop_at_step else self._budget(rows)
+                gen = sample(self.model, rows, max_new_tokens=budget, temperature=self.temperature, eos_id=eos,
+                             pad_id=self.pad_id, seed=round_seed + j,
+                             stop_ids=(self.tokens.step_sep,) if stop_at_step else ())
+                n_seqs, n_tokens = n_seqs + len(rows), n_tokens + gen.forward_tokens
+                for c, new in zip(chunk, gen.completions()):
+                    texts[c] += new
+                    # eos ends the completion; so does running out of budget mid-step (graded as is)
+                    if not new or new[-1] == eos or (stop_at_step and new[-1] != self.tokens.step_sep):
+                        ended[c] = True
+
+        for i in range(longest):
+            todo = []
+            for c, (b, mask) in enumerate(copies):
+                if ended[c] or i >= len(segments[b]):
+                    continue
+                if mask >> i & 1:
+                    texts[c] += segments[b][i]
+                    ended[c] = bool(segments[b][i]) and segments[b][i][-1] == eos
+                else:
+                    todo.append(c)
+            if todo:
+                generate(todo, stop_at_step=True, round_seed=seed + 7919 * i)
+        rest = [c for c in range(len(copies)) if not ended[c] and (not texts[c] or texts[c][-1] != eos)]
+        if rest:  # the last segment was not an answer: let the model finish
+            generate(rest, stop_at_step=False, round_seed=seed + 7919 * longest)
+        own = [torch.zeros(2 ** len(segs), dtype=torch.float64) for segs in segments]
+        for c, (b, mask) in enumerate(copies):
+            own[b][mask] += float(self.grade(problems[b], texts[c]).reward) / k
+        return own, Cost(policy_forwards=n_seqs, policy_tokens=n_tokens)
+
+
 # --------------------------------------------------------------------------- cached Monte Carlo truth
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "lm_truth"
 

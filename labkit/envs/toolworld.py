@@ -368,6 +368,83 @@ class ToolWorld:
         return ToolTruth(V=V.detach(), Q=Q.detach(), J=float(J.detach()), task_values=task_values.detach(),
                          grad=grad, occupancy=occupancy, pi=pi.detach(), n_obs=self.n_obs)
 
+    # ---- re-execution (restore a hidden state and play on; used by C3 / CCPO)
+    def decode_hidden(self, hidden) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Split hidden-state indices (``truth["hidden_states"]``) into (bug, fixed, obs) tensors.
+
+        The inverse of ``hidden_index``; every entry must be a valid index (no -1 padding)."""
+        h = as_tensor("hidden", hidden).long()
+        if bool(((h < 0) | (h >= self.n_hidden)).any()):
+            raise ValueError(f"hidden: indices must lie in [0, {self.n_hidden - 1}] (drop padding first)")
+        return h // (2 * self.n_obs), (h // self.n_obs) % 2, h % self.n_obs
+
+    @torch.no_grad()
+    def rollout_from(self, policy, bug, fixed, obs, turn, *, first_action=None,
+                     seed: int = 0) -> tuple[torch.Tensor, int]:
+        """Restore K hidden states and play each episode on to the end: the re-execution API.
+
+        ``bug``, ``fixed``, ``obs``, ``turn`` (K,) give the state before turn ``turn`` (the same
+        (b, fixed, o, t) the DP is indexed by). At that turn row k takes ``first_action[k]``
+        (forced: an intervention) or, with ``first_action=None``, an action drawn from
+        ``policy``; afterwards ``policy`` acts until a submit or ``max_turns``. Rows run side by
+        side (vectorised over K); rows that start later simply join the loop later.
+
+        Returns ``(returns, env_steps)``: the return-to-go from turn ``turn`` of every row (the
+        reward of the first action included), float64 (K,), and the number of environment steps
+        taken in total (one per action). Sampling uses its own generator seeded with ``seed``,
+        so ``sample`` is untouched; E[returns[k]] is exactly Q_t(b, fixed, first_action[k]) (or
+        V_t(b, fixed, o) with a policy-drawn first action) under ``policy``.
+        """
+        self._check_policy(policy)
+        seed = check_int("seed", seed)
+        b = as_tensor("bug", bug).long().reshape(-1)
+        K = b.numel()
+        f = as_tensor("fixed", fixed).long().reshape(-1).clone()
+        o = as_tensor("obs", obs).long().reshape(-1).clone()
+        t0 = as_tensor("turn", turn).long().reshape(-1)
+        for name, x, hi in (("bug", b, self.n_files), ("fixed", f, 2), ("obs", o, self.n_obs),
+                            ("turn", t0, self.max_turns)):
+            if x.numel() != K:
+                raise ValueError(f"{name}: expected {K} entries (one per restored state), got {x.numel()}")
+            if bool(((x < 0) | (x >= hi)).any()):
+                raise ValueError(f"{name}: values must lie in [0, {hi - 1}]")
+        forced = None
+        if first_action is not None:
+            forced = as_tensor("first_action", first_action).long().reshape(-1)
+            if forced.numel() != K:
+                raise ValueError(f"first_action: expected {K} entries, got {forced.numel()}")
+            if bool(((forced < 0) | (forced >= self.n_actions)).any()):
+                raise ValueError(f"first_action: action ids must lie in [0, {self.n_actions - 1}]")
+        returns = torch.zeros(K, dtype=torch.float64)
+        if K == 0:
+            return returns, 0
+        g = torch.Generator().manual_seed(seed)
+        # inverse-CDF sampling from cumulative tables (one uniform per row and draw)
+        pi_cdf = policy.probs().detach().to(torch.float64).cumsum(-1)
+        k_cdf = self.kernel.cumsum(-1)
+        alive = torch.zeros(K, dtype=torch.bool)
+        steps = 0
+        for t in range(int(t0.min()), self.max_turns):
+            alive = alive | (t0 == t)
+            if not bool(alive.any()):
+                if bool((t0 > t).any()):
+                    continue
+                break
+            u = torch.rand(K, 1, generator=g, dtype=torch.float64)
+            a = (pi_cdf[o] < u).sum(-1).clamp(max=self.n_actions - 1)
+            if forced is not None:
+                a = torch.where(t0 == t, forced, a)
+            returns += torch.where(alive, self.expected_reward[b, f, a], 0.0)
+            steps += int(alive.sum())
+            f = torch.where(alive, self.fixed_after[b, f, a], f)
+            alive = alive & (a != SUBMIT)
+            go = alive.nonzero().flatten()
+            if go.numel():
+                u = torch.rand(go.numel(), 1, generator=g, dtype=torch.float64)
+                cdf = k_cdf[b[go], f[go], a[go]]
+                o[go] = (cdf < u).sum(-1).clamp(max=self.n_obs - 1)
+        return returns, steps
+
     def _occupancy(self, pi: torch.Tensor) -> torch.Tensor:
         """P(turn t is played in hidden state (b, f, o)), (T, N, 2, n_obs), b uniform."""
         N, T = self.n_files, self.max_turns

@@ -257,7 +257,7 @@ _COMPACT_AT = 0.75  # shrink the decode batch once at most this fraction of its 
 
 def _generate(model: torch.nn.Module, rows: list[list[int]], *, max_new_tokens: int,
               temperature: float, eos_id: int, pad_id: int,
-              generator: torch.Generator | None) -> Generation:
+              generator: torch.Generator | None, stop_ids: tuple[int, ...] = ()) -> Generation:
     """Continue every row of ``rows`` (validated). Distinct rows are prefilled once."""
     device = _model_device(model)
     # Distinct prompts, in order of first appearance; ``which[b]`` = the distinct prompt of row b.
@@ -303,6 +303,7 @@ def _generate(model: torch.nn.Module, rows: list[list[int]], *, max_new_tokens: 
     # is decoding, ``done[i]`` whether that row has finished (it is dropped at the next compaction).
     slot_row = torch.arange(B, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
+    stops = torch.tensor(stop_ids, dtype=torch.long, device=device)
     steps = 0
     for t in range(T):
         logp = torch.log_softmax(logits, dim=-1)
@@ -320,6 +321,8 @@ def _generate(model: torch.nn.Module, rows: list[list[int]], *, max_new_tokens: 
         # entr(p) = -p log p with entr(0) = 0, so tokens a model masks to -inf do not give NaN.
         entropies[slot_row, t] = torch.where(live, torch.special.entr(logp.exp()).sum(-1), 0.0)
         done = done | (tok == eos_id)
+        if stop_ids:  # e.g. the step separator, to generate one reasoning step at a time
+            done = done | torch.isin(tok, stops)
         finished[slot_row] |= done
         steps = t + 1
         n_live = int((~done).sum())
@@ -350,7 +353,7 @@ def _generate(model: torch.nn.Module, rows: list[list[int]], *, max_new_tokens: 
 
 def _run(model: Any, rows_name: str, rows: Any, *, max_new_tokens: Any, temperature: Any,
          eos_id: Any, pad_id: Any, generator: Any, seed: Any,
-         repeat: int = 1) -> Generation:
+         repeat: int = 1, stop_ids: Any = ()) -> Generation:
     """Validate the shared sampling arguments, then decode with the model in eval mode."""
     model = _check_model(model)
     vocab = _vocab_size(model)
@@ -359,6 +362,10 @@ def _run(model: Any, rows_name: str, rows: Any, *, max_new_tokens: Any, temperat
     temperature = check_number("temperature", temperature, low=0.0)
     eos_id = check_int("eos_id", eos_id, low=0, high=None if vocab is None else vocab - 1)
     pad_id = check_int("pad_id", pad_id, low=0, high=None if vocab is None else vocab - 1)
+    if isinstance(stop_ids, (str, bytes)) or not hasattr(stop_ids, "__iter__"):
+        raise TypeError("stop_ids: expected a collection of token ids")
+    stop_ids = tuple(check_int("stop_ids", i, low=0, high=None if vocab is None else vocab - 1)
+                     for i in stop_ids)
     generator = _make_generator(generator, seed)
     context = _context_size(model)
     longest = max(len(r) for r in rows)
@@ -374,7 +381,7 @@ def _run(model: Any, rows_name: str, rows: Any, *, max_new_tokens: Any, temperat
     try:
         with torch.no_grad():
             return _generate(model, rows, max_new_tokens=max_new_tokens, temperature=temperature,
-                             eos_id=eos_id, pad_id=pad_id, generator=generator)
+                             eos_id=eos_id, pad_id=pad_id, generator=generator, stop_ids=stop_ids)
     finally:
         model.train(was_training)
 
@@ -382,18 +389,21 @@ def _run(model: Any, rows_name: str, rows: Any, *, max_new_tokens: Any, temperat
 # --------------------------------------------------------------------------- public API
 def sample(model: torch.nn.Module, prompts: list[list[int]], *, max_new_tokens: int,
            temperature: float = 1.0, eos_id: int, pad_id: int,
-           generator: torch.Generator | None = None, seed: int | None = None) -> Generation:
+           generator: torch.Generator | None = None, seed: int | None = None,
+           stop_ids: tuple[int, ...] = ()) -> Generation:
     """Sample one continuation of every prompt (a list of token ids) in one batch.
 
     Tokens are drawn from softmax(logits / temperature) (0 = greedy); ``logprobs`` and
     ``entropies`` describe the untempered policy. Identical prompts are prefilled once and share
     a ``group_id``. Reproducible given ``generator`` or ``seed`` (pass at most one; with neither,
     torch's global RNG is used). Raises ValueError when a prompt plus ``max_new_tokens`` does not
-    fit the model's context.
+    fit the model's context. ``stop_ids``: further tokens that end a row like eos does (kept as
+    its last token), e.g. the step separator to sample one reasoning step; the row's ``finished``
+    flag then means "stopped", not "emitted eos".
     """
     return _run(model, "prompts", prompts, max_new_tokens=max_new_tokens,
                 temperature=temperature, eos_id=eos_id, pad_id=pad_id,
-                generator=generator, seed=seed)
+                generator=generator, seed=seed, stop_ids=stop_ids)
 
 
 def fork(model: torch.nn.Module, prefixes: list[list[int]], k: int, *, max_new_tokens: int,

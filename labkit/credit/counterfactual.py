@@ -1,0 +1,255 @@
+"""Counterfactual credit: what would the outcome have been had this turn's action been different?
+
+Both estimators here answer by *intervention* on a ToolWorld turn: restore the hidden state the
+turn started from (``ToolWorld.rollout_from``), force an action, let the policy play on, and
+compare outcomes. They differ in what they compare:
+
+* C3 (arXiv 2603.06859): the realised return against the expected return with the turn
+  replaced by a default (by default: a fresh action from the policy at the frozen state, the
+  paper's leave-one-out baseline over context-matched alternatives);
+* CCPO (arXiv 2603.21563): the average treatment effect E[R | do(a_t)] - E_{a~pi} E[R | do(a)].
+
+Each has an ``"exact"`` mode (the DP expectation of what the re-execution estimates, for tests)
+and C3 a ``"learned"`` mode for environments that cannot be reset (a Q model fitted on rollouts).
+Re-execution reads the hidden state, a privileged input: it is passed explicitly
+(``hidden_states=rollouts.truth["hidden_states"]``), as the simulator's save-state would be.
+Returns are returns-to-go from the turn on (the shared prefix cancels in every difference).
+"""
+from __future__ import annotations
+
+import torch
+
+from labkit._checks import as_tensor, check_choice, check_int, check_shape
+from labkit.credit._registry import register
+from labkit.credit.group import turn_returns, turn_rewards
+from labkit.credit.hindsight import turn_table
+from labkit.rollouts import Cost, Credit, Rollouts
+
+C3_MODES = ("reexecute", "learned", "exact")
+CCPO_MODES = ("reexecute", "exact")
+DEFAULTS = ("policy", "others", "think")
+CHUNK = 200_000  # restored episodes per call of rollout_from (bounds memory)
+
+
+def _turn_states(env, rollouts: Rollouts, hidden_states) -> tuple[torch.Tensor, ...]:
+    """(bug, fixed, obs, turn, action, present) of every turn, (B, N), from the hidden states."""
+    from labkit.envs.toolworld import ToolWorld
+
+    if not isinstance(env, ToolWorld):
+        raise ValueError(f"env: re-execution needs an environment that can restore a state (a ToolWorld), "
+                         f"got {type(env).__name__}")
+    if hidden_states is None:
+        raise ValueError("hidden_states: re-execution restores the hidden state of every turn; pass "
+                         "hidden_states=rollouts.truth['hidden_states'] (the privileged save-state)")
+    hidden = as_tensor("hidden_states", hidden_states).long()
+    check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
+    hs, present = rollouts.view(hidden, "turn", "first")
+    if bool((hs[present] < 0).any()) or bool((hs[present] >= env.n_hidden).any()):
+        raise ValueError("hidden_states: not a valid hidden state at a played turn; pass the truth of these rollouts")
+    _, act, _ = turn_table(rollouts)
+    b, f, o = env.decode_hidden(hs.long().clamp(0, env.n_hidden - 1))
+    turn = torch.arange(present.shape[1]).expand_as(b)
+    if present.shape[1] > env.max_turns:
+        raise ValueError(f"rollouts: more turns ({present.shape[1]}) than env.max_turns ({env.max_turns})")
+    return b, f, o, turn, act, present
+
+
+def _default_dist(default, pi: torch.Tensor, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+    """d(a' | turn): the distribution of the replacement action per turn, (B, N, A)."""
+    A = pi.shape[1]
+    if isinstance(default, str):
+        check_choice("default", default, DEFAULTS)
+        if default == "think":
+            d = torch.zeros(*obs.shape, A, dtype=torch.float64)
+            d[..., 0] = 1.0
+            return d
+        d = pi[obs].clone()
+        if default == "others":
+            d.scatter_(-1, act[..., None], 0.0)
+            tot = d.sum(-1, keepdim=True)
+            d = torch.where(tot > 0, d / tot.clamp(min=1e-300), pi[obs])
+        return d
+    a = check_int("default", default, low=0, high=A - 1)
+    d = torch.zeros(*obs.shape, A, dtype=torch.float64)
+    d[..., a] = 1.0
+    return d
+
+
+def _policy_table(policy, pi) -> torch.Tensor:
+    if pi is not None:
+        return as_tensor("pi", pi).detach().to(torch.float64)
+    if policy is None:
+        raise ValueError("policy: needed for its action probabilities (or pass pi=)")
+    return policy.probs().detach().to(torch.float64)
+
+
+def _reexecute(env, policy, b, f, o, t, first, *, seed: int) -> tuple[torch.Tensor, int]:
+    """rollout_from in chunks; returns (returns, env_steps)."""
+    out, steps = [], 0
+    for i, start in enumerate(range(0, b.numel(), CHUNK)):
+        sl = slice(start, start + CHUNK)
+        r, s = env.rollout_from(policy, b[sl], f[sl], o[sl], t[sl],
+                                first_action=None if first is None else first[sl], seed=seed + 7919 * i)
+        out.append(r)
+        steps += s
+    return (torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)), steps
+
+
+# --------------------------------------------------------------------------- C3
+@register("c3")
+def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
+       default="policy", n_continuations: int = 8, seed: int = 0, truth=None, critic=None, pi=None) -> Credit:
+    """C3, contextual counterfactual credit assignment (Chen et al. 2026, arXiv:2603.06859), per turn.
+
+        credit_t = G_t(tau) - E_{a' ~ d(. | s_t)} E[G_t | s_t, do(a')]
+
+    G_t(tau) is the realised return from turn t on; the expectation is the counterfactual with
+    turn t's action replaced by a default drawn from d. ``default``:
+
+    * ``"policy"`` (default): a' ~ pi(. | o_t), a fresh action at the frozen context. This is
+      the paper's leave-one-out baseline: the taken action is compared with context-matched
+      alternatives sampled from the same policy and replayed from the same state;
+    * ``"others"``: pi renormalised over the actions other than a_t (strict leave-one-out in
+      action space);
+    * ``"think"`` (or any action id): one fixed default, "think" being ToolWorld's no-op.
+
+    ``mode``:
+
+    * ``"reexecute"``: restore s_t (``env.rollout_from``, hidden state from the explicit
+      ``hidden_states``), force a' ~ d, let ``policy`` play on; mean over ``n_continuations``
+      (default 8) replays per turn, all turns of the batch vectorised. Unbiased for the exact
+      value below; equal to it when the world and the policy are deterministic.
+    * ``"exact"``: E[credit | s_t, a_t] = Q(s_t, a_t) - sum_a' d(a') Q(s_t, a') from the DP
+      (``truth`` = ``env.truth(policy)``; ``hidden_states`` needed). For tests; an oracle.
+    * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts predicts the
+      counterfactual from what is observable: sum_a' d(a') Q_hat(o_t, a') with ``critic`` a
+      fitted ``labkit.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay); the default
+      distribution needs the policy table (``pi`` or ``policy``).
+
+    Deviations from the paper: C3 intervenes on messages of a Reasoner -> Actor team and keeps
+    the other agent's continuation fixed ("fixed-continuation replay"); here the "decisions" are
+    an agent's turns and the continuation is re-sampled from the policy (the tools are random,
+    so nothing else could be held fixed). The paper's LOO baseline is over K alternatives
+    including the taken one, each of which gets credit; labkit credits the taken action only.
+
+    Degenerate input: an empty trajectory has no turns (no credit); groups play no role. A turn
+    with one possible action has credit G_t - Q(s, a_t) in expectation 0 under "policy".
+    Cost (re-execution): ``env_resets`` = restored states (turns x n_continuations),
+    ``env_steps`` = actions taken by the replays, ``policy_forwards`` = the same actions (each
+    needs the policy). Learned: ``aux_calls`` = one critic lookup per turn. ``info``:
+    ``counterfactual`` (B, N) the baseline, ``returns`` (B, N) G_t, ``mode``, ``default``.
+    """
+    check_choice("mode", mode, C3_MODES)
+    r, present = turn_rewards(rollouts)
+    G = turn_returns(r.to(torch.float64), present, 1.0)
+    obs, act, _ = turn_table(rollouts)
+    cost = Cost()
+    if mode == "learned":
+        if critic is None or not hasattr(critic, "q"):
+            raise ValueError("critic: learned mode needs a fitted TurnQCritic (labkit.critics) to predict "
+                             "the counterfactual return")
+        table = _policy_table(policy, pi)
+        q = critic.q.to(torch.float64)
+        if tuple(q.shape) != tuple(table.shape):
+            raise ValueError(f"critic: its Q table has shape {tuple(q.shape)} but the policy table {tuple(table.shape)}")
+        d = _default_dist(default, table, obs, act)
+        cf = (d * q[obs]).sum(-1)
+        cost = Cost(aux_calls=int(present.sum()))
+    else:
+        if env is None:
+            raise ValueError(f"env: mode {mode!r} needs the ToolWorld the rollouts came from")
+        b, f, o, t, act, present = _turn_states(env, rollouts, hidden_states)
+        if mode == "exact":
+            if truth is None:
+                raise ValueError("truth: exact mode needs env.truth(policy) (a ToolTruth)")
+            table = truth.pi if pi is None else _policy_table(None, pi)
+            d = _default_dist(default, table, o, act)
+            tt = t.clamp(max=truth.Q.shape[0] - 1)
+            Qs = truth.Q[tt, b, f]                                        # (B, N, A)
+            cf = (d * Qs).sum(-1)
+            G = Qs.gather(-1, act[..., None]).squeeze(-1)                # E[G_t | s_t, a_t]
+        else:
+            if policy is None:
+                raise ValueError("policy: re-execution plays the continuations with the policy")
+            M = check_int("n_continuations", n_continuations, low=1)
+            seed = check_int("seed", seed)
+            table = _policy_table(policy, pi)
+            d = _default_dist(default, table, o, act)
+            idx = present.nonzero()
+            n = idx.shape[0]
+            sel = tuple(idx.T)
+            rep = lambda x: x[sel].repeat_interleave(M)  # noqa: E731
+            g = torch.Generator().manual_seed(seed)
+            first = torch.multinomial(d[sel], M, replacement=True, generator=g).reshape(-1) if n else \
+                torch.zeros(0, dtype=torch.long)
+            ret, steps = _reexecute(env, policy, rep(b), rep(f), rep(o), rep(t), first, seed=seed + 1)
+            cf = torch.zeros_like(G)
+            if n:
+                cf[sel] = ret.view(n, M).mean(1)
+            cost = Cost(env_resets=n * M, env_steps=steps, policy_forwards=steps)
+    credit = torch.where(present, G - cf, 0.0)
+    cf = torch.where(present, cf, 0.0)
+    return Credit.from_level(rollouts, credit, "turn", "c3", cost=cost, counterfactual=cf,
+                             returns=torch.where(present, G, 0.0), mode=mode, default=default)
+
+
+# --------------------------------------------------------------------------- CCPO
+@register("ccpo")
+def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
+         n_continuations: int = 8, seed: int = 0, truth=None) -> Credit:
+    """CCPO, counterfactual credit policy optimisation (Li et al. 2026, arXiv:2603.21563), per turn.
+
+        credit_t = E[G_t | s_t, do(a_t)] - sum_a pi(a | o_t) E[G_t | s_t, do(a)]
+
+    the average treatment effect of the turn's action against the policy's own mix of actions,
+    both estimated by intervention from the restored state s_t: ``mode="reexecute"`` forces every
+    action a in turn (``n_continuations`` replays each, default 8; the do(a_t) replays are among
+    them) and weights the means by pi exactly; ``mode="exact"`` uses the DP, where the formula is
+    by definition Q(s_t, a_t) - V(s_t) = A(s_t, a_t), the exact advantage (``truth`` =
+    ``env.truth(policy)``). Unlike C3 the first term is itself an interventional mean, not the
+    realised return, so the luck of the tool answers after turn t is averaged out of both terms.
+
+    The reference code (github.com/bhai114/ccpo) applies the intervention to *roles* of a
+    multi-agent team (joint outcome vs the outcome with one role's contribution removed, an
+    early version splitting it with the two-player Shapley value); labkit applies the same
+    intervention logic per turn of one agent, as the survey (§5.2) describes CCPO's causal view
+    (each action a treatment, the outcome the effect). Its "no unobserved confounders" assumption
+    holds here by construction: the intervention restores the full hidden state.
+
+    Degenerate input: as ``c3``. Cost: ``env_resets`` = turns x n_actions x n_continuations
+    (every action is an intervention), ``env_steps`` = ``policy_forwards`` = actions replayed.
+    ``info``: ``do_values`` (B, N, A) E[G | do(a)] estimates, ``baseline`` (B, N).
+    """
+    check_choice("mode", mode, CCPO_MODES)
+    if env is None:
+        raise ValueError(f"env: mode {mode!r} needs the ToolWorld the rollouts came from")
+    b, f, o, t, act, present = _turn_states(env, rollouts, hidden_states)
+    cost = Cost()
+    if mode == "exact":
+        if truth is None:
+            raise ValueError("truth: exact mode needs env.truth(policy) (a ToolTruth)")
+        table = truth.pi
+        do = truth.Q[t.clamp(max=truth.Q.shape[0] - 1), b, f]            # (B, N, A)
+    else:
+        if policy is None:
+            raise ValueError("policy: re-execution plays the continuations with the policy")
+        M = check_int("n_continuations", n_continuations, low=1)
+        seed = check_int("seed", seed)
+        table = _policy_table(policy, None)
+        A = table.shape[1]
+        idx = present.nonzero()
+        n = idx.shape[0]
+        sel = tuple(idx.T)
+        rep = lambda x: x[sel].repeat_interleave(A * M)  # noqa: E731
+        first = torch.arange(A).repeat_interleave(M).repeat(n)
+        ret, steps = _reexecute(env, policy, rep(b), rep(f), rep(o), rep(t), first, seed=seed)
+        do = torch.zeros(*present.shape, A, dtype=torch.float64)
+        if n:
+            do[sel] = ret.view(n, A, M).mean(-1)
+        cost = Cost(env_resets=n * A * M, env_steps=steps, policy_forwards=steps)
+    pi_t = table[o]
+    baseline = (pi_t * do).sum(-1)
+    taken = do.gather(-1, act[..., None]).squeeze(-1)
+    credit = torch.where(present, taken - baseline, 0.0)
+    return Credit.from_level(rollouts, credit, "turn", "ccpo", cost=cost, do_values=do,
+                             baseline=torch.where(present, baseline, 0.0), mode=mode)

@@ -1,0 +1,294 @@
+"""Hindsight credit: how much more (or less) likely was the action, knowing how the episode ended?
+
+HCA (Harutyunyan et al. 2019) asks, after the episode, the *hindsight* question: given the
+outcome Z that happened, what was the probability h(a | s, Z) of each action at s? An action
+that the successful episodes chose more often than the policy does (h > pi) made success more
+likely; one they chose less often made it less likely. HCAPO (Tan et al. 2026) puts that ratio
+into a GRPO-style agent trainer. Both need h, which this module supplies in two ways:
+
+* ``exact_hindsight``: from the exact DP truth of a ToolWorld, which knows the hidden state
+  (an oracle, for testing and as the upper bound);
+* ``LearnedHindsight``: counted on rollouts, conditioned only on what the agent sees (the
+  observation, optionally the turn) and the outcome: the realistic one.
+
+Everything here works at TURN level (one turn = the run of positions sharing a ``turn_id``; its
+observation is ``rollouts.states`` and its action the token at its first position). The outcome
+Z must be binary (0 / 1): by default Z is the trajectory's total reward, which in a ToolWorld
+with ``step_cost = 0``, ``wrong_submit = 0`` and ``success_reward = 1`` is the success flag;
+otherwise pass ``outcome=`` (e.g. the success flag) explicitly.
+"""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+import torch
+
+from labkit._checks import as_tensor, check_finite, check_number, check_shape
+from labkit.credit._registry import register
+from labkit.credit.episode import grpo
+from labkit.rollouts import Cost, Credit, Rollouts
+
+Hindsight = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
+
+
+# --------------------------------------------------------------------------- turn helpers
+def turn_table(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Observation, action and presence of every turn, each (B, N) (obs/action 0 where absent)."""
+    if rollouts.states is None:
+        raise ValueError("rollouts.states: hindsight credit needs the observation of every turn")
+    obs, present = rollouts.view(rollouts.states, "turn", "first")
+    act, _ = rollouts.view(rollouts.tokens, "turn", "first")
+    return obs.long(), act.long(), present
+
+
+def turn_policy_probs(rollouts: Rollouts, pi=None) -> torch.Tensor:
+    """pi(a_t | o_t) of every turn's action, (B, N): from the table ``pi`` (n_obs, n_actions) if
+    given, else from ``rollouts.logprobs`` at the turn's first position (the sampling policy)."""
+    obs, act, present = turn_table(rollouts)
+    if pi is not None:
+        pi = as_tensor("pi", pi).to(torch.float64)
+        if pi.dim() != 2:
+            raise ValueError(f"pi: expected an (n_obs, n_actions) table, got shape {tuple(pi.shape)}")
+        if bool((obs[present] >= pi.shape[0]).any()) or bool((act[present] >= pi.shape[1]).any()):
+            raise ValueError("pi: table too small for the observations / actions in these rollouts")
+        p = pi[obs.clamp(max=pi.shape[0] - 1), act.clamp(max=pi.shape[1] - 1)]
+    else:
+        if rollouts.logprobs is None:
+            raise ValueError("pi: these rollouts carry no logprobs; pass the policy table pi=policy.probs()")
+        lp, _ = rollouts.view(rollouts.logprobs.to(torch.float64), "turn", "first")
+        p = lp.exp()
+    return torch.where(present, p, 1.0)
+
+
+def binary_outcome(rollouts: Rollouts, outcome=None, name: str = "outcome") -> torch.Tensor:
+    """The outcome Z per trajectory, (B,) float64, checked to be 0 or 1."""
+    z = rollouts.scores if outcome is None else as_tensor(name, outcome)
+    z = z.to(torch.float64).reshape(-1)
+    check_shape(name, z, (rollouts.batch_size,))
+    if bool(((z != 0) & (z != 1)).any()):
+        where = "the total reward (rollouts.scores)" if outcome is None else name
+        raise ValueError(f"{name}: hindsight credit here needs a binary outcome (0 / 1), but {where} has "
+                         f"values {sorted(set(z.tolist()))[:5]}; pass outcome= the success flag")
+    return z
+
+
+def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    called = callable(value) and not isinstance(value, torch.Tensor)
+    if called:
+        value = value(rollouts)
+    x = as_tensor(name, value).to(torch.float64)
+    check_shape(name, x, tuple(present.shape))
+    check_finite(name, torch.where(present, x, 0.0))
+    if bool(((x < 0) | (x > 1))[present].any()):
+        raise ValueError(f"{name}: probabilities must lie in [0, 1]")
+    return x, called
+
+
+# --------------------------------------------------------------------------- hindsight distributions
+def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor, outcome=None) -> torch.Tensor:
+    """Exact h(a_t | s_t, Z) of every turn's action, (B, N), from the DP (uses the HIDDEN state).
+
+    For the binary outcome Z = success, Bayes' rule on the exact success probabilities gives
+
+        h(a | s, Z=1) = pi(a | o) P(success | s, a) / P(success | s)  = pi Q_s / V_s
+        h(a | s, Z=0) = pi(a | o) (1 - Q_s) / (1 - V_s)
+
+    with s = (t, bug, fixed, o). Q_s, V_s are success probabilities: they come from the DP of a
+    twin ToolWorld with the same tools and step_cost = 0, wrong_submit = 0, success_reward = 1,
+    so this is exact for Z = the success flag whatever the env's rewards are. (Where Z is
+    impossible from s, V_s = 0 with Z = 1 or V_s = 1 with Z = 0, h = pi: ratio 1.)
+    ``hidden_states`` is the privileged input (``rollouts.truth["hidden_states"]``), passed
+    explicitly. An oracle: no agent knows s; see ``LearnedHindsight`` for the realistic one.
+    """
+    from labkit.envs.toolworld import ToolWorld
+
+    if not isinstance(env, ToolWorld):
+        raise ValueError(f"env: exact hindsight needs a ToolWorld, got {type(env).__name__}")
+    z = binary_outcome(rollouts, outcome)
+    hidden = as_tensor("hidden_states", hidden_states).long()
+    check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
+    twin = ToolWorld(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
+    truth = twin.truth(policy)
+    hs, present = rollouts.view(hidden, "turn", "first")
+    obs, act, _ = turn_table(rollouts)
+    if bool((hs[present] < 0).any()):
+        raise ValueError("hidden_states: -1 at a played turn; pass truth['hidden_states'] of these rollouts")
+    hs = hs.long().clamp(min=0)
+    b, f, o = hs // (2 * env.n_obs), (hs // env.n_obs) % 2, hs % env.n_obs
+    t = torch.arange(present.shape[1]).expand_as(hs).clamp(max=env.max_turns - 1)
+    q = truth.Q[t, b, f, act]
+    v = truth.V[t, b, f, o]
+    p = truth.pi[o, act]
+    zz = z[:, None].expand_as(q)
+    h1 = torch.where(v > 0, p * q / v.clamp(min=1e-300), p)
+    h0 = torch.where(v < 1, p * (1 - q) / (1 - v).clamp(min=1e-300), p)
+    return torch.where(present, torch.where(zz > 0, h1, h0).clamp(0.0, 1.0), 1.0)
+
+
+class LearnedHindsight:
+    """h(a | o, [t,] Z) counted on rollouts, from what the agent sees: the realistic hindsight model.
+
+        h(a | k, z) = (n(k, z, a) + prior * pi(a | o)) / (n(k, z) + prior)
+
+    with k = the observation o (``by_turn=False``, default) or (o, turn index), n the counts of
+    turns in trajectories with outcome z. The Dirichlet prior pulls rare keys towards the
+    policy itself (h = pi: ratio 1, credit 0), so an unseen key credits nothing. ``fit`` adds
+    rollouts (a replay, like ``TurnQCritic``); fit on earlier batches of the same policy to
+    avoid scoring a batch with counts that include its own turns (in-sample bias).
+    ``pi`` (n_obs, n_actions) is the policy table the prior and the ratios use.
+    """
+
+    def __init__(self, pi, *, by_turn: bool = False, prior: float = 1.0, max_turns: int = 200):
+        self.pi = as_tensor("pi", pi).detach().to(torch.float64)
+        if self.pi.dim() != 2:
+            raise ValueError(f"pi: expected an (n_obs, n_actions) table, got shape {tuple(self.pi.shape)}")
+        self.by_turn = bool(by_turn)
+        self.prior = check_number("prior", prior, low=0.0, low_open=True)
+        self.max_turns = int(max_turns)
+        n_keys = self.pi.shape[0] * (self.max_turns if self.by_turn else 1)
+        self.counts = torch.zeros(2, n_keys, self.pi.shape[1], dtype=torch.float64)
+        self.n_fitted = 0
+
+    def _keys(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        obs, act, present = turn_table(rollouts)
+        if bool((obs[present] >= self.pi.shape[0]).any()) or bool((act[present] >= self.pi.shape[1]).any()):
+            raise ValueError("rollouts: observations / actions outside the policy table pi")
+        if self.by_turn:
+            if present.shape[1] > self.max_turns:
+                raise ValueError(f"rollouts: more turns ({present.shape[1]}) than max_turns={self.max_turns}")
+            t = torch.arange(present.shape[1]).expand_as(obs)
+            keys = t * self.pi.shape[0] + obs
+        else:
+            keys = obs
+        return keys, obs, act, present
+
+    def fit(self, rollouts: Rollouts, outcome=None) -> "LearnedHindsight":
+        z = binary_outcome(rollouts, outcome).long()
+        keys, _, act, present = self._keys(rollouts)
+        zz = z[:, None].expand_as(keys)
+        flat = (zz * self.counts.shape[1] + keys) * self.counts.shape[2] + act
+        self.counts.view(-1).index_add_(0, flat[present], torch.ones(int(present.sum()), dtype=torch.float64))
+        self.n_fitted += rollouts.batch_size
+        return self
+
+    def table(self, z: int) -> torch.Tensor:
+        """h(. | key, z) for every key, (n_keys, n_actions)."""
+        c = self.counts[int(z)]
+        prior = self.pi.repeat(self.counts.shape[1] // self.pi.shape[0], 1)
+        return (c + self.prior * prior) / (c.sum(-1, keepdim=True) + self.prior)
+
+    def probs(self, rollouts: Rollouts, outcome=None) -> torch.Tensor:
+        """h(a_t | k_t, Z) of every turn's action, (B, N); 1 where there is no turn."""
+        z = binary_outcome(rollouts, outcome).long()
+        keys, _, act, present = self._keys(rollouts)
+        tables = torch.stack([self.table(0), self.table(1)])
+        h = tables[z[:, None].expand_as(keys), keys, act]
+        return torch.where(present, h, 1.0)
+
+    __call__ = probs
+
+
+# --------------------------------------------------------------------------- HCA
+@register("hca")
+def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
+        max_ratio: float | None = None) -> Credit:
+    """Return-conditioned hindsight credit assignment (Harutyunyan et al. 2019, arXiv:1912.02503).
+
+        credit_t = (1 - pi(a_t | s_t) / h(a_t | s_t, Z)) * Z
+
+    Z is the binary outcome of the trajectory (default: its total reward, which must be 0 / 1;
+    or ``outcome=`` (B,)). ``hindsight`` is h(a_t | ., Z) of every turn's action, (B, N) with N
+    the batch's largest number of turns, or a callable ``rollouts -> (B, N)``: e.g.
+    ``exact_hindsight(...)`` (oracle) or a fitted ``LearnedHindsight`` (counted on what the
+    agent sees). pi(a_t | s_t) comes from ``pi`` (an (n_obs, n_actions) table) or else from
+    ``rollouts.logprobs``. ``max_ratio`` (default None = no clipping) caps pi / h.
+
+    Why it is unbiased with the exact h. By Bayes, h(a | s, z) = pi(a | s) P(z | s, a) / P(z | s),
+    so E[credit | s, a] = sum_z P(z | s, a) z - sum_z P(z | s) z = Q(s, a) - V(s) = A(s, a), the
+    advantage of the success probability (equal to ToolWorld's exact A when success pays 1 and
+    nothing else is rewarded), wherever Q(s, a) > 0. The outcome's luck is averaged out by the
+    ratio, not by a baseline. Support caveat: an action after which success is impossible
+    (Q(s, a) = 0, e.g. submitting an unfixed bug) never appears in a successful episode, so its
+    credit is always 0, not -V(s): HCA cannot blame what no success carries (the paper assumes
+    h > 0 wherever pi > 0).
+    With a binary Z every failed trajectory gets credit 0 (its information is in the ratios of the
+    successful ones). The paper also has state-conditioned HCA (h(a | s, s')); labkit implements
+    the return-conditioned form only, with Z = the whole episode's outcome (the return from every
+    turn on when only the end is rewarded).
+
+    Degenerate input: groups play no role (a group of one is fine); a batch with no success gives
+    credit 0 everywhere; h = 0 for an action of a trajectory whose Z = 1 is impossible for the
+    exact h and for ``LearnedHindsight`` (it counts the action) and raises a ValueError if passed.
+    Cost: none beyond the rollouts (h is a table lookup); a callable h counts as one auxiliary
+    call per trajectory. ``info``: ``ratio`` (pi / h, (B, N)), ``hindsight`` (h), ``outcome``.
+    """
+    _, _, present = turn_table(rollouts)
+    z = binary_outcome(rollouts, outcome)
+    h, called = _resolve("hindsight", hindsight, rollouts, present)
+    p = turn_policy_probs(rollouts, pi)
+    need = present & (z[:, None] > 0)
+    if bool((h[need] <= 0).any()):
+        raise ValueError("hindsight: h(a_t | s_t, Z=1) is 0 for an action of a successful trajectory; "
+                         "the hindsight model must give every action it saw succeed a positive probability")
+    ratio = torch.where(present, p / h.clamp(min=1e-300), 1.0)
+    if max_ratio is not None:
+        ratio = ratio.clamp(max=check_number("max_ratio", max_ratio, low=0.0, low_open=True))
+    credit = torch.where(present, (1 - ratio) * z[:, None], 0.0)
+    cost = Cost(aux_calls=rollouts.batch_size if called else 0)
+    return Credit.from_level(rollouts, credit, "turn", "hca", cost=cost, ratio=ratio, hindsight=h, outcome=z)
+
+
+# --------------------------------------------------------------------------- HCAPO
+@register("hcapo")
+def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, omega: float = 1.0,
+          rho_max: float = 5.0, do_no_harm: bool = True, eps: float = 1e-6) -> Credit:
+    """HCAPO, hindsight credit assignment for long-horizon LLM agents (Tan et al. 2026, arXiv:2603.08754).
+
+        hindsight ratio     rho_t   = min(h(a_t | s_t, Z) / pi(a_t | s_t), rho_max)
+        refined step Q      Q^H_t   = rho_t * Z                 (HCA: Q(s, a) = E_{Z|s}[rho Z])
+        step baseline       V^H_t   = sum_a pi(a | s_t) rho(a) Z = Z   (h sums to 1 over actions)
+        step term           A^S_t   = Q^H_t - V^H_t = (rho_t - 1) * Z
+        do-no-harm mask     A^S_t   = max(A^S_t, 0) in successful trajectories (``do_no_harm``)
+        multi-scale         A_t     = A^GRPO_i + omega * A^S_t
+
+    A^GRPO_i is ``grpo`` on the trajectory outcomes (trajectory scale); the step term moves the
+    turns of a successful trajectory whose action the hindsight model finds more likely given
+    success. Defaults: omega = 1, rho_max = 5, do_no_harm = True, eps = 1e-6 (GRPO's).
+
+    STAND-IN: in the paper the hindsight probability P(a_t | context, outcome) comes from the LLM
+    itself as a post-hoc critic (generative verification: the policy re-scores its own action with
+    the successful outcome in the prompt). Here it comes from ``hindsight``: a model fitted on
+    rollouts (``LearnedHindsight``) or the exact DP (``exact_hindsight``, oracle); in short, the
+    outcome-conditioned action probability comes from a model fitted on rollouts (exact on
+    tabular environments).
+
+    Where labkit may differ from the paper: only the abstract and third-party summaries of the
+    paper were readable here, which name the hindsight ratio, the refined step Q, the
+    multi-scale (trajectory GRPO + step) advantage, a "do-no-harm" mask that zeroes negative
+    hindsight signals in successful trials, and temporal smoothing across adjacent
+    reasoning / action steps. The formulas above are labkit's reconstruction from HCA's identity,
+    not checked against the paper's equations; temporal smoothing is not applied (a ToolWorld
+    turn is one action).
+
+    Degenerate input: a group of one / an all-equal group follow ``grpo`` (raw score / 0); failed
+    trajectories have step term 0 (Z = 0), so they carry only the GRPO term. Cost: as ``hca``.
+    ``info``: ``rho`` (B, N), ``step_term`` (B, N), ``episode_term`` (B,), ``hindsight``.
+    """
+    omega = check_number("omega", omega, low=0.0)
+    rho_max = check_number("rho_max", rho_max, low=1.0)
+    _, _, present = turn_table(rollouts)
+    z = binary_outcome(rollouts, outcome)
+    h, called = _resolve("hindsight", hindsight, rollouts, present)
+    p = turn_policy_probs(rollouts, pi)
+    rho = torch.where(present, (h / p.clamp(min=1e-300)).clamp(max=rho_max), 1.0)
+    step = (rho - 1) * z[:, None]
+    if do_no_harm:
+        step = torch.where(z[:, None] > 0, step.clamp(min=0.0), step)
+    step = torch.where(present, step, 0.0)
+    base = grpo(rollouts, eps=eps)
+    episode = base.values[:, 0].to(torch.float64)
+    adv = torch.where(present, episode[:, None] + omega * step, 0.0)
+    cost = Cost(aux_calls=rollouts.batch_size if called else 0)
+    return Credit.from_level(rollouts, adv, "turn", "hcapo", cost=cost, rho=rho, step_term=step,
+                             episode_term=episode, hindsight=h, omega=omega, rho_max=rho_max,
+                             do_no_harm=do_no_harm)

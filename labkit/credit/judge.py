@@ -1,0 +1,179 @@
+"""Judge-based multi-agent credit, with a stand-in for the LLM judge.
+
+MAPPA and LLM-MCA ask a large language model to read a multi-agent transcript and score each
+action (MAPPA) or each agent (LLM-MCA). The lab has no such model, so every judge here is a
+STAND-IN: ``noisy_oracle`` takes the exact quantity the judge is supposed to report (which the
+environment knows) and adds seeded Gaussian noise, optionally clipped and rounded onto the
+judge's score scale. Turning the noise up shows how much of a judge-based method's quality is
+the judge's. The estimators take the judge's output as a tensor or a callable, so a real judge
+plugs in the same way.
+"""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+import torch
+
+from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.credit._registry import register
+from labkit.credit.multiagent import agent_rewards, n_agents_of
+from labkit.rollouts import Cost, Credit, Rollouts
+
+JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
+
+
+def noisy_oracle(reference, *, noise: float, seed: int = 0, low: float | None = None,
+                 high: float | None = None, levels: int | None = None) -> torch.Tensor:
+    """STAND-IN for an LLM judge: the exact quantity plus seeded Gaussian noise.
+
+        judge = reference + noise * N(0, 1)            (same shape as ``reference``, float64)
+
+    then, if ``low``/``high`` are given, clipped to [low, high]; if also ``levels`` is given, the
+    result is rounded to ``levels`` evenly spaced grades over [low, high] (e.g. low=0, high=10,
+    levels=11 for the 0..10 integer scores MAPPA's coach gives). ``noise = 0`` without ``levels``
+    returns the reference exactly (clipped if asked). A real judge is biased as well as noisy
+    (it prefers some roles, lengths, styles); this stand-in models only unbiased noise.
+    """
+    ref = as_tensor("reference", reference).to(torch.float64)
+    check_finite("reference", ref)
+    noise = check_number("noise", noise, low=0.0)
+    seed = check_int("seed", seed)
+    if (low is None) != (high is None):
+        raise ValueError("low: give both low and high (the score scale), or neither")
+    if low is not None:
+        low = check_number("low", low)
+        high = check_number("high", high)
+        if high <= low:
+            raise ValueError(f"high: must be > low ({low}), got {high}")
+    if levels is not None:
+        levels = check_int("levels", levels, low=2)
+        if low is None:
+            raise ValueError("levels: rounding to grades needs the scale low/high")
+    g = torch.Generator().manual_seed(seed)
+    out = ref + noise * torch.randn(ref.shape, generator=g, dtype=torch.float64)
+    if low is not None:
+        out = out.clamp(low, high)
+        if levels is not None:
+            step = (high - low) / (levels - 1)
+            out = low + torch.round((out - low) / step) * step
+    return out
+
+
+def _judge(rollouts: Rollouts, output, name: str, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
+    if output is None:
+        raise ValueError(f"{name}: required, a tensor of shape {shape} or a callable rollouts -> {shape}")
+    called = callable(output) and not isinstance(output, torch.Tensor)
+    if called:
+        output = output(rollouts)
+    x = as_tensor(name, output)
+    check_shape(name, x, shape)
+    x = x.to(torch.float64)
+    return x, called
+
+
+MAPPA_NORMS = ("global", "none")
+
+
+@register("mappa")
+def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: str = "global",
+          outcome_weight: float = 0.0, eps: float = 1e-6) -> Credit:
+    """MAPPA, per-action process rewards from AI feedback (Li et al. 2026, arXiv:2601.23228).
+
+    ``judge_scores`` (B, T) or a callable rollouts -> (B, T): the coach's score of the action at
+    every generated position (read only where ``mask`` is True; MAPPA's coach gives 0..10 after
+    seeing the agent's role, input, action and the tool / environment feedback). Each action is
+    its own training sample with reward s_{b,t}; MAPPA trains with REINFORCE++, whose advantage
+    is the reward whitened over the whole batch (no task groups: agents downstream of others see
+    different inputs, so a group of identical prompts does not exist):
+
+        r_{b,t} = s_{b,t} + outcome_weight * s_b              (s_b = trajectory b's total reward)
+        A_{b,t} = (r_{b,t} - mean r) / (std r + eps)          over all generated positions
+                                                              normalize="global" (default)
+        A_{b,t} = r_{b,t}                                     normalize="none"
+
+    Credit is per position (level "token"; each TeamTask position is one action). The
+    per-action-sample reading and the batch-wide whitening are our reading of the paper
+    (REINFORCE++ with global normalisation), not checked against its code.
+    In MAPPA the outcome reaches the actions only through the coach (it sees the final result
+    when scoring the last action); ``outcome_weight`` (default 0) is labkit's explicit knob for
+    mixing it in. The 0..10 scale does not matter after whitening. Degenerate input: a batch with
+    one action gets mean 0 and std 1 (``grpo``'s singleton rule); all-equal scores give 0.
+    STAND-IN: the coach is an LLM in the paper; in labkit ``judge_scores`` usually comes from
+    ``noisy_oracle`` applied to an exact per-action quality. Not modelled: REINFORCE++'s KL term.
+    Cost: a callable judge costs one ``aux_calls`` per scored action; a tensor costs nothing here.
+    ``info``: ``scores`` s (B, T), ``reward`` r.
+    """
+    check_choice("normalize", normalize, MAPPA_NORMS)
+    outcome_weight = check_number("outcome_weight", outcome_weight)
+    eps = check_number("eps", eps, low=0.0)
+    s, called = _judge(rollouts, judge_scores, "judge_scores", (rollouts.batch_size, rollouts.horizon))
+    m = rollouts.mask
+    check_finite("judge_scores", torch.where(m, s, 0.0))
+    s = torch.where(m, s, 0.0)
+    r = torch.where(m, s + outcome_weight * rollouts.scores.to(torch.float64)[:, None], 0.0)
+    if normalize == "global" and bool(m.any()):
+        vals = r[m]
+        if vals.numel() == 1:
+            mu, sd = 0.0, 1.0
+        else:
+            mu, sd = vals.mean(), vals.std()
+        adv = torch.where(m, (r - mu) / (sd + eps), 0.0)
+    else:
+        adv = r
+    cost = Cost(aux_calls=int(m.sum())) if called else Cost()
+    return Credit.from_tokens(rollouts, adv, "mappa", cost=cost, scores=s, reward=r)
+
+
+LLM_MCA_RESCALE = ("none", "team")
+
+
+@register("llm_mca")
+def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: str = "none",
+            team_reward=None) -> Credit:
+    """LLM-MCA, per-agent credit from a centralised LLM critic (Nagpal et al. 2025, arXiv:2502.16863).
+
+    ``judge_credit`` (B, n) or a callable rollouts -> (B, n): the critic's reported contribution
+    c_{b,i} of agent i in trajectory b. The paper's critic reads all agents' trajectories and the
+    team reward and numerically decomposes that reward into per-agent rewards, which then train
+    each agent's policy in place of the shared reward.
+
+        A_{b,i} = c_{b,i}                                     rescale="none" (default)
+        A_{b,i} = c_{b,i} * R_b / sum_j c_{b,j}               rescale="team": force the report to
+                                                              add up to the team reward R_b
+
+    Every position of agent i gets A_{b,i} (level "agent"). ``team_reward`` (B,) is needed for
+    rescale="team" (default: each trajectory's total reward, ``rollouts.scores``; labkit never
+    reads ``rollouts.truth``). Degenerate input: with rescale="team", a row whose reported credits
+    sum to 0 cannot be rescaled and keeps its raw report (listed in ``info["unscaled_rows"]``).
+    Whether the paper forces the report to add up to the team reward is not settled by our
+    reading; the default keeps the report as is, rescale="team" enforces it.
+    Where labkit differs: the paper's critic gives per-timestep credit and the agents are trained
+    with a MARL algorithm on it; here one number per agent per trajectory, used as the advantage.
+    STAND-IN: the critic is an LLM in the paper; here ``judge_credit`` usually comes from
+    ``noisy_oracle`` applied to the exact Shapley values of each trajectory.
+    Cost: a callable judge costs one ``aux_calls`` per trajectory; a tensor costs nothing here.
+    ``info``: ``report`` c (B, n).
+    """
+    check_choice("rescale", rescale, LLM_MCA_RESCALE)
+    n = n_agents_of(rollouts)
+    B = rollouts.batch_size
+    c, called = _judge(rollouts, judge_credit, "judge_credit", (B, n))
+    check_finite("judge_credit", c)
+    _, present = agent_rewards(rollouts, n)
+    unscaled = []
+    if rescale == "team":
+        if team_reward is None:
+            team = rollouts.scores.to(torch.float64)
+        else:
+            team = as_tensor("team_reward", team_reward).to(torch.float64)
+            check_shape("team_reward", team, (B,))
+            check_finite("team_reward", team)
+        total = torch.where(present, c, 0.0).sum(1)
+        ok = total.abs() > 1e-12
+        unscaled = (~ok).nonzero().flatten().tolist()
+        c_out = torch.where(ok[:, None], c * team[:, None] / torch.where(ok, total, 1.0)[:, None], c)
+    else:
+        c_out = c
+    c_out = torch.where(present, c_out, 0.0)
+    return Credit.from_level(rollouts, c_out, "agent", "llm_mca", cost=Cost(aux_calls=B) if called else Cost(),
+                             report=c, unscaled_rows=unscaled)

@@ -1,0 +1,559 @@
+"""Multi-agent credit: who in a team deserves the team's outcome?
+
+The core objects are cooperative games. A game on n players is a table of coalition values
+``v`` with shape (..., 2**n): column ``S`` (an integer bitmask, bit i set = player i is in the
+coalition) holds v(S), column 0 the empty coalition and column 2**n - 1 the grand coalition.
+Leading dimensions are a batch of games (one per trajectory, usually).
+
+* ``exact_shapley``   Shapley values from all 2**n coalitions, one matrix product.
+* ``sampled_shapley`` permutation-sampling estimate with a budget (Castro et al. 2009).
+* ``leave_one_out``   v(N) - v(N \\ {i}), the difference reward / C3's leave-one-out.
+
+Estimators registered here turn those into per-agent ``Credit`` on multi-agent ``Rollouts``
+(one position per agent action, ``agent_ids`` = acting agent, each agent's own reward on its
+last position): ``shapley``, ``leave_one_out``, ``sharp``, ``dr_mas``, ``m_grpo`` and ``scar``
+(Shapley over reasoning steps instead of agents).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Callable, Union
+
+import torch
+
+from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.credit._registry import register
+from labkit.credit.episode import group_stats
+from labkit.rollouts import Cost, Credit, Rollouts, segment_reduce
+
+MAX_PLAYERS = 24  # 2**24 columns of float64 is 128 MB per game; beyond that use sampled_shapley
+
+CoalitionValues = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
+
+
+# --------------------------------------------------------------------------- games
+def _n_from_width(name: str, width: int) -> int:
+    if width < 1 or width & (width - 1):
+        raise ValueError(f"{name}: the last dimension must be 2**n (one column per coalition), got {width}")
+    n = width.bit_length() - 1
+    if n > MAX_PLAYERS:
+        raise ValueError(f"{name}: {n} players is too many for a full table (max {MAX_PLAYERS}); "
+                         "use sampled_shapley with a callable")
+    return n
+
+
+def _as_table(name: str, values) -> tuple[torch.Tensor, int]:
+    """Validate a coalition table; returns it as float64 and the number of players."""
+    v = as_tensor(name, values)
+    if v.dim() == 0:
+        raise ValueError(f"{name}: expected shape (..., 2**n), got a scalar")
+    n = _n_from_width(name, v.shape[-1])
+    if v.dtype == torch.bool or not v.is_floating_point():
+        v = v.to(torch.float64)
+    v = v.to(torch.float64)
+    check_finite(name, v)
+    return v, n
+
+
+def popcount(n: int) -> torch.Tensor:
+    """Coalition sizes |S| for S = 0 .. 2**n - 1, (2**n,) long."""
+    masks = torch.arange(2 ** n)
+    bits = (masks[:, None] >> torch.arange(n)) & 1
+    return bits.sum(1)
+
+
+def coalition_masks(n: int) -> torch.Tensor:
+    """Membership table: ``out[S, i]`` is True when player i is in coalition S, (2**n, n) bool."""
+    n = check_int("n", n, low=0, high=MAX_PLAYERS)
+    return ((torch.arange(2 ** n)[:, None] >> torch.arange(n)) & 1).bool()
+
+
+@lru_cache(maxsize=8)
+def _shapley_matrix(n: int) -> torch.Tensor:
+    """M (2**n, n) with phi = v @ M.
+
+    Expanding phi_i = sum_{S not containing i} w(|S|) (v(S + i) - v(S)), w(k) = k!(n-k-1)!/n!,
+    every coalition S appears once per player: with sign + and weight w(|S| - 1) when i is in S
+    (as the "after" coalition), with sign - and weight w(|S|) when i is not (as the "before").
+    """
+    inside = coalition_masks(n)
+    size = inside.sum(1)
+    # w(k) = 1 / (n * C(n-1, k)), exact in float64 for the sizes we allow
+    w = torch.tensor([1.0 / (n * math.comb(n - 1, k)) for k in range(n)] + [0.0], dtype=torch.float64)
+    plus = w[(size - 1).clamp(min=0)][:, None]
+    minus = w[size.clamp(max=n - 1)][:, None]
+    return torch.where(inside, plus, -minus)
+
+
+def exact_shapley(values) -> torch.Tensor:
+    """Exact Shapley values of the game(s) ``values`` (..., 2**n) -> (..., n), float64.
+
+        phi_i = sum_{S subset N \\ {i}} |S|! (n - |S| - 1)! / n! * (v(S + i) - v(S))
+
+    Computed without a loop over coalitions: each coalition's value enters phi_i with a weight
+    that depends only on |S| and on whether i is in S, so phi = v @ M for a fixed (2**n, n)
+    matrix M (cached per n). For n > 16 (M over 8 MB) a loop over the n players is used
+    instead. A game on 0 players returns shape (..., 0).
+    """
+    v, n = _as_table("values", values)
+    if n == 0:
+        return v.new_zeros(v.shape[:-1] + (0,))
+    if n <= 16:
+        return v @ _shapley_matrix(n)
+    size = popcount(n)
+    w = torch.tensor([1.0 / (n * math.comb(n - 1, k)) for k in range(n)], dtype=torch.float64)
+    masks = torch.arange(2 ** n)
+    out = []
+    for i in range(n):
+        before = masks[(masks >> i) & 1 == 0]
+        diff = v[..., before | (1 << i)] - v[..., before]
+        out.append(diff @ w[size[before]])
+    return torch.stack(out, -1)
+
+
+def leave_one_out(values) -> torch.Tensor:
+    """Leave-one-out (difference reward) credit, (..., 2**n) -> (..., n):
+
+        d_i = v(N) - v(N \\ {i})
+
+    What the team loses when player i alone is removed (C3's leave-one-out; the "difference
+    rewards" of Wolpert & Tumer). Unlike Shapley it is not efficient: redundant players all get
+    0, complementary players each get the whole value.
+    """
+    v, n = _as_table("values", values)
+    full = 2 ** n - 1
+    drop = torch.tensor([full ^ (1 << i) for i in range(n)], dtype=torch.long)
+    return v[..., full:full + 1] - v[..., drop]
+
+
+def sampled_shapley(values_or_fn, n: int | None = None, *, n_permutations: int, seed: int = 0,
+                    antithetic: bool = False) -> tuple[torch.Tensor, int]:
+    """Permutation-sampling Shapley estimate (Castro, Gomez & Tejada 2009). Returns (phi, cost).
+
+    Draw P uniformly random orderings of the players; in each, walk the players in order and give
+    each its marginal contribution v(predecessors + i) - v(predecessors); average over orderings.
+    Unbiased for every player, and efficient in every single ordering (the contributions
+    telescope to v(N) - v(empty)), so the estimate always sums exactly to v(N) - v(empty).
+
+    ``values_or_fn``: a table (..., 2**n) (then ``n`` may be omitted), or a callable taking a
+    1-D long tensor of M coalition bitmasks and returning their values with last dimension M
+    (leading batch dims allowed). ``n_permutations`` >= 1 is the budget; the same orderings are
+    used for every game in a batch. ``antithetic=True`` pairs each ordering with its reverse
+    (P/2 random orderings, rounded up, so P rounds up to even) — a variance reduction; off by
+    default. ``seed`` fixes the orderings.
+
+    Cost: the number of DISTINCT coalitions the orderings visit (the empty and grand coalition
+    included), i.e. the v(S) evaluations a caller without a table has to pay for, per game.
+    It never exceeds 2**n.
+    """
+    n_permutations = check_int("n_permutations", n_permutations, low=1)
+    seed = check_int("seed", seed)
+    fn = None
+    if callable(values_or_fn) and not isinstance(values_or_fn, torch.Tensor):
+        if n is None:
+            raise ValueError("n: the number of players is required when values_or_fn is a callable")
+        n = check_int("n", n, low=1, high=62)
+        fn = values_or_fn
+    else:
+        table, n_table = _as_table("values_or_fn", values_or_fn)
+        if n is not None and check_int("n", n) != n_table:
+            raise ValueError(f"n: the table has 2**{n_table} columns but n = {n}")
+        n = n_table
+        if n == 0:
+            return table.new_zeros(table.shape[:-1] + (0,)), 1
+    g = torch.Generator().manual_seed(seed)
+    if antithetic:
+        half = torch.rand((n_permutations + 1) // 2, n, generator=g).argsort(-1)
+        perms = torch.cat([half, half.flip(-1)], 0)
+    else:
+        perms = torch.rand(n_permutations, n, generator=g).argsort(-1)
+    P = perms.shape[0]
+    after = torch.cumsum(1 << perms, dim=1)                       # (P, n): coalition once perm[k] joined
+    visited = torch.cat([torch.zeros(1, dtype=torch.long), after.flatten()])
+    uniq, inverse = torch.unique(visited, return_inverse=True)
+    if fn is None:
+        vals = table[..., uniq]
+    else:
+        vals = as_tensor("values_or_fn", fn(uniq.clone()))
+        if vals.dim() == 0 or vals.shape[-1] != uniq.numel():
+            raise ValueError(f"values_or_fn: the callable must return one value per coalition "
+                             f"(last dimension {uniq.numel()}), got shape {tuple(vals.shape)}")
+        vals = vals.to(torch.float64)
+        check_finite("values_or_fn", vals)
+    # every "before" coalition is the previous "after" (or the empty one), so one lookup serves both
+    inv_after = inverse[1:].reshape(P, n)
+    inv_before = torch.cat([inverse[:1].expand(P, 1), inv_after[:, :-1]], 1)
+    v_after = vals[..., inv_after.flatten()].reshape(vals.shape[:-1] + (P, n))
+    v_before = vals[..., inv_before.flatten()].reshape(vals.shape[:-1] + (P, n))
+    marginal = v_after - v_before                                   # (..., P, n) by position
+    phi = torch.zeros(vals.shape[:-1] + (n,), dtype=torch.float64)
+    phi = phi.index_add(-1, perms.flatten(), marginal.reshape(vals.shape[:-1] + (P * n,)))
+    return phi / P, int(uniq.numel())
+
+
+# --------------------------------------------------------------------------- rollouts helpers
+def n_agents_of(rollouts: Rollouts) -> int:
+    """Number of agents: ``rollouts.info["n_agents"]`` if set, else the largest agent id + 1."""
+    n = rollouts.info.get("n_agents")
+    if n is None:
+        return int(rollouts.agent_ids.max()) + 1
+    n = check_int("info['n_agents']", n, low=1)
+    seen = int(rollouts.agent_ids.max()) + 1
+    if seen > n:
+        raise ValueError(f"info['n_agents']: is {n} but agent_ids go up to {seen - 1}")
+    return n
+
+
+def agent_rewards(rollouts: Rollouts, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-agent rewards R[b, i] (sum of agent i's rewards in trajectory b) and whether agent i
+    acted in trajectory b, both (B, n); n defaults to ``n_agents_of(rollouts)``."""
+    n = n_agents_of(rollouts) if n is None else n
+    R, present = segment_reduce(rollouts.agent_ids, rollouts.rewards, "sum", n_segments=n)
+    return R.to(torch.float64), present
+
+
+def agent_step_counts(rollouts: Rollouts, n: int) -> torch.Tensor:
+    """How many positions (actions) agent i has in trajectory b, (B, n) long."""
+    ones = rollouts.mask.to(torch.float64)
+    return segment_reduce(rollouts.agent_ids, ones, "sum", n_segments=n)[0].round().long()
+
+
+def _coalition_table(rollouts: Rollouts, coalition_values, n: int, name: str = "coalition_values") -> torch.Tensor:
+    if coalition_values is None:
+        raise ValueError(f"{name}: required, a (B, 2**n) tensor of coalition values (n = {n}) or a "
+                         "callable rollouts -> (B, 2**n)")
+    if callable(coalition_values) and not isinstance(coalition_values, torch.Tensor):
+        coalition_values = coalition_values(rollouts)
+    v = as_tensor(name, coalition_values)
+    check_shape(name, v, (rollouts.batch_size, 2 ** n))
+    v, _ = _as_table(name, v)
+    return v
+
+
+def normalize_pools(values: torch.Tensor, present: torch.Tensor, pool: torch.Tensor,
+                    weight: torch.Tensor | None = None, eps: float = 1e-6,
+                    normalize_std: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GRPO-normalise entries of ``values`` (B, n) inside pools: (v - mean_pool) / (std_pool + eps).
+
+    ``pool`` (B, n) long names the pool of every entry; only ``present`` entries count and get a
+    value (others 0). ``weight`` (B, n) long repeats an entry in the statistics (e.g. once per
+    action it took), default 1. Degenerate pools follow ``grpo``: a pool of one sample has
+    mean 0 and std 1; an all-equal pool gives 0 (0 / eps). Returns (normalised, mean, std), (B, n).
+    """
+    out = torch.zeros_like(values)
+    mean_full = torch.zeros_like(values)
+    std_full = torch.ones_like(values)
+    if not bool(present.any()):
+        return out, mean_full, std_full
+    v = values[present]
+    ids = pool[present]
+    if weight is None:
+        reps = torch.ones_like(ids)
+    else:
+        reps = weight[present].clamp(min=1)
+    v_rep = v.repeat_interleave(reps)
+    ids_rep = ids.repeat_interleave(reps)
+    mean, std, size = group_stats(v_rep, ids_rep)
+    first = torch.cumsum(reps, 0) - reps          # one representative per entry
+    mean, std, size = mean[first], std[first], size[first]
+    mean = torch.where(size == 1, 0.0, mean).to(values.dtype)
+    std = torch.where(size == 1, 1.0, std).to(values.dtype)
+    adv = v - mean
+    if normalize_std:
+        adv = adv / (std + eps)
+    out[present] = adv
+    mean_full[present] = mean
+    std_full[present] = std
+    return out, mean_full, std_full
+
+
+def _group_index(rollouts: Rollouts) -> torch.Tensor:
+    return torch.unique(rollouts.group_ids, return_inverse=True)[1]
+
+
+# --------------------------------------------------------------------------- estimators
+@register("shapley")
+def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
+            n_permutations: int = 200, seed: int = 0, antithetic: bool = False) -> Credit:
+    """Shapley credit over agents (Shapley 1953; survey Sec. 6, e.g. SHARP arXiv:2602.08335).
+
+    ``coalition_values`` (B, 2**n) — v_b(S) for trajectory b, column = bitmask of the agents kept
+    (absent agents replaced by a default, as the environment defines) — or a callable
+    rollouts -> (B, 2**n). n = ``rollouts.info["n_agents"]`` or the largest agent id + 1.
+
+        phi_{b,i} = sum_{S subset N\\{i}} |S|!(n-|S|-1)!/n! (v_b(S+i) - v_b(S))      method="exact"
+        phi_{b,i} ~ mean over P random orderings of v_b(pred + i) - v_b(pred)     method="sampled"
+
+    Every position of agent i in trajectory b gets phi_{b,i} (level "agent"). Efficient:
+    sum_i phi_{b,i} = v_b(N) - v_b(empty), so the team outcome is split, not copied.
+    No group baseline and no normalisation (use ``sharp`` for that).
+    Defaults: exact; sampled uses ``n_permutations=200``, ``seed=0``, no antithetic pairs.
+    Degenerate input: a one-agent team gets v(N) - v(empty); an agent absent from a trajectory
+    has no position, so its phi is kept in ``values`` but painted nowhere.
+    Cost: ``env_steps`` = coalition values the method reads, summed over trajectories (2**n per
+    trajectory when exact; the distinct coalitions the sampled orderings visit otherwise) — one
+    re-executed team episode per coalition value, whether the table is given or computed.
+    ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory.
+    """
+    check_choice("method", method, ("exact", "sampled"))
+    n = n_agents_of(rollouts)
+    v = _coalition_table(rollouts, coalition_values, n)
+    if method == "exact":
+        phi, evals = exact_shapley(v), 2 ** n
+    else:
+        phi, evals = sampled_shapley(v, n_permutations=n_permutations, seed=seed, antithetic=antithetic)
+    cost = Cost(env_steps=evals * rollouts.batch_size)
+    return Credit.from_level(rollouts, phi, "agent", "shapley", cost=cost, phi=phi,
+                             n_evaluations=evals, method_detail=method)
+
+
+@register("leave_one_out")
+def leave_one_out_credit(rollouts: Rollouts, *, coalition_values: CoalitionValues = None) -> Credit:
+    """Leave-one-out / difference-reward credit over agents (Wolpert & Tumer 2002; C3's
+    leave-one-out, arXiv:2603.06859 as catalogued by the survey).
+
+        d_{b,i} = v_b(N) - v_b(N \\ {i})
+
+    ``coalition_values`` as in ``shapley`` (only the grand coalition and the n coalitions with
+    one agent removed are read). Not efficient: redundant agents all get 0 (each is
+    replaceable), complementary agents each get the whole team value.
+    Degenerate input: a one-agent team gets v(N) - v(empty). No normalisation.
+    Cost: ``env_steps`` = (n + 1) per trajectory. ``info``: ``loo`` (B, n).
+    """
+    n = n_agents_of(rollouts)
+    v = _coalition_table(rollouts, coalition_values, n)
+    d = leave_one_out(v)
+    return Credit.from_level(rollouts, d, "agent", "leave_one_out",
+                             cost=Cost(env_steps=(n + 1) * rollouts.batch_size), loo=d)
+
+
+DR_MAS_NORMS = ("agent", "global")
+POOL_UNITS = ("step", "trajectory")
+
+
+@register("dr_mas")
+def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", eps: float = 1e-6,
+           normalize_std: bool = True) -> Credit:
+    """Dr. MAS agent-wise advantage normalisation (Feng et al. 2026, arXiv:2602.08847).
+
+    R_{b,i} = agent i's reward in trajectory b (the rewards on agent i's positions, summed).
+
+        normalize="agent" (Dr. MAS):   A_{b,i} = (R_{b,i} - mu_{g,i}) / (sigma_{g,i} + eps)
+        normalize="global" (baseline): A_{b,i} = (R_{b,i} - mu_g) / (sigma_g + eps)
+
+    mu_{g,i}, sigma_{g,i}: mean and unbiased std of agent i's rewards over the trajectories of task
+    group g; mu_g, sigma_g: over every agent of every trajectory of g (the plain multi-agent GRPO
+    the paper fixes: one baseline for agents whose reward distributions differ, so one agent's
+    advantages are all shifted one way and its gradient norm inflates).
+    ``unit="step"`` (default, the paper's Eq. 5): statistics are over agent i's actions, so a
+    trajectory where agent i acted k times counts k times; ``unit="trajectory"``: once (the
+    step pooling is our reading of Eq. 5, where the pool of agent k is its set of actions Y_k).
+    The method label is "dr_mas", or "ma_grpo" for normalize="global".
+    Every position of agent i in trajectory b gets A_{b,i} (level "agent").
+    Defaults: eps = 1e-6, unbiased std (as ``grpo``). ``normalize_std=False`` drops the division.
+    Degenerate input (``grpo``'s rule): a pool with one sample gets mean 0 and std 1; a pool whose
+    rewards are all equal gives 0. Agents that did not act in a trajectory get nothing.
+    ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n).
+    """
+    check_choice("normalize", normalize, DR_MAS_NORMS)
+    check_choice("unit", unit, POOL_UNITS)
+    eps = check_number("eps", eps, low=0.0)
+    n = n_agents_of(rollouts)
+    R, present = agent_rewards(rollouts, n)
+    g = _group_index(rollouts)[:, None].expand(-1, n)
+    pool = g * n + torch.arange(n) if normalize == "agent" else g
+    weight = agent_step_counts(rollouts, n) if unit == "step" else None
+    adv, mean, std = normalize_pools(R, present, pool, weight, eps, normalize_std)
+    return Credit.from_level(rollouts, adv, "agent", "dr_mas" if normalize == "agent" else "ma_grpo",
+                             agent_rewards=R, pool_mean=mean, pool_std=std, normalize=normalize)
+
+
+@register("sharp")
+def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, process_rewards=None,
+          team_reward=None, w_global: float = 1.0, w_shapley: float = 1.0, w_process: float = 1.0,
+          method: str = "exact", n_permutations: int = 200, seed: int = 0, eps: float = 1e-6,
+          normalize: bool = True) -> Credit:
+    """SHARP, Shapley-based hierarchical attribution (Li et al. 2026, arXiv:2602.08335).
+
+    Each agent's reward has three parts, then advantages are normalised per agent:
+
+        r_{b,i} = w_global * R_b + w_shapley * phi_{b,i} + w_process * p_{b,i}
+        A_{b,i} = (r_{b,i} - mean_{g,i} r) / (std_{g,i} r + eps)     over the trajectories of task
+                                                                     group g in which agent i acted
+
+    R_b: the team outcome ("global broadcast-accuracy reward"), by default the grand-coalition
+    column v_b(N) of ``coalition_values``; pass ``team_reward`` (B,) to override (labkit never
+    reads ``rollouts.truth``). phi_{b,i}: exact (or permutation-sampled) Shapley value of agent i
+    in v_b ("marginal-credit reward"). p_{b,i}: ``process_rewards`` (B, n) (the paper's
+    tool-process reward for execution efficiency); None = no process term.
+    Defaults: all three weights 1, exact Shapley, eps = 1e-6, unbiased std.
+    Identities: with w_shapley = w_process = 0 this is Dr. MAS (``dr_mas(unit="trajectory")``) on
+    the team reward broadcast to every agent; with normalize=False and w_global = w_process = 0
+    it is ``shapley``.
+    Degenerate input (``grpo``'s rule): a (group, agent) pool of one trajectory gets mean 0, std 1;
+    an all-equal pool gives 0. Where labkit differs: the paper estimates phi from a handful of
+    masked-agent re-runs and its weights are tuned per benchmark; here phi comes from the given
+    coalition table, and the weights are plain arguments. Cost: as ``shapley``.
+    ``info``: ``reward`` r, ``phi``, ``team_reward``, ``pool_mean``, ``pool_std``.
+    """
+    for name, w in (("w_global", w_global), ("w_shapley", w_shapley), ("w_process", w_process)):
+        check_number(name, w)
+    eps = check_number("eps", eps, low=0.0)
+    check_choice("method", method, ("exact", "sampled"))
+    n = n_agents_of(rollouts)
+    B = rollouts.batch_size
+    v = _coalition_table(rollouts, coalition_values, n)
+    if method == "exact":
+        phi, evals = exact_shapley(v), 2 ** n
+    else:
+        phi, evals = sampled_shapley(v, n_permutations=n_permutations, seed=seed)
+    if team_reward is None:
+        team = v[:, -1]
+    else:
+        team = as_tensor("team_reward", team_reward).to(torch.float64)
+        check_shape("team_reward", team, (B,))
+        check_finite("team_reward", team)
+    if process_rewards is None:
+        proc = torch.zeros(B, n, dtype=torch.float64)
+    else:
+        proc = as_tensor("process_rewards", process_rewards).to(torch.float64)
+        check_shape("process_rewards", proc, (B, n))
+        check_finite("process_rewards", proc)
+    r = float(w_global) * team[:, None] + float(w_shapley) * phi + float(w_process) * proc
+    _, present = agent_rewards(rollouts, n)
+    if normalize:
+        pool = _group_index(rollouts)[:, None] * n + torch.arange(n)
+        adv, mean, std = normalize_pools(r, present, pool, None, eps)
+    else:
+        adv, mean, std = torch.where(present, r, 0), torch.zeros_like(r), torch.ones_like(r)
+    return Credit.from_level(rollouts, adv, "agent", "sharp", cost=Cost(env_steps=evals * B),
+                             reward=r, phi=phi, team_reward=team, pool_mean=mean, pool_std=std)
+
+
+M_GRPO_SUB_GROUPS = ("agent", "pooled")
+
+
+@register("m_grpo")
+def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent",
+           d_max: int | None = None, seed: int = 0, eps: float = 1e-6) -> Credit:
+    """M-GRPO, hierarchical group-relative advantages for a main agent and its sub-agents
+    (Hong et al. 2025, arXiv:2511.13288).
+
+    With R_{b,i} the per-agent reward (agent i's rewards in trajectory b, summed):
+
+        main agent m:  A_{b,m} = (R_{b,m} - mean_g R_m) / (std_g R_m + eps)   over task group g
+        sub-agents:    A_{b,i} = (R_{b,i} - mean_P R)  / (std_P R + eps)      over a sub-agent pool P
+
+    ``sub_groups="agent"`` (default): P = the trajectories of group g in which sub-agent i acted,
+    one pool per (task, sub-agent) — each role is its own sub-agent model. Then the main agent is
+    normalised like any other agent and the credit equals ``dr_mas(unit="trajectory")``: the
+    hierarchy only matters when the sub-agent calls share one pool.
+    ``sub_groups="pooled"``: the paper's setting of ONE sub-agent model invoked a variable number
+    of times per rollout. All sub-agent invocations of task g form one pool, after the paper's
+    trajectory alignment: every rollout contributes exactly D invocations (D = ``d_max``, default
+    the largest count in the group) — rollouts with fewer duplicate randomly chosen invocations
+    of their own, rollouts with more randomly drop the excess (``seed``). Dropped invocations are
+    not trained on (credit 0, flagged in ``info["dropped"]``); duplicates only reweight the pool.
+    In labkit an "invocation" is a sub-agent that acted in the row (one reward each). The
+    alignment rule (duplicate / drop at random to a fixed D) is our reading of the paper's
+    Sec. 3, not checked against its code.
+    Defaults: main_agent 0, eps = 1e-6, unbiased std. Degenerate input (``grpo``'s rule): a pool
+    of one sample gets mean 0, std 1; an all-equal pool gives 0; a row with no sub-agent adds
+    nothing to the sub-agent pool.
+    Simplified here: the paper's sub-agent reward mixes format, the main agent's final correctness
+    and an expert (LLM) score of the sub-agent's output, and its main-agent reward mixes format and
+    correctness; labkit takes both from the per-agent rewards in ``rollouts`` (mix them upstream
+    if wanted). The decoupled multi-server training (shared statistics store) is not modelled.
+    ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``, ``dropped`` (B, n) bool.
+    """
+    check_choice("sub_groups", sub_groups, M_GRPO_SUB_GROUPS)
+    eps = check_number("eps", eps, low=0.0)
+    seed = check_int("seed", seed)
+    n = n_agents_of(rollouts)
+    main_agent = check_int("main_agent", main_agent, low=0, high=n - 1)
+    R, present = agent_rewards(rollouts, n)
+    B = rollouts.batch_size
+    g = _group_index(rollouts)
+    is_main = torch.arange(n)[None, :] == main_agent
+    dropped = torch.zeros(B, n, dtype=torch.bool)
+    if sub_groups == "agent":
+        pool = g[:, None] * n + torch.arange(n)
+        adv, mean, std = normalize_pools(R, present, pool, None, eps)
+    else:
+        # main agent: its own pool per task; sub-agents: one pool per task, aligned counts
+        pool = torch.where(is_main, g[:, None] * 2, g[:, None] * 2 + 1)
+        sub = present & ~is_main
+        weight = torch.zeros(B, n, dtype=torch.long)
+        weight[present & is_main] = 1
+        gen = torch.Generator().manual_seed(seed)
+        counts = sub.sum(1)
+        for grp in torch.unique(g):
+            rows = (g == grp).nonzero().flatten()
+            D = int(counts[rows].max()) if d_max is None else check_int("d_max", d_max, low=1)
+            for b in rows.tolist():
+                idx = sub[b].nonzero().flatten()
+                d = idx.numel()
+                if d == 0:
+                    continue
+                if d >= D:   # keep D at random, drop the rest
+                    keep = idx[torch.randperm(d, generator=gen)[:D]]
+                    weight[b, keep] = 1
+                    dropped[b, idx] = True
+                    dropped[b, keep] = False
+                else:        # every invocation once, plus D - d random duplicates
+                    weight[b, idx] = 1
+                    extra = idx[torch.randint(d, (D - d,), generator=gen)]
+                    weight[b].index_add_(0, extra, torch.ones_like(extra))
+        used = present & ~dropped
+        adv, mean, std = normalize_pools(R, used, pool, weight, eps)
+    return Credit.from_level(rollouts, adv, "agent", "m_grpo", agent_rewards=R, pool_mean=mean,
+                             pool_std=std, dropped=dropped, main_agent=main_agent, sub_groups=sub_groups)
+
+
+@register("scar")
+def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
+         n_permutations: int = 200, seed: int = 0) -> Credit:
+    """SCAR, Shapley credit over reasoning segments (Cao et al. 2025, arXiv:2505.20417).
+
+    Players are the steps (segments) of a trajectory: ``rollouts.step_ids``. M = the batch's
+    largest number of steps; ``coalition_values`` (B, 2**M) or a callable rollouts -> (B, 2**M):
+    v_b(S) = the value (reward-model score / success probability) of trajectory b when only the
+    segments in bitmask S are kept. For a row with m_b < M steps, bits >= m_b are absent players:
+    labkit reads v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits are ignored
+    — so absent segments are null players and get exactly 0.
+
+        phi_{b,k} = sum_{S subset [m_b] \\ {k}} |S|!(m_b-|S|-1)!/m_b! (v_b(S+k) - v_b(S))
+
+    Credit of step k = phi_{b,k} (level "step"), the dense reward SCAR puts on segment k; the
+    segment rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
+    redistribute the sequence reward exactly (the paper's potential-based-shaping argument for an
+    unchanged optimal policy). No baseline or normalisation here; feed phi as rewards to a
+    return/advantage estimator if wanted.
+    Defaults: exact; ``method="sampled"`` uses ``n_permutations=200`` orderings, ``seed=0``.
+    Degenerate input: a one-step row gets v(all) - v(none); rows with no step get nothing.
+    Where labkit differs: the paper segments adaptively (tokens, spans, sentences) and uses Owen
+    values (a hierarchical approximation) to stay cheap; labkit takes given segments and
+    computes exact (or permutation-sampled) Shapley values.
+    Cost: ``aux_calls`` = coalition values read (2**m_b per row when exact; the distinct
+    coalitions visited when sampled) — one value-model evaluation per coalition.
+    ``info``: ``phi`` (B, M), ``n_steps`` (B,).
+    """
+    check_choice("method", method, ("exact", "sampled"))
+    n_steps = rollouts.n_steps.clamp(min=0)
+    M = int(n_steps.max())
+    if M > MAX_PLAYERS:
+        raise ValueError(f"coalition_values: {M} segments need a 2**{M} table; at most {MAX_PLAYERS}")
+    v = _coalition_table(rollouts, coalition_values, M)
+    full = (1 << n_steps) - 1                                      # (B,) the row's grand coalition
+    proj = torch.arange(2 ** M)[None, :] & full[:, None]           # drop absent players' bits
+    v_row = v.gather(1, proj)
+    if method == "exact":
+        phi = exact_shapley(v_row)
+        evals = int((1 << n_steps).sum())
+    else:
+        phi, per = sampled_shapley(v_row, n_permutations=n_permutations, seed=seed)
+        evals = int(torch.minimum(torch.full_like(n_steps, per), 1 << n_steps).sum())
+    phi = torch.where(torch.arange(M)[None, :] < n_steps[:, None], phi, 0.0)
+    return Credit.from_level(rollouts, phi, "step", "scar", cost=Cost(aux_calls=evals), phi=phi,
+                             n_steps=n_steps)

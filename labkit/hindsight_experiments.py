@@ -1,0 +1,327 @@
+"""Experiment runners for notebook 08: hindsight, counterfactual and privileged-critic credit on ToolWorld.
+
+One question runs through the notebook: in a noisy world, outcome-based credit (GRPO) pays an
+action for the luck that followed it. How much of that luck does each hindsight /
+counterfactual / privileged method remove? ToolWorld's exact truth splits every turn into
+
+    skill_t = A_t(s_t, a_t)                       what the choice was worth (exact advantage)
+    luck_t  = r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t)   what the tool's random answer added
+
+(``ToolTruth.skill_luck``; per trajectory V_0 + sum_t (skill_t + luck_t) = the return), so the
+question has a number: ``luck_regression`` (its docstring defines it precisely).
+
+The runners: ``setup`` (world + agent), ``fit_models`` (every learned model, fitted on a
+history batch of the same agent), ``all_credits`` (every method on one batch),
+``luck_regression``, ``agreement``, ``cost_table``, ``critic_ranking`` (SWEET-RL's critic with and
+without the hidden state), ``transcript_table`` / ``lucky_row`` (a lucky episode turn by
+turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All seeded.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pandas as pd
+import torch
+
+from labkit._checks import check_int, check_number
+from labkit.credit import get_estimator
+from labkit.credit.hindsight import LearnedHindsight, exact_hindsight
+from labkit.credit.privileged import BTCritic, stand_in_judge
+from labkit.critics import TurnQCritic
+from labkit.rollouts import Credit, Rollouts
+
+# display name -> (short name for tables, what it needs beyond the rollouts)
+METHODS = {
+    "GRPO": ("GRPO", "nothing"),
+    "HCA, exact h": ("HCA exact", "oracle h from the DP (hidden state)"),
+    "HCA, learned h": ("HCA learned", "h counted on past rollouts (observation, outcome)"),
+    "HCAPO, learned h (stand-in critic)": ("HCAPO", "STAND-IN for the LLM post-hoc critic: learned h"),
+    "C3, re-execution": ("C3 re-exec", "env reset to the turn's hidden state + replays"),
+    "C3, learned Q": ("C3 learned", "TurnQCritic fitted on past rollouts"),
+    "CCPO, re-execution": ("CCPO", "env reset + replays of every action"),
+    "SWEET-RL, privileged critic": ("SWEET priv", "critic keyed by the hidden state (training only)"),
+    "SWEET-RL, observation critic": ("SWEET obs", "same critic keyed by the observation"),
+    "CriticSearch (stand-in judge)": ("CriticSearch", "STAND-IN judge: sign of exact A, seeded errors"),
+}
+
+
+# --------------------------------------------------------------------------- set-up
+def setup(noise: float = 0.3, *, n_files: int = 5, max_turns: int = 20, strength: float = 2.0):
+    """A noisy ToolWorld and a half-trained agent: ``(env, policy)``.
+
+    The three tools share one error rate ``noise`` (search misleads, a file read misjudges, the
+    tests flip, each with that probability); turns and wrong submits cost nothing, so the return
+    is the success flag (binary, as HCA's exact h needs). The agent is
+    ``env.scripted_policy(strength)``: the sensible action is the most likely one, not a sure one.
+    """
+    from labkit.agent_experiments import noisy_world
+
+    noise = check_number("noise", noise, low=0.0, high=1.0)
+    env = noisy_world(noise, max_turns, n_files=n_files)
+    return env, env.scripted_policy(check_number("strength", strength))
+
+
+def fit_models(env, policy, *, n_tasks: int = 256, group_size: int = 8, seed: int = 1000) -> dict:
+    """Every learned model, fitted on one history batch of ``policy`` (sampling seed ``seed``):
+
+    ``hindsight`` (``LearnedHindsight`` on the observation and the outcome), ``q_critic``
+    (``TurnQCritic``, TD on the history, evaluating pi), ``critic_privileged`` and
+    ``critic_observation`` (``BTCritic`` keyed by hidden state / observation), and ``history``.
+    The hidden states go to the privileged critic only, explicitly.
+    """
+    hist = env.sample(policy, check_int("n_tasks", n_tasks, low=1), group_size=group_size, seed=seed)
+    pi = policy.probs().detach()
+    return {"history": hist,
+            "hindsight": LearnedHindsight(pi).fit(hist),
+            "q_critic": TurnQCritic(env.n_obs, env.n_actions).fit(hist, pi=pi),
+            "critic_privileged": BTCritic.for_env(env, privileged=True).fit(hist, hist.truth["hidden_states"]),
+            "critic_observation": BTCritic.for_env(env, privileged=False).fit(hist)}
+
+
+def all_credits(env, policy, rollouts: Rollouts, models: Mapping, truth, *, n_continuations: int = 8,
+                judge_error: float = 0.1, seed: int = 0,
+                methods: Sequence[str] | None = None) -> dict[str, Credit]:
+    """Every method of ``METHODS`` (or the listed ones) on ``rollouts``, as {display name: Credit}.
+
+    Privileged inputs are passed explicitly: ``truth["hidden_states"]`` to the re-execution
+    methods (the simulator's save-state), to the exact h and to the privileged critic; the exact
+    advantage to the stand-in judge (error rate ``judge_error``, seed ``seed``). C3 uses its
+    default (a fresh policy action, the paper's leave-one-out baseline), C3 and CCPO
+    ``n_continuations`` replays (CCPO: per action).
+    """
+    names = list(METHODS) if methods is None else list(methods)
+    for n in names:
+        if n not in METHODS:
+            raise ValueError(f"methods: unknown method {n!r}; known: {list(METHODS)}")
+    H = rollouts.truth["hidden_states"]
+    pi = policy.probs().detach()
+    est = get_estimator
+    make = {
+        "GRPO": lambda: est("grpo")(rollouts),
+        "HCA, exact h": lambda: est("hca")(rollouts, hindsight=exact_hindsight(env, policy, rollouts, H)),
+        "HCA, learned h": lambda: est("hca")(rollouts, hindsight=models["hindsight"]),
+        "HCAPO, learned h (stand-in critic)": lambda: est("hcapo")(rollouts, hindsight=models["hindsight"]),
+        "C3, re-execution": lambda: est("c3")(rollouts, env=env, policy=policy, hidden_states=H,
+                                              n_continuations=n_continuations, seed=seed),
+        "C3, learned Q": lambda: est("c3")(rollouts, mode="learned", critic=models["q_critic"], policy=policy),
+        "CCPO, re-execution": lambda: est("ccpo")(rollouts, env=env, policy=policy, hidden_states=H,
+                                                  n_continuations=n_continuations, seed=seed),
+        "SWEET-RL, privileged critic": lambda: est("sweet_rl")(rollouts, critic=models["critic_privileged"],
+                                                               hidden_states=H, pi=pi),
+        "SWEET-RL, observation critic": lambda: est("sweet_rl")(rollouts, critic=models["critic_observation"], pi=pi),
+        "CriticSearch (stand-in judge)": lambda: est("critic_search")(
+            rollouts, verdicts=stand_in_judge(rollouts, advantage=truth.advantage(rollouts),
+                                              error_rate=judge_error, seed=seed)),
+    }
+    return {n: make[n]() for n in names}
+
+
+# --------------------------------------------------------------------------- luck vs skill
+def luck_terms(rollouts: Rollouts, truth) -> dict[str, torch.Tensor]:
+    """Per played turn (flattened over the batch): ``skill`` A_t, ``luck_after`` sum_{k >= t} luck_k
+    (the luck of this turn's tool answer and every later one), ``skill_later`` sum_{k > t} skill_k,
+    ``luck_before`` sum_{k < t} luck_k."""
+    skill, luck = truth.skill_luck(rollouts)
+    m = rollouts.mask
+    rev = lambda x: x.flip(1).cumsum(1).flip(1)  # noqa: E731  sum from t to the end
+    luck_after = rev(luck)
+    skill_later = rev(skill) - skill
+    luck_before = luck.cumsum(1) - luck
+    return {"skill": skill[m], "luck_after": luck_after[m], "skill_later": skill_later[m],
+            "luck_before": luck_before[m]}
+
+
+def _ols(y: torch.Tensor, X: dict[str, torch.Tensor]) -> dict[str, float]:
+    cols = [c for c, x in X.items() if float(x.std()) > 1e-12]
+    Z = torch.stack([torch.ones_like(y)] + [X[c] for c in cols], 1)
+    beta = torch.linalg.lstsq(Z, y[:, None]).solution[:, 0]
+    out = {c: float("nan") for c in X}
+    out.update({c: float(b) for c, b in zip(cols, beta[1:])})
+    return out
+
+
+def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
+                    reference: str = "GRPO") -> pd.DataFrame:
+    """How much of the luck that outcome credit pays for does each method remove?
+
+    Over every played turn t of every trajectory in the batch, regress the method's turn credit
+    c_t by least squares on
+
+        c_t ~ b0 + b_skill * skill_t + b_luck * luck_after_t + b_later * skill_later_t + b_before * luck_before_t
+
+    with skill_t = A_t(s_t, a_t) (exact), luck_after_t = sum_{k>=t} luck_k (the luck of the tool
+    answers from this turn's on: what an outcome-based credit wrongly attributes to the action),
+    and the skill of the later actions and the luck before t as controls. Then
+
+        luck_per_skill = b_luck / b_skill        (scale-free: GRPO's std division cancels)
+        luck_removed   = 1 - luck_per_skill / luck_per_skill(reference)
+
+    ``reference`` defaults to GRPO, whose credit (R - mean) / std pays luck and skill alike
+    (luck_per_skill near 1): luck_removed = 0 is "as lucky as GRPO", 1 is "no luck at all" (the
+    exact advantage), < 0 is more luck per unit of skill than GRPO. A regressor with zero
+    variance (e.g. no luck at all when every tool is reliable) is dropped and its coefficient is
+    NaN; so is luck_removed then. Also reported: ``corr_exact`` (Pearson with skill_t = exact A
+    over all turns) and ``sign_agree`` (share of turns with |A| > 1e-9 whose credit has A's sign).
+    """
+    terms = luck_terms(rollouts, truth)
+    m = rollouts.mask
+    A = terms["skill"]
+    rows = []
+    for name, credit in credits.items():
+        c = credit.token[m].to(torch.float64)
+        b = _ols(c, terms)
+        nz = A.abs() > 1e-9
+        corr = float(torch.corrcoef(torch.stack([c, A]))[0, 1]) if float(c.std()) > 0 and float(A.std()) > 0 \
+            else float("nan")
+        rows.append({"method": name, "b_skill": b["skill"], "b_luck_after": b["luck_after"],
+                     "b_skill_later": b["skill_later"], "b_luck_before": b["luck_before"],
+                     "luck_per_skill": b["luck_after"] / b["skill"] if abs(b["skill"]) > 1e-12 else float("nan"),
+                     "corr_exact": corr,
+                     "sign_agree": float((torch.sign(c[nz]) == torch.sign(A[nz])).double().mean())
+                     if bool(nz.any()) else float("nan")})
+    df = pd.DataFrame(rows)
+    ref = df.loc[df.method == reference, "luck_per_skill"]
+    ref = float(ref.iloc[0]) if len(ref) else float("nan")
+    df["luck_removed"] = 1 - df.luck_per_skill / ref if ref == ref and ref != 0 else float("nan")
+    return df
+
+
+def cost_table(credits: Mapping[str, Credit], rollouts: Rollouts) -> pd.DataFrame:
+    """What each method spent beyond the batch (its ``Credit.cost``), per played turn too, and
+    what it needs (``METHODS``)."""
+    n = int(rollouts.mask.sum())
+    rows = []
+    for name, credit in credits.items():
+        c = credit.cost
+        rows.append({"method": name, "env_resets": c.env_resets, "env_steps": c.env_steps,
+                     "env_steps_per_turn": c.env_steps / n, "aux_calls": c.aux_calls,
+                     "needs": METHODS.get(name, ("", ""))[1]})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- SWEET-RL's critic
+def critic_ranking(rollouts: Rollouts, truth, critics: Mapping[str, BTCritic], *, min_gap: float = 1e-6) -> pd.DataFrame:
+    """How well each critic ranks the candidate actions at the turns of ``rollouts``.
+
+    At every played turn, for every pair of actions whose exact advantages A(s_t, .) differ by
+    more than ``min_gap``, does the critic order them the same way (ties count 1/2)?
+    ``pairwise_acc`` is that share over all pairs of all turns (0.5 = chance); ``pref_correct``
+    is the share of turns whose SWEET-RL preference pair (critic's best vs worst candidate)
+    has exact A(best) > A(worst); ``top1`` the share of turns where the critic's best candidate
+    is an exactly best action. The hidden states go to privileged critics explicitly.
+    """
+    H = rollouts.truth["hidden_states"]
+    hs, present = rollouts.view(H, "turn", "first")
+    hs = hs.long().clamp(min=0)
+    n_obs = truth.n_obs
+    b, f, o = hs // (2 * n_obs), (hs // n_obs) % 2, hs % n_obs
+    t = torch.arange(present.shape[1]).expand_as(hs)
+    exact = (truth.Q[t, b, f] - truth.V[t, b, f, o][..., None])[present]       # (n, A)
+    rows = []
+    for name, critic in critics.items():
+        vals, _, _ = critic.scores(rollouts, H if critic.privileged else None)
+        v = vals[present]
+        dA = exact[:, :, None] - exact[:, None, :]
+        dv = v[:, :, None] - v[:, None, :]
+        pairs = dA > min_gap
+        agree = torch.where(dv > 0, 1.0, torch.where(dv == 0, 0.5, 0.0))
+        best, worst = v.argmax(-1), v.argmin(-1)
+        eb, ew = exact.gather(1, best[:, None])[:, 0], exact.gather(1, worst[:, None])[:, 0]
+        rows.append({"critic": name, "privileged": critic.privileged, "turns": int(present.sum()),
+                     "pairwise_acc": float(agree[pairs].mean()),
+                     "pref_correct": float((eb > ew + min_gap).double().mean()),
+                     "top1": float((eb >= exact.max(-1).values - min_gap).double().mean()),
+                     "bt_pairs": critic.n_pairs})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- transcripts
+def lucky_row(rollouts: Rollouts, truth, *, skill_below: float = -0.01) -> tuple[int, int]:
+    """(row, turn) of a successful episode with a bad action (exact A < ``skill_below``) that was
+    followed by good luck: among such turns the one with the largest luck_after. Raises a
+    ValueError if the batch has none."""
+    skill, luck = truth.skill_luck(rollouts)
+    luck_after = luck.flip(1).cumsum(1).flip(1)
+    ok = rollouts.mask & (skill < skill_below) & rollouts.truth["success"][:, None]
+    if not bool(ok.any()):
+        raise ValueError("rollouts: no successful episode with a bad action in this batch")
+    score = torch.where(ok, luck_after, torch.tensor(-float("inf"), dtype=luck_after.dtype))
+    flat = int(score.flatten().argmax())
+    return flat // rollouts.horizon, flat % rollouts.horizon
+
+
+def transcript_table(rollouts: Rollouts, truth, credits: Mapping[str, Credit], row: int) -> pd.DataFrame:
+    """One trajectory turn by turn: the turn text, exact skill, luck and luck_after, and each
+    method's credit (columns named by ``METHODS``' short names)."""
+    row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
+    skill, luck = truth.skill_luck(rollouts)
+    luck_after = luck.flip(1).cumsum(1).flip(1)
+    n = int(rollouts.mask[row].sum())
+    df = pd.DataFrame({"turn": range(n), "what happened": rollouts.text[row][:n],
+                       "skill (exact A)": skill[row, :n].numpy(), "luck": luck[row, :n].numpy(),
+                       "luck from here on": luck_after[row, :n].numpy()})
+    for name, credit in credits.items():
+        df[METHODS.get(name, (name,))[0]] = credit.token[row, :n].to(torch.float64).numpy()
+    return df
+
+
+def turn_panels(rollouts: Rollouts, truth, credits: Mapping[str, Credit], rows: Sequence[int]) -> dict:
+    """{title: (len(rows), T)} for ``viz.compare_heatmaps``: exact A first, then every method."""
+    rows = [check_int("rows", r, low=0, high=rollouts.batch_size - 1) for r in rows]
+    if not rows:
+        raise ValueError("rows: need at least one trajectory to show")
+    panels = {"exact advantage A (skill)": truth.advantage(rollouts)[rows]}
+    for name, credit in credits.items():
+        panels[name] = credit.token[rows].to(torch.float64)
+    return panels
+
+
+def _world_batch(noise, n_tasks, group_size, history_tasks, n_continuations, seed, methods, setup_kw):
+    """A fresh world at ``noise``, models fitted on a history (seed + 1000), a batch (seed) and
+    every method's credit on it: what the slider and the sweep both start from."""
+    env, policy = setup(noise, **setup_kw)
+    truth = env.truth(policy)
+    models = fit_models(env, policy, n_tasks=history_tasks, seed=seed + 1000)
+    ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    credits = all_credits(env, policy, ro, models, truth, n_continuations=n_continuations, seed=seed,
+                          methods=methods)
+    return env, policy, truth, ro, credits
+
+
+def noise_view(noise: float, *, methods: Sequence[str], n_tasks: int = 4, group_size: int = 4,
+               history_tasks: int = 64, show: int = 6, n_continuations: int = 4, seed: int = 0, **setup_kw) -> dict:
+    """Everything the noise slider redraws: a fresh world at ``noise``, models fitted on a small
+    history, a small batch (``n_tasks`` x ``group_size``), the ``methods``' credits, the first
+    ``show`` rows' panels and ``luck_regression`` on the batch. Returns a dict with ``env``,
+    ``rollouts``, ``truth``, ``credits``, ``panels``, ``rows``, ``stats``. Works at noise 0 (no
+    luck: the luck coefficients are NaN) and at noise 1."""
+    env, policy, truth, ro, credits = _world_batch(noise, n_tasks, group_size, history_tasks, n_continuations,
+                                                   seed, methods, setup_kw)
+    rows = list(range(min(show, ro.batch_size)))
+    return {"env": env, "rollouts": ro, "truth": truth, "credits": credits, "rows": rows,
+            "panels": turn_panels(ro, truth, credits, rows),
+            "stats": luck_regression(ro, truth, credits) if "GRPO" in credits else None}
+
+
+def noise_sweep(noises: Sequence[float] = (0.1, 0.3, 0.5), *, n_tasks: int = 16, group_size: int = 8,
+                history_tasks: int = 256, n_continuations: int = 4, seed: int = 0,
+                methods: Sequence[str] | None = None, **setup_kw) -> pd.DataFrame:
+    """``luck_regression`` at several tool-noise levels: one fresh world, history fit and batch
+    (``n_tasks`` x ``group_size``, seed ``seed``) per level; the rows of every level stacked, with
+    a ``noise`` column and the level's ``luck_share`` (var of summed luck / var of summed
+    skill + luck per trajectory, as in notebook 05)."""
+    from labkit.agent_experiments import luck_summary
+
+    noises = [check_number("noises", x, low=0.0, high=1.0) for x in noises]
+    if not noises:
+        raise ValueError("noises: need at least one noise level")
+    parts = []
+    for x in noises:
+        env, policy, truth, ro, credits = _world_batch(x, n_tasks, group_size, history_tasks, n_continuations,
+                                                       seed, methods, setup_kw)
+        df = luck_regression(ro, truth, credits)
+        skill, luck = truth.skill_luck(ro)
+        df.insert(0, "luck_share", luck_summary(ro, skill, luck)["luck_share"])
+        df.insert(0, "noise", x)
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,406 @@
+"""Experiment runners for notebook 09 (multi-agent credit) on ``TeamTask``.
+
+Every runner is seeded and returns a DataFrame (or a dict of them); the notebook charts them in
+one line. Exact quantities come from ``TeamTask``: coalition values v(S) by enumeration, the
+exact team success J and its exact gradient per agent, so each comparison is against the truth
+of the policies that produced the data, not against another estimate.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from labkit._checks import check_choice, check_int, check_number
+from labkit.credit import get_estimator
+from labkit.credit import multiagent as ma
+from labkit.credit import judge as judges
+from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
+from labkit.rollouts import Credit, Rollouts
+from labkit.train import policy_loss, train
+
+DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
+
+
+# --------------------------------------------------------------------------- designed games
+def coalition_names(env: TeamTask) -> list[str]:
+    """'{planner, solver 1}' style names of the 2**n coalitions, in bitmask order."""
+    masks = env.coalition_masks()
+    return ["{" + ", ".join(n for n, m in zip(env.agent_names, row) if m) + "}" for row in masks.tolist()]
+
+
+def coalition_table(env: TeamTask, values: torch.Tensor) -> pd.DataFrame:
+    """One row per coalition: its members and v(S) (a (2**n,) table, e.g. ``truth.values``)."""
+    values = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    if values.numel() != env.n_coalitions:
+        raise ValueError(f"values: expected {env.n_coalitions} coalition values, got {values.numel()}")
+    return pd.DataFrame({"coalition": coalition_names(env), "size": env.coalition_masks().sum(1).tolist(),
+                         "v": values.tolist()})
+
+
+def game_credit(env: TeamTask, policies, *, case: str = "") -> pd.DataFrame:
+    """Exact Shapley and leave-one-out credit of every agent in the expected game of ``policies``.
+
+    Columns: case, agent, role, shapley, loo, v_full (= J), v_empty.
+    """
+    values = env.truth(policies).values
+    phi, loo = _clean(ma.exact_shapley(values)), _clean(ma.leave_one_out(values))
+    return pd.DataFrame({"case": case, "agent": env.agent_names, "role": list(env.roles),
+                         "shapley": phi.tolist(), "loo": loo.tolist(), "v_full": float(values[-1]),
+                         "v_empty": float(values[0])})
+
+
+def _clean(x: torch.Tensor, tol: float = 1e-12) -> torch.Tensor:
+    """Round-off below ``tol`` to exactly 0 (a null player prints 0.000, not -0.000)."""
+    return torch.where(x.abs() < tol, torch.zeros((), dtype=x.dtype), x)
+
+
+def designed_games(cases: Sequence[str] = DESIGNED_CASES, *, strength: float = 12.0, **overrides) -> pd.DataFrame:
+    """Shapley vs leave-one-out on the presets, each played by the competent scripted team
+    (``scripted_policies(strength)``: the designed action with probability ~1 at strength 12).
+    ``overrides`` go to every preset (e.g. ``sabotage=0.8``). One row per (case, agent)."""
+    strength = check_number("strength", strength)
+    frames = []
+    for case in cases:
+        check_choice("cases", case, tuple(PRESETS))
+        env = TeamTask.preset(case, **overrides)
+        frames.append(game_credit(env, env.scripted_policies(strength), case=case))
+    return pd.concat(frames, ignore_index=True)
+
+
+def credit_long(df: pd.DataFrame) -> pd.DataFrame:
+    """The ``game_credit`` / ``designed_games`` table in long form for a grouped bar chart:
+    columns case, agent, method ("Shapley" / "leave-one-out"), credit."""
+    out = df.melt(id_vars=["case", "agent"], value_vars=["shapley", "loo"], var_name="method", value_name="credit")
+    out["method"] = out.method.map({"shapley": "Shapley", "loo": "leave-one-out"})
+    return out
+
+
+def efficiency_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per case: v(N), the sum of the Shapley values (= v(N) - v(empty), efficiency) and the sum
+    of the leave-one-out credits (which can be anything), plus the largest per-agent gap."""
+    g = df.groupby("case", sort=False)
+    out = pd.DataFrame({"v_full": g.v_full.first(), "sum_shapley": g.shapley.sum(), "sum_loo": g.loo.sum(),
+                        "max_gap": g.apply(lambda d: float((d.shapley - d.loo).abs().max()), include_groups=False)})
+    out["story"] = [PRESET_STORIES.get(c, "") for c in out.index]
+    return out.reset_index()
+
+
+def mixed_team_credit(*, sabotage: float = 0.5, catch: float = 0.8, p_plan: float = 0.9,
+                      unchecked_pass: float = 0.6, strength: float = 4.0) -> pd.DataFrame:
+    """The six-role team (preset "mixed") with the given knobs, played by ``scripted_policies``:
+    exact Shapley and leave-one-out per agent (for the notebook's slider)."""
+    env = TeamTask.preset("mixed", sabotage=sabotage, catch=catch, p_plan=p_plan, unchecked_pass=unchecked_pass)
+    return game_credit(env, env.scripted_policies(strength), case="mixed")
+
+
+# --------------------------------------------------------------------------- sampled Shapley
+def sampled_shapley_error(values: torch.Tensor, budgets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
+                          *, seeds: Sequence[int] = tuple(range(10)), antithetic: bool = False) -> pd.DataFrame:
+    """Permutation-sampled Shapley against exact Shapley, per budget and seed.
+
+    ``values`` (2**n,) or (B, 2**n) games. Rows: budget (orderings), seed, ``n_evaluations``
+    (distinct coalitions the orderings visited, what a caller without the table pays),
+    ``mae`` (mean |phi_sampled - phi_exact| over agents and games), ``max_err``, ``efficiency_gap``
+    (|sum phi_sampled - sum phi_exact|, 0 up to rounding: every ordering is efficient).
+    """
+    values = torch.as_tensor(values, dtype=torch.float64)
+    exact = ma.exact_shapley(values)
+    rows = []
+    for budget in budgets:
+        budget = check_int("budgets", budget, low=1)
+        for seed in seeds:
+            phi, evals = ma.sampled_shapley(values, n_permutations=budget, seed=int(seed), antithetic=antithetic)
+            err = (phi - exact).abs()
+            rows.append({"budget": budget, "seed": int(seed), "n_evaluations": evals, "mae": float(err.mean()),
+                         "max_err": float(err.max()),
+                         "efficiency_gap": float((phi.sum(-1) - exact.sum(-1)).abs().max())})
+    return pd.DataFrame(rows)
+
+
+def error_summary(errors: pd.DataFrame) -> pd.DataFrame:
+    """Mean and spread over seeds of the sampled-Shapley error, per budget."""
+    g = errors.groupby("budget")
+    out = pd.DataFrame({"n_evaluations": g.n_evaluations.mean(), "mae_mean": g.mae.mean(), "mae_std": g.mae.std(),
+                        "mae_min": g.mae.min(), "mae_max": g.mae.max(), "max_err": g.max_err.max()})
+    return out.reset_index()
+
+
+# --------------------------------------------------------------------------- comparing credit
+def _corr(x: torch.Tensor, y: torch.Tensor) -> float:
+    x, y = x.double().flatten(), y.double().flatten()
+    if x.numel() < 3 or float(x.std()) < 1e-12 or float(y.std()) < 1e-12:
+        return float("nan")
+    return float(torch.corrcoef(torch.stack([x, y]))[0, 1])
+
+
+def agent_credit(rollouts: Rollouts, credit: Credit, n: int) -> torch.Tensor:
+    """An estimator's credit per (trajectory, agent), (B, n): its agent-level values, or the
+    mean credit over the agent's positions for a token-level estimator."""
+    if credit.level == "agent":
+        vals = credit.values
+    else:
+        vals = credit.at(rollouts, "agent", "mean")[0]
+    out = torch.zeros(rollouts.batch_size, n, dtype=torch.float64)
+    out[:, :vals.shape[1]] = vals.double()[:, :n]
+    return out
+
+
+def credit_methods(env: TeamTask, *, judge_noise: float = 0.3, seed: int = 0) -> dict[str, Callable]:
+    """Every multi-agent estimator of the comparison, as ``rollouts -> Credit`` on TeamTask.
+
+    Exact ingredients: ``coalition_values`` = ``env.coalition_values`` (exact v_b(S)).
+    STAND-INS for the LLM judges (``labkit.credit.judge.noisy_oracle``, noise ``judge_noise``):
+    MAPPA's per-action coach scores the action's local quality (``truth["action_ok"]``: right
+    plan / method, review, cooperate; 0.5 for the free rider) on a 0..10 scale; LLM-MCA's
+    critic reports the exact per-trajectory Shapley values plus noise. SHARP's process term is
+    the role's process score (``truth["process"]``), M-GRPO's main agent is agent 0.
+    """
+    cv = env.coalition_values
+    n = env.n_agents
+
+    def mappa(ro):
+        scores = judges.noisy_oracle(10 * ro.truth["action_ok"], noise=10 * judge_noise, seed=seed,
+                                     low=0.0, high=10.0, levels=11)
+        return get_estimator("mappa")(ro, judge_scores=scores)
+
+    def llm_mca(ro):
+        phi = ma.exact_shapley(cv(ro))
+        return get_estimator("llm_mca")(ro, judge_credit=judges.noisy_oracle(phi, noise=judge_noise, seed=seed))
+
+    return {
+        "Shapley (exact)": lambda ro: get_estimator("shapley")(ro, coalition_values=cv),
+        "Shapley (sampled, 8 orderings)": lambda ro: get_estimator("shapley")(ro, coalition_values=cv, method="sampled",
+                                                                              n_permutations=8, seed=seed),
+        "leave-one-out": lambda ro: get_estimator("leave_one_out")(ro, coalition_values=cv),
+        "SHARP": lambda ro: get_estimator("sharp")(ro, coalition_values=cv, process_rewards=ro.truth["process"][:, :n]),
+        "M-GRPO": lambda ro: get_estimator("m_grpo")(ro, main_agent=0),
+        "Dr. MAS": lambda ro: get_estimator("dr_mas")(ro, normalize="agent"),
+        "GRPO (team reward)": lambda ro: get_estimator("grpo")(ro.with_(rewards=_team_on_last(ro))),
+        "MAPPA (stand-in judge)": mappa,
+        "LLM-MCA (stand-in critic)": llm_mca,
+    }
+
+
+def _team_on_last(ro: Rollouts) -> torch.Tensor:
+    r = torch.zeros_like(ro.rewards)
+    r[:, -1] = ro.truth["team_reward"].to(r.dtype)
+    return r
+
+
+def credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_size: int = 8, seed: int = 0,
+                     judge_noise: float = 0.3, methods: Mapping[str, Callable] | None = None) -> dict:
+    """Each estimator's per-agent credit against the exact per-trajectory Shapley value.
+
+    Returns ``rollouts``, ``phi`` (B, n) exact Shapley, ``credit`` {method: (B, n)} and
+    ``stats``: per method ``corr_pooled`` (Pearson over all (trajectory, agent) entries),
+    ``corr_within_agent`` (Pearson across trajectories inside each agent's column, averaged over
+    agents whose Shapley column varies: insensitive to per-agent baselines and scales, i.e. what a
+    per-agent-normalised policy gradient keeps), ``sign_agree`` (share of entries with
+    |phi| > 1e-9 whose credit has phi's sign) and the mean credit per agent (``mean_<agent>``).
+    """
+    ro = env.sample(policies, n_tasks, group_size=group_size, seed=seed)
+    n = env.n_agents
+    phi = _clean(ma.exact_shapley(env.coalition_values(ro)))
+    methods = credit_methods(env, judge_noise=judge_noise, seed=seed) if methods is None else methods
+    credit, rows = {}, []
+    varying = [i for i in range(n) if float(phi[:, i].std()) > 1e-9]
+    for name, fn in methods.items():
+        c = _clean(agent_credit(ro, fn(ro), n))
+        credit[name] = c
+        nz = phi.abs() > 1e-9
+        within = [_corr(c[:, i], phi[:, i]) for i in varying]
+        within = [w for w in within if w == w]
+        row = {"method": name, "corr_pooled": _corr(c, phi),
+               "corr_within_agent": float(np.mean(within)) if within else float("nan"),
+               "sign_agree": float((torch.sign(c[nz]) == torch.sign(phi[nz])).double().mean()) if bool(nz.any())
+               else float("nan")}
+        means = _clean(c.mean(0), 1e-9)   # group-normalised credit: mean 0 up to ~1e-11
+        row.update({f"mean_{a}": float(means[i]) for i, a in enumerate(env.agent_names)})
+        rows.append(row)
+    return {"rollouts": ro, "phi": phi, "credit": credit, "stats": pd.DataFrame(rows)}
+
+
+def judge_noise_sweep(env: TeamTask, policies, noises: Sequence[float] = (0.0, 0.1, 0.3, 1.0), *,
+                      n_tasks: int = 32, group_size: int = 8, seed: int = 0) -> pd.DataFrame:
+    """Agreement with exact Shapley of the two stand-in judges as their noise grows."""
+    rows = []
+    for noise in noises:
+        noise = check_number("noises", noise, low=0.0)
+        allm = credit_methods(env, judge_noise=noise, seed=seed)
+        pick = {k: v for k, v in allm.items() if "stand-in" in k}
+        st = credit_agreement(env, policies, n_tasks=n_tasks, group_size=group_size, seed=seed, methods=pick)["stats"]
+        st.insert(0, "noise", noise)
+        rows.append(st[["noise", "method", "corr_pooled", "corr_within_agent", "sign_agree"]])
+    return pd.concat(rows, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- Dr. MAS
+def per_agent_gradients(learner: TeamLearner, rollouts: Rollouts, advantages: torch.Tensor) -> list[torch.Tensor]:
+    """The REINFORCE gradient estimate (1/B) sum_b A_b,i grad log pi_i(a_b,i | o_b,i) of every agent's
+    logits (ascent direction), from ``advantages`` (B, T)."""
+    params = [p.logits for p in learner.policies]
+    logp = learner.logprobs(rollouts, torch.arange(rollouts.batch_size))
+    loss, _ = policy_loss(logp, rollouts.logprobs, advantages, rollouts.mask, "reinforce")
+    grads = torch.autograd.grad(loss, params)
+    return [-g.detach() for g in grads]
+
+
+def gradient_scales(env: TeamTask, policies, *, normalizations: Sequence[str] = ("global", "agent"),
+                    n_batches: int = 50, n_tasks: int = 8, group_size: int = 8, seed: int = 0) -> pd.DataFrame:
+    """Per agent and normalisation: how big and how well aimed the batch policy gradient is.
+
+    ``n_batches`` batches of the policies (fixed, no update); Dr. MAS credit with
+    ``normalize`` = "global" (one baseline and std over all agents of a task group) or "agent".
+    Rows (normalize, agent): ``grad_norm`` mean per-batch norm of the agent's gradient estimate,
+    ``grad_norm_cv`` its coefficient of variation over batches, ``exact_norm`` ||dJ/dlogits_i||,
+    ``norm_over_exact`` = grad_norm / exact_norm (the step an agent takes per unit of true
+    gradient: equal across agents when the scale is calibrated),
+    ``cosine`` cosine between the batch-mean gradient and the exact gradient (is the signal
+    there on average?), ``batch_cosine`` mean per-batch cosine with the exact gradient (how much
+    of one batch's gradient points the right way), ``reward_mean`` / ``reward_std`` of the agent.
+    """
+    n_batches = check_int("n_batches", n_batches, low=2)
+    truth = env.truth(policies)
+    learner = TeamLearner(env, policies, n_tasks=n_tasks, group_size=group_size, track_grads=False)
+    dr = get_estimator("dr_mas")
+    batches = [env.sample(policies, n_tasks, group_size=group_size, seed=seed * 100_003 + k) for k in range(n_batches)]
+    rows = []
+    for norm in normalizations:
+        grads = [[] for _ in policies]
+        for ro in batches:
+            adv = dr(ro, normalize=norm).token
+            for i, g in enumerate(per_agent_gradients(learner, ro, adv)):
+                grads[i].append(g.flatten())
+        for i, name in enumerate(env.agent_names):
+            G = torch.stack(grads[i])                     # (batches, params)
+            exact = truth.grads[i].flatten()
+            norms = G.norm(dim=1)
+            en = float(exact.norm())
+            cos = lambda a: float((a @ exact) / (a.norm() * en)) if en > 1e-12 and float(a.norm()) > 1e-12 else float("nan")
+            per_batch = [cos(g) for g in G]
+            per_batch = [c for c in per_batch if c == c]
+            R = torch.cat([ro.rewards[:, i] for ro in batches])
+            rows.append({"normalize": norm, "agent": name, "role": env.roles[i], "grad_norm": float(norms.mean()),
+                         "grad_norm_cv": float(norms.std() / norms.mean()) if float(norms.mean()) > 0 else float("nan"),
+                         "exact_norm": en,
+                         "norm_over_exact": float(norms.mean()) / en if en > 1e-12 else float("nan"),
+                         "cosine": cos(G.mean(0)),
+                         "batch_cosine": float(np.mean(per_batch)) if per_batch else float("nan"),
+                         "reward_mean": float(R.mean()), "reward_std": float(R.std())})
+    return pd.DataFrame(rows)
+
+
+def scale_summary(scales: pd.DataFrame) -> pd.DataFrame:
+    """Per normalisation, over the agents with a non-zero exact gradient: the spread of
+    ``norm_over_exact`` (largest / smallest: 1 = every agent's step in proportion to its true
+    gradient) and the mean, min and max per-batch cosine with the exact gradient."""
+    d = scales[scales.exact_norm > 1e-12]
+    g = d.groupby("normalize", sort=False)
+    out = pd.DataFrame({"scale_spread": g.norm_over_exact.max() / g.norm_over_exact.min(),
+                        "batch_cosine_mean": g.batch_cosine.mean(), "batch_cosine_min": g.batch_cosine.min(),
+                        "batch_cosine_max": g.batch_cosine.max()})
+    return out.reset_index()
+
+
+def drmas_training(*, seeds: Sequence[int] = (0, 1, 2, 3, 4), iterations: int = 40, lr: float = 1.0,
+                   n_tasks: int = 8, group_size: int = 8, normalizations: Sequence[str] = ("global", "agent"),
+                   optimizer: str = "sgd", max_grad_norm: float | None = None, eval_every: int = 5,
+                   env: TeamTask | None = None, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train the mixed team with heterogeneous rewards under global vs agent-wise normalisation.
+
+    Every run starts from uniform policies; same seeds, same batches per seed (8 tasks x 8
+    episodes per iteration), REINFORCE loss, plain SGD (so each agent's step is proportional
+    to its gradient, the scale Dr. MAS is about) without gradient clipping unless
+    ``max_grad_norm``. Returns ``(curves, grads)``: the ``train`` curves (label = normalize),
+    and per backward pass the per-agent gradient norm (``TeamLearner.grad_log``).
+    """
+    env = TeamTask(reward="heterogeneous") if env is None else env
+    dr = get_estimator("dr_mas")
+    curves, grads = [], []
+    runs = [(norm, int(s)) for norm in normalizations for s in seeds]
+    for norm, s in tqdm(runs, desc="runs", disable=not progress, leave=False):
+        check_choice("normalizations", norm, ma.DR_MAS_NORMS)
+        learner = TeamLearner(env, env.make_policies(), n_tasks=n_tasks, group_size=group_size)
+        c = train(learner, partial(dr, normalize=norm), iterations=iterations, kind="reinforce", lr=lr,
+                  optimizer=optimizer, max_grad_norm=max_grad_norm, eval_every=eval_every, seed=s,
+                  label=norm, progress=False)
+        curves.append(c)
+        g = learner.grad_log()
+        g.insert(0, "normalize", norm)
+        g.insert(1, "seed", s)
+        grads.append(g)
+    return pd.concat(curves, ignore_index=True), pd.concat(grads, ignore_index=True)
+
+
+def drmas_summary(curves: pd.DataFrame, grads: pd.DataFrame, *, spike: float = 3.0) -> pd.DataFrame:
+    """One row per normalisation: exact J at the start (mean over seeds) and at the end (mean,
+    std, min, max over seeds), total grad
+    norm statistics over all iterations and seeds (median, max / median, std, share of
+    iterations above ``spike`` x the run's median), and the per-agent gradient imbalance
+    (largest / smallest median per-agent grad norm, agents with a zero gradient excluded)."""
+    last = curves[curves.iteration == curves.groupby(["label", "seed"]).iteration.transform("max")]
+    first = curves[curves.iteration == 0]
+    it = curves[curves.iteration > 0]
+    rows = []
+    for norm, d in it.groupby("label", sort=False):
+        med = d.groupby("seed").grad_norm.transform("median")
+        J = last[last.label == norm].success
+        ga = grads[grads.normalize == norm].groupby("agent").grad_norm.median()
+        ga = ga[ga > 1e-12]
+        rows.append({"normalize": norm, "J_start": float(first[first.label == norm].success.mean()),
+                     "J_final_mean": float(J.mean()), "J_final_std": float(J.std()),
+                     "J_final_min": float(J.min()), "J_final_max": float(J.max()),
+                     "grad_norm_median": float(d.grad_norm.median()),
+                     "grad_norm_max_over_median": float((d.grad_norm / med).max()),
+                     "grad_norm_std": float(d.grad_norm.std()),
+                     "spike_share": float((d.grad_norm > spike * med).mean()),
+                     "agent_grad_imbalance": float(ga.max() / ga.min()) if len(ga) else float("nan"),
+                     "seeds": int(d.seed.nunique())})
+    return pd.DataFrame(rows)
+
+
+def agent_grad_table(grads: pd.DataFrame) -> pd.DataFrame:
+    """Median per-agent gradient norm per normalisation (rows: agent, columns: normalisation)."""
+    order = list(dict.fromkeys(grads.agent))
+    t = grads.groupby(["agent", "normalize"]).grad_norm.median().unstack("normalize")
+    return t.reindex(order)
+
+
+# --------------------------------------------------------------------------- display helpers
+def short_labels(rollouts: Rollouts) -> list[list[str]]:
+    """Compact, space-free cell labels for a TeamTask heatmap (from ``rollouts.text``): "plan:A",
+    a solver's method with ✓ / ✗ for its draft, "review", "approve" (✗ if the unreviewed answer
+    slipped), the free rider's move, "cooperate", "sabotage" / "sabotage!" (broke the answer) /
+    "caught"."""
+    if rollouts.text is None:
+        raise ValueError("rollouts.text: this Rollouts carries no texts")
+    swaps = [("method ", ""), ("plan ", "plan:"), (" (draft correct)", "✓"), (" (draft wrong)", "✗"),
+             ("sabotage (broke it)", "sabotage!"), ("sabotage (caught)", "caught"), (" (no effect)", ""),
+             (" (passed)", ""), (" (slipped)", "✗")]
+    out = []
+    for row in rollouts.text:
+        cells = []
+        for s in row:
+            s = s.split(": ", 1)[-1]
+            for a, b in swaps:
+                s = s.replace(a, b)
+            cells.append(s)
+        out.append(cells)
+    return out
+
+
+def heatmap_panels(result: dict, methods: Sequence[str], rows: Sequence[int]) -> dict[str, torch.Tensor]:
+    """(len(rows), n) panels for ``viz.compare_heatmaps`` from a ``credit_agreement`` result:
+    exact Shapley first, then the named methods."""
+    rows = list(rows)
+    panels = {"exact Shapley": result["phi"][rows]}
+    for m in methods:
+        if m not in result["credit"]:
+            raise ValueError(f"methods: {m!r} is not in this result; known: {list(result['credit'])}")
+        panels[m] = result["credit"][m][rows]
+    return panels
