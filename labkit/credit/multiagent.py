@@ -534,7 +534,9 @@ def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method
     Degenerate input: a one-step row gets v(all) - v(none); rows with no step get nothing.
     Where labkit differs: the paper segments adaptively (tokens, spans, sentences) and uses Owen
     values (a hierarchical approximation) to stay cheap; labkit takes given segments and
-    computes exact (or permutation-sampled) Shapley values.
+    computes exact (or permutation-sampled) Shapley values. The paper's value is a reward model
+    scoring the partial text; in the lab it is the verifier's success rate of the tiny LM's
+    continuations (``ArithmeticLM.segment_coalition_values``, notebook 09).
     Cost: ``aux_calls`` = coalition values read (2**m_b per row when exact; the distinct
     coalitions visited when sampled) — one value-model evaluation per coalition.
     ``info``: ``phi`` (B, M), ``n_steps`` (B,).
