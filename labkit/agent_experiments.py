@@ -21,6 +21,7 @@ from labkit.credit.group import anchor_groups, starpo_filter
 from labkit.critical_actions import turn_labels  # noqa: F401  (short action names for heatmap cells)
 from labkit.envs.toolworld import ToolWorld
 from labkit.rollouts import Credit, Rollouts
+from labkit.scoring import pearson
 from labkit.train import ToolLearner, train
 
 
@@ -41,13 +42,6 @@ def exact_credit(env: ToolWorld, policy) -> callable:
         return Credit.from_tokens(rollouts, adv, "exact")
     exact.__name__ = "exact"
     return exact
-
-
-def _corr(x: torch.Tensor, y: torch.Tensor) -> float:
-    x, y = x.double(), y.double()
-    if x.numel() < 2 or float(x.std()) == 0 or float(y.std()) == 0:
-        return float("nan")
-    return float(torch.corrcoef(torch.stack([x, y]))[0, 1])
 
 
 # --------------------------------------------------------------------------- notebook 05
@@ -73,7 +67,7 @@ def credit_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int
         row = {"estimator": name}
         for tag, sel in (("", m), ("_decisive", decisive & m)):
             nz = sel & (skill.abs() > 1e-9)
-            row[f"corr_exact{tag}"] = _corr(c[sel], skill[sel])
+            row[f"corr_exact{tag}"] = pearson(c[sel], skill[sel])
             row[f"sign_agree{tag}"] = float((torch.sign(c[nz]) == torch.sign(skill[nz])).double().mean()) \
                 if bool(nz.any()) else float("nan")
         rows.append(row)
@@ -212,7 +206,7 @@ def gigpo_terms_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size
     episode = g.info["episode_term"][:, None].expand_as(step)
     terms = {"GiGPO step term": step, "GiGPO episode term": episode, "GiGPO (episode + omega x step)": g.token,
              "GRPO": get_estimator("grpo")(ro).token}
-    rows = [{"credit": k, "corr_all_turns": _corr(v[m], exact[m]), "corr_shared_anchors": _corr(v[shared], exact[shared])}
+    rows = [{"credit": k, "corr_all_turns": pearson(v[m], exact[m]), "corr_shared_anchors": pearson(v[shared], exact[shared])}
             for k, v in terms.items()]
     return {"rollouts": ro, "exact": exact, "terms": terms, "table": pd.DataFrame(rows),
             "shared_turn_share": float(shared.sum() / m.sum())}

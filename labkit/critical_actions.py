@@ -33,7 +33,7 @@ from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
 from labkit.rollouts import Credit, Rollouts
-from labkit.scoring import rank_correlation, recall_at_k
+from labkit.scoring import pearson, rank_correlation, recall_at_k
 
 RULES = ("entropy", "exact_advantage", "random")
 RULE_NAMES = {"entropy": "CARL: highest entropy", "exact_advantage": "oracle: largest exact |A|",
@@ -414,16 +414,6 @@ def share_vs_performance(summary: pd.DataFrame) -> pd.DataFrame:
     return out[["rule_name", "share_updated", "J", "J_min", "J_max"]]
 
 
-def curve_band(curves: pd.DataFrame, by: str = "label") -> pd.DataFrame:
-    """Evaluated points of learning curves as mean / min / max of exact J over seeds, per
-    ``by`` and iteration (chart-ready for ``viz.line_chart(..., band=("min", "max"))``)."""
-    for col in (by, "iteration", "success"):
-        if col not in curves.columns:
-            raise ValueError(f"curves: missing column {col!r}")
-    evals = curves.dropna(subset=["success"])
-    return (evals.groupby([by, "iteration"], sort=False).success.agg(["mean", "min", "max"]).reset_index())
-
-
 # --------------------------------------------------------------------------- IGPO with a DP stand-in
 def dp_success_prob(env, truth, rollouts: Rollouts) -> torch.Tensor:
     """STAND-IN for IGPO's p_k: the exact probability of success after each turn, (B, N + 1).
@@ -498,8 +488,7 @@ def credit_panels(rollouts: Rollouts, truth, success_prob: torch.Tensor, *,
 def _agreement(credit: torch.Tensor, exact: torch.Tensor, rollouts: Rollouts) -> dict[str, float]:
     m = rollouts.mask
     a, b = credit[m].to(torch.float64), exact[m].to(torch.float64)
-    pearson = float(torch.corrcoef(torch.stack([a, b]))[0, 1]) if a.std() > 0 and b.std() > 0 else 0.0
-    return {"pearson": pearson, "spearman": rank_correlation(credit, exact, m),
+    return {"pearson": pearson(a, b, constant=0.0), "spearman": rank_correlation(credit, exact, m),
             "decisive_recall": recall_at_k(credit, m, rollouts.truth["decisive"] & m)}
 
 

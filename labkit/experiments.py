@@ -17,7 +17,7 @@ from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.rollouts import Cost, Credit, Rollouts
-from labkit.scoring import gradient_study, score_credit
+from labkit.scoring import gradient_study, pearson, score_credit
 from labkit.truth import Truth, exact_truth
 
 EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
@@ -309,7 +309,7 @@ def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16),
         est = credit.info["step_values"]
         err = (est - truth)[present]
         a, b = est[present], truth[present]
-        corr = float(torch.corrcoef(torch.stack([a, b]))[0, 1]) if a.std() > 0 else float("nan")
+        corr = pearson(a, b)
         rows.append({"k": k, "value_mae": float(err.abs().mean()), "value_rmse": float(err.pow(2).mean().sqrt()),
                      "value_corr": corr, **{f"first_error_{key}": v for key, v in
                                             first_error_hit_rate(credit.token, rollouts).items()},
@@ -366,13 +366,10 @@ def lm_value_scores(env, critic, reference: Rollouts, alternatives: dict, ks: It
         return {"pairwise": r["pairwise"], "pairwise_chance": r["pairwise_chance"], "top1": r["top1"],
                 "top1_chance": r["top1_chance"], "pairs": r["pairs"], "groups": r["groups"]}
 
-    def corr(a, b):
-        return float(torch.corrcoef(torch.stack([a, b]))[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")
-
     rows = [{"estimate": "constant", "value_mae": float((truth - truth.mean()).abs().mean()), "value_corr": float("nan"),
              **ranks(torch.zeros(len(candidates), dtype=torch.float64)), "tokens": 0},
             {"estimate": "LM critic", "value_mae": float((critic_at_steps - truth).abs().mean()),
-             "value_corr": corr(critic_at_steps, truth), **ranks(critic.prefix_values(candidates)),
+             "value_corr": pearson(critic_at_steps, truth), **ranks(critic.prefix_values(candidates)),
              "tokens": sum(len(c) for c in candidates)}]
     for k in tqdm(ks, desc="vines", disable=not progress):
         values, tokens = env.prefix_values(candidates, alternatives["problems"], k, seed=seed + 100 + k)
@@ -557,12 +554,6 @@ def segment_shapley_study(env, rollouts: Rollouts, *, k: int = 8, games: Sequenc
     by_role = [{"method": "MC advantage", "game": "-",
                 **{name: float(truth_steps[roles == r].mean()) for r, name in enumerate(SEGMENT_ROLE_NAMES)}}]
 
-    def corr(a, b):  # a constant credit ranks nothing: reported as 0 rather than NaN
-        a, b = a[present].double(), b[present].double()
-        if float(a.std()) == 0 or float(b.std()) == 0:
-            return 0.0
-        return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
-
     for game in games:
         start = time.perf_counter()
         table, cost = env.segment_coalition_values(rollouts, k, game=game, seed=seed)
@@ -575,7 +566,7 @@ def segment_shapley_study(env, rollouts: Rollouts, *, k: int = 8, games: Sequenc
         for method, step_credit in (("shapley", phi.values[:, :n_steps]), ("leave-one-out", loo)):
             token = rollouts.broadcast(step_credit, "step")
             credits[f"{method} {game}"] = token
-            rows.append({"game": game, "method": method, "corr_with_truth": corr(step_credit, truth_steps),
+            rows.append({"game": game, "method": method, "corr_with_truth": pearson(step_credit[present], truth_steps[present], constant=0.0),
                          "first_error_hit": first_error_hit_rate(token, rollouts)["hit_rate"],
                          "efficiency_gap": float((torch.where(present, step_credit, 0).sum(1)
                                                    - (table[:, -1] - table[:, 0])).abs().max()),

@@ -27,8 +27,10 @@ from labkit._checks import check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit.hindsight import LearnedHindsight, exact_hindsight
 from labkit.credit.privileged import BTCritic, stand_in_judge
+from labkit.critical_actions import turn_labels  # noqa: F401  (short action names for heatmap cells)
 from labkit.critics import TurnQCritic
 from labkit.rollouts import Credit, Rollouts
+from labkit.scoring import pearson
 
 # display name -> (short name for tables, what it needs beyond the rollouts)
 METHODS = {
@@ -171,8 +173,7 @@ def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
         c = credit.token[m].to(torch.float64)
         b = _ols(c, terms)
         nz = A.abs() > 1e-9
-        corr = float(torch.corrcoef(torch.stack([c, A]))[0, 1]) if float(c.std()) > 0 and float(A.std()) > 0 \
-            else float("nan")
+        corr = pearson(c, A)
         rows.append({"method": name, "b_skill": b["skill"], "b_luck_after": b["luck_after"],
                      "b_skill_later": b["skill_later"], "b_luck_before": b["luck_before"],
                      "luck_per_skill": b["luck_after"] / b["skill"] if abs(b["skill"]) > 1e-12 else float("nan"),

@@ -21,6 +21,7 @@ from labkit.credit import multiagent as ma
 from labkit.credit import judge as judges
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.rollouts import Credit, Rollouts
+from labkit.scoring import pearson
 from labkit.train import policy_loss, train
 
 DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
@@ -131,11 +132,6 @@ def error_summary(errors: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- comparing credit
-def _corr(x: torch.Tensor, y: torch.Tensor) -> float:
-    x, y = x.double().flatten(), y.double().flatten()
-    if x.numel() < 3 or float(x.std()) < 1e-12 or float(y.std()) < 1e-12:
-        return float("nan")
-    return float(torch.corrcoef(torch.stack([x, y]))[0, 1])
 
 
 def agent_credit(rollouts: Rollouts, credit: Credit, n: int) -> torch.Tensor:
@@ -213,9 +209,9 @@ def credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_size: 
         c = _clean(agent_credit(ro, fn(ro), n))
         credit[name] = c
         nz = phi.abs() > 1e-9
-        within = [_corr(c[:, i], phi[:, i]) for i in varying]
+        within = [pearson(c[:, i], phi[:, i]) for i in varying]
         within = [w for w in within if w == w]
-        row = {"method": name, "corr_pooled": _corr(c, phi),
+        row = {"method": name, "corr_pooled": pearson(c, phi),
                "corr_within_agent": float(np.mean(within)) if within else float("nan"),
                "sign_agree": float((torch.sign(c[nz]) == torch.sign(phi[nz])).double().mean()) if bool(nz.any())
                else float("nan")}

@@ -125,6 +125,20 @@ def recall_at_k(credit, mask, targets, k: int | None = None) -> float:
     return sum(recalls) / len(recalls)
 
 
+def pearson(a: torch.Tensor, b: torch.Tensor, *, constant: float = float("nan")) -> float:
+    """Pearson correlation of two same-size tensors (flattened, float64).
+
+    A correlation is undefined when there are fewer than two values or either side is constant
+    (std below 1e-12); that case returns ``constant`` (NaN by default; pass 0.0 where a constant
+    credit should count as ranking nothing)."""
+    a, b = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"a, b: sizes differ ({a.numel()} vs {b.numel()})")
+    if a.numel() < 2 or float(a.std()) < 1e-12 or float(b.std()) < 1e-12:
+        return constant
+    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
+
+
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     """Cosine similarity of two gradients (any shape, flattened); 0.0 if either is zero."""
     a, b = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)

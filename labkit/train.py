@@ -232,6 +232,16 @@ def compare(make_learner: Callable[[int], Learner], runs: dict[str, Callable[[Le
     return pd.concat(curves, ignore_index=True)
 
 
+def curve_band(curves: pd.DataFrame, by: str = "label") -> pd.DataFrame:
+    """Evaluated points of learning curves as mean / min / max of exact J over seeds, per
+    ``by`` and iteration (chart-ready for ``viz.line_chart(..., band=("min", "max"))``)."""
+    for col in (by, "iteration", "success"):
+        if col not in curves.columns:
+            raise ValueError(f"curves: missing column {col!r}")
+    evals = curves.dropna(subset=["success"])
+    return (evals.groupby([by, "iteration"], sort=False).success.agg(["mean", "min", "max"]).reset_index())
+
+
 def summarise(curves: pd.DataFrame) -> pd.DataFrame:
     """Success change from iteration 0 to the last iteration per run: mean, std, min, max over
     seeds, plus the mean cost of a run."""

@@ -10,7 +10,7 @@ from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
 from labkit.envs import ToolWorld
-from labkit.train import ToolLearner, train
+from labkit.train import ToolLearner, curve_band, train
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -260,7 +260,7 @@ def test_summary_and_fewer_updates_by_hand():
     entropy_line = line[line.rule_name == ca.RULE_NAMES["entropy"]]
     assert entropy_line.share_updated.tolist() == pytest.approx([0.1, 0.5, 1.0])  # GRPO closes every rule's line
     assert entropy_line.J.iloc[-1] == pytest.approx(0.82)
-    band = ca.curve_band(synthetic_curves())
+    band = curve_band(synthetic_curves())
     end = band[(band.label == "entropy 0.1") & (band.iteration == 2)].iloc[0]
     assert (end["mean"], end["min"], end["max"]) == pytest.approx((0.6, 0.5, 0.7))
     with pytest.raises(ValueError, match="^curves"):

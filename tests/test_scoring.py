@@ -1,7 +1,9 @@
+import math
+
 import pytest
 import torch
 
-from labkit.scoring import (advantage_error, cosine, rank_correlation, ranking_accuracy, recall_at_k,
+from labkit.scoring import (advantage_error, cosine, pearson, rank_correlation, ranking_accuracy, recall_at_k,
                             score_credit, sign_agreement)
 
 MASK = torch.ones(2, 4, dtype=torch.bool)
@@ -133,3 +135,16 @@ def test_ranking_accuracy_bad_input():
         ranking_accuracy(torch.tensor([0.0, float("nan")]), torch.zeros(2), torch.zeros(2, dtype=torch.long))
     with pytest.raises(ValueError, match="min_gap"):
         ranking_accuracy(torch.zeros(2), torch.zeros(2), torch.zeros(2, dtype=torch.long), min_gap=-0.1)
+
+
+def test_pearson_flattens_and_reports_the_undefined_case():
+    a = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    b = torch.tensor([2.0, 4.0, 5.0, 11.0])
+    expected = float(torch.corrcoef(torch.stack([a.flatten(), b]))[0, 1])
+    assert pearson(a, b) == pytest.approx(expected)
+    assert pearson(a, -b) == pytest.approx(-expected)
+    assert math.isnan(pearson(torch.ones(4), b))                 # a constant side: undefined
+    assert pearson(torch.ones(4), b, constant=0.0) == 0.0
+    assert math.isnan(pearson(torch.tensor([1.0]), torch.tensor([2.0])))
+    with pytest.raises(ValueError, match="sizes differ"):
+        pearson(a, b[:3])

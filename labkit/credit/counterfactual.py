@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_int, check_shape
+from labkit._checks import as_tensor, check_choice, check_int
 from labkit.credit._registry import register
 from labkit.credit.group import turn_returns, turn_rewards
-from labkit.credit.hindsight import turn_table
+from labkit.credit.hindsight import turn_hidden_states, turn_table
 from labkit.rollouts import Cost, Credit, Rollouts
 
 C3_MODES = ("reexecute", "learned", "exact")
@@ -38,16 +38,10 @@ def _turn_states(env, rollouts: Rollouts, hidden_states) -> tuple[torch.Tensor, 
     if not isinstance(env, ToolWorld):
         raise ValueError(f"env: re-execution needs an environment that can restore a state (a ToolWorld), "
                          f"got {type(env).__name__}")
-    if hidden_states is None:
-        raise ValueError("hidden_states: re-execution restores the hidden state of every turn; pass "
-                         "hidden_states=rollouts.truth['hidden_states'] (the privileged save-state)")
-    hidden = as_tensor("hidden_states", hidden_states).long()
-    check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
-    hs, present = rollouts.view(hidden, "turn", "first")
-    if bool((hs[present] < 0).any()) or bool((hs[present] >= env.n_hidden).any()):
-        raise ValueError("hidden_states: not a valid hidden state at a played turn; pass the truth of these rollouts")
+    hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden,
+                                     "re-execution restores the hidden state of every turn (the save-state)")
     _, act, _ = turn_table(rollouts)
-    b, f, o = env.decode_hidden(hs.long().clamp(0, env.n_hidden - 1))
+    b, f, o = env.decode_hidden(hs)
     turn = torch.arange(present.shape[1]).expand_as(b)
     if present.shape[1] > env.max_turns:
         raise ValueError(f"rollouts: more turns ({present.shape[1]}) than env.max_turns ({env.max_turns})")

@@ -41,6 +41,24 @@ def turn_table(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     return obs.long(), act.long(), present
 
 
+def turn_hidden_states(rollouts: Rollouts, hidden_states, n_hidden: int, why: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The privileged hidden state of every turn and the presence mask, each (B, N).
+
+    ``hidden_states`` (B, T) is ``rollouts.truth["hidden_states"]``, passed explicitly by the
+    caller (estimators never read ``truth`` on their own); ``why`` says in the error what needs
+    it. Every played turn must carry a state in [0, n_hidden)."""
+    if hidden_states is None:
+        raise ValueError(f"hidden_states: {why}; pass hidden_states=rollouts.truth['hidden_states']")
+    hidden = as_tensor("hidden_states", hidden_states).long()
+    check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
+    hs, present = rollouts.view(hidden, "turn", "first")
+    hs = hs.long()
+    if bool(((hs < 0) | (hs >= n_hidden))[present].any()):
+        raise ValueError(f"hidden_states: not a valid hidden state (0..{n_hidden - 1}) at a played turn; "
+                         "pass truth['hidden_states'] of these rollouts")
+    return hs.clamp(0, n_hidden - 1), present
+
+
 def turn_policy_probs(rollouts: Rollouts, pi=None) -> torch.Tensor:
     """pi(a_t | o_t) of every turn's action, (B, N): from the table ``pi`` (n_obs, n_actions) if
     given, else from ``rollouts.logprobs`` at the turn's first position (the sampling policy)."""
@@ -105,16 +123,11 @@ def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor
     if not isinstance(env, ToolWorld):
         raise ValueError(f"env: exact hindsight needs a ToolWorld, got {type(env).__name__}")
     z = binary_outcome(rollouts, outcome)
-    hidden = as_tensor("hidden_states", hidden_states).long()
-    check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
+    hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden, "exact hindsight reads each turn's hidden state")
     twin = ToolWorld(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
     truth = twin.truth(policy)
-    hs, present = rollouts.view(hidden, "turn", "first")
     obs, act, _ = turn_table(rollouts)
-    if bool((hs[present] < 0).any()):
-        raise ValueError("hidden_states: -1 at a played turn; pass truth['hidden_states'] of these rollouts")
-    hs = hs.long().clamp(min=0)
-    b, f, o = hs // (2 * env.n_obs), (hs // env.n_obs) % 2, hs % env.n_obs
+    b, f, o = env.decode_hidden(hs)
     t = torch.arange(present.shape[1]).expand_as(hs).clamp(max=env.max_turns - 1)
     q = truth.Q[t, b, f, act]
     v = truth.V[t, b, f, o]

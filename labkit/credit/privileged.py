@@ -18,7 +18,7 @@ import torch
 from labkit._checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
 from labkit.credit.episode import grpo, group_stats
-from labkit.credit.hindsight import turn_table
+from labkit.credit.hindsight import turn_hidden_states, turn_table
 from labkit.rollouts import Cost, Credit, Rollouts
 
 
@@ -59,13 +59,8 @@ class BTCritic:
         """The key and action of every turn and the presence mask, each (B, N)."""
         obs, act, present = turn_table(rollouts)
         if self.privileged:
-            if hidden_states is None:
-                raise ValueError("hidden_states: a privileged critic keys turns by the hidden state; pass "
-                                 "hidden_states=rollouts.truth['hidden_states'] (training-time only)")
-            hidden = as_tensor("hidden_states", hidden_states).long()
-            check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
-            keys, _ = rollouts.view(hidden, "turn", "first")
-            keys = keys.long()
+            keys, _ = turn_hidden_states(rollouts, hidden_states, self.n_keys,
+                                         "a privileged critic keys turns by the hidden state (training-time only)")
         else:
             keys = obs
         if bool(((keys < 0) | (keys >= self.n_keys))[present].any()):
