@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test venv notebooks bench clean
+.PHONY: lab test test-matrix venv notebooks bench clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,14 +21,17 @@ venv: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-# Unit/property tests, widget tests and nbval over every notebook on two workers (nbval needs
-# --dist loadfile); then, alone, the real-browser checks (skipped where Chromium is absent): a
-# course notebook in a browser next to another worker's notebook oversubscribes a 2-core CPU
-# and can take several times its normal time.
+# Unit/property tests, widget tests and nbval over every notebook on two workers, then, alone,
+# the real-browser checks (skipped where Chromium is absent); ends with a summary of what ran,
+# what skipped and why (scripts/run_tests.py).
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile -m "not browser" --nbval-lax --nbval-current-env \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg tests notebooks
-	$(PY) -m pytest -m browser tests/test_browser.py
+	$(PY) scripts/run_tests.py
+
+# nbval over every notebook under other CPU kernels and thread counts, with the same stored
+# outputs (scripts/test_matrix.py): MATRIX="default:1 avx2:2 native:4" by default.
+MATRIX ?= default:1 avx2:2 native:4
+test-matrix: $(STAMP)
+	$(PY) scripts/test_matrix.py $(MATRIX)
 
 # Re-execute every notebook once, seeded, and store its outputs (what nbval compares against).
 notebooks: $(STAMP)

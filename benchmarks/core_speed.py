@@ -11,6 +11,7 @@ import torch
 
 from labkit import experiments as ex
 from labkit.credit import get_estimator
+from labkit.envs import TeamTask
 
 
 def timed(fn, repeat: int = 3) -> float:
@@ -34,6 +35,10 @@ def main() -> None:
     for name in ex.EPISODE_ESTIMATORS:
         fn = get_estimator(name)
         print(f"{'estimator %s on 1600 x 200' % name:58s} {timed(lambda: fn(ro)):8.3f}")
+    team = TeamTask()
+    policies = team.make_policies()
+    print(f"{'TeamTask: sample 512 episodes of the six-role team':58s} "
+          f"{timed(lambda: team.sample(policies, 64, group_size=8, seed=0)):8.3f}")
     for T in (30, 200):
         t = timed(lambda: ex.gradient_sweep("horizon", [T], n_batches=50, progress=False), repeat=2)
         print(f"{'one slider move (6 estimators x 50 batches of 32), T=%d' % T:58s} {t:8.3f}")

@@ -1,6 +1,8 @@
 """Execute notebooks top to bottom once, seeded, and store their outputs in place.
 
-This is the one scripted execution whose outputs nbval compares against (`make notebooks`).
+This is the one scripted execution whose outputs nbval compares against (`make notebooks`):
+text for exact numbers, and data/notebook_checks/*.json for the learned numbers a cell checks
+within a band (the bands themselves are kept; scripts/measure_check_spread.py measures them).
 Usage: python scripts/execute_notebooks.py [notebooks/01_*.ipynb ...]   (default: all)
 """
 from __future__ import annotations
@@ -23,6 +25,8 @@ def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # Banded checks (labkit.course.bands) store this run's numbers in data/notebook_checks/.
+    os.environ["LABKIT_RECORD_CHECKS"] = "1"
     # Widget state is not stored: altair's offline chart widget carries its ~1 MB JavaScript
     # bundle in that state, once per chart, which would bloat every commit of a notebook.
     client = NotebookClient(nb, kernel_name="python3", timeout=600, store_widget_state=False,
