@@ -85,7 +85,6 @@ class Recommendation:
     inputs: DecisionInputs | None = None
 
 
-
 # --------------------------------------------------------------------------------------------
 # The specification
 # --------------------------------------------------------------------------------------------
@@ -137,6 +136,7 @@ def _yes_no(name: str) -> Callable[[DecisionInputs], str]:
     return lambda d: "yes" if getattr(d, name) else "no"
 
 
+#: The first question asked; every walk and every drawn path starts here.
 ROOT = "length"
 
 #: The inner nodes, in drawing order. Edges are drawn in the order of the branches.
@@ -177,6 +177,7 @@ _STOCHASTIC_REASONING = Caveat(
 
 #: The seven leaves of the practitioner's tree. Candidates are names from ``methods.csv`` or
 #: ``baselines.csv``, cross-checked against the survey's Table 8 scenario rows.
+#: A leaf's caveats are reported in the order listed, before the replay caveat of recommend().
 LEAVES: dict[str, Leaf] = {
     "reasoning/outcome": Leaf(
         "reasoning", "GRPO / group-relative baseline",

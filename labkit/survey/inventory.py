@@ -11,8 +11,9 @@ Data files (see ``data/README.md``)
     ...), with the same lab columns.
 
 ``scripts/build_methods_csv.py`` writes both from the hand-edited tables in ``data/inventory/``
-and the survey authors' catalog ``data/survey_catalog.csv``. The loaders check every cell against the vocabularies of :mod:`labkit.survey.taxonomy` and
-raise an error naming the file, column and row of the first problem.
+and the survey authors' catalog ``data/survey_catalog.csv``. The loaders check every cell
+against the vocabularies of :mod:`labkit.survey.taxonomy` and raise an error naming the file,
+column and row of the first problem.
 """
 from __future__ import annotations
 
