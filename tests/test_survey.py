@@ -1,4 +1,6 @@
-"""Tests for labkit.survey and the inventory files data/methods.csv, data/baselines.csv."""
+"""Tests for labkit.survey's inventory, taxonomy and checklist, the inventory files
+data/methods.csv and data/baselines.csv, and their source tables in data/inventory/ (the decision
+tree is tested in test_tree.py)."""
 from __future__ import annotations
 
 import importlib
@@ -8,18 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from labkit import survey
 from labkit.survey import (
-    GRANULARITIES, LEAVES, METHODOLOGY_FAMILIES, METHODOLOGY_TO_FAMILY, NOTEBOOKS,
-    REPORTING_CHECKLIST, filter_methods, load_baselines, load_methods, lookup, recommend,
-    split_multi, taxonomy_counts,
+    GRANULARITIES, METHODOLOGY_FAMILIES, METHODOLOGY_TO_FAMILY, NOTEBOOKS, REPORTING_CHECKLIST,
+    filter_methods, load_baselines, load_methods, lookup, split_multi, taxonomy_counts,
 )
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = REPO / "data" / "survey_catalog.csv"  # the survey authors' catalog, shipped (MIT)
+INVENTORY = REPO / "data" / "inventory"         # the hand-edited tables methods.csv is built from
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +35,6 @@ def baselines() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def catalog() -> pd.DataFrame:
     return pd.read_csv(CATALOG, dtype=str, keep_default_na=False)
-
-
-@pytest.fixture(scope="module")
-def inventory_names(methods, baselines) -> set[str]:
-    return set(methods["name"]) | set(baselines["name"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,9 +170,11 @@ def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
-def test_descriptions_are_not_copied_from_the_catalog(methods, catalog):
+def test_descriptions_are_not_copied_from_the_catalog(catalog):
     theirs = catalog.set_index("id")["description"]
-    for row in methods.itertuples(index=False):
+    ours_table = pd.read_csv(INVENTORY / "descriptions.csv", dtype=str, keep_default_na=False)
+    assert sorted(ours_table["id"]) == sorted(catalog["id"])
+    for row in ours_table.itertuples(index=False):
         ours, cat = row.description, theirs[row.id]
         assert ours.strip().lower() != cat.strip().lower(), row.name
         assert cat.strip().lower().rstrip(".") not in ours.lower(), row.name
@@ -296,12 +293,61 @@ def test_implemented_functions_resolve(baselines, methods):
         assert callable(fn), f"{path} does not resolve to a callable"
 
 
-def test_build_script_reproduces_committed_csvs(catalog):
+@pytest.fixture(scope="module")
+def build():
+    """scripts/build_methods_csv.py as a module."""
     spec = importlib.util.spec_from_file_location(
         "build_methods_csv", REPO / "scripts" / "build_methods_csv.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main(["--check", "--catalog", str(CATALOG)]) == 0
+    return module
+
+
+@pytest.fixture()
+def tables(build) -> dict[str, pd.DataFrame]:
+    return {p.stem: build.read_csv(p) for p in sorted(INVENTORY.glob("*.csv"))}
+
+
+def test_build_script_reproduces_committed_csvs(build):
+    assert build.main(["--check", "--catalog", str(CATALOG)]) == 0
+
+
+def test_build_output_is_byte_identical(build, catalog, tables):
+    text = build.to_csv_text(build.build_methods(catalog, tables))
+    assert text == survey.METHODS_CSV.read_text(encoding="utf-8")
+    assert (build.to_csv_text(tables["baselines"][list(survey.BASELINE_COLUMNS)])
+            == survey.BASELINES_CSV.read_text(encoding="utf-8"))
+
+
+def test_inventory_tables_are_what_methods_csv_shows(methods, tables):
+    by_id = methods.set_index("id")
+    assert set(tables) == {"appendix_b", "recent_names", "descriptions", "lab_plan", "baselines"}
+    assert len(tables["appendix_b"]) == 47 and len(tables["recent_names"]) == 26
+    for stem in ("appendix_b", "recent_names", "descriptions", "lab_plan"):
+        table = tables[stem].set_index("id")
+        for column in table.columns:
+            got = by_id.loc[table.index, column].astype(str).tolist()
+            assert got == table[column].tolist(), (stem, column)
+
+
+@pytest.mark.parametrize("stem, edit, message", [
+    ("lab_plan", lambda t: t.iloc[1:], r"lab_plan\.csv: .*missing \['2410\.01679'\]"),
+    ("descriptions", lambda t: pd.concat([t, t.iloc[[0]]]), r"descriptions\.csv: .*duplicated"),
+    ("lab_plan", lambda t: t.assign(name=t["name"].where(t.index != 0, "VinePP0")),
+     r"lab_plan\.csv: name column"),
+    ("recent_names", lambda t: t.iloc[:-1], r"recent_names\.csv: .*missing"),
+])
+def test_build_rejects_inconsistent_tables(build, catalog, tables, stem, edit, message):
+    tables[stem] = edit(tables[stem])
+    with pytest.raises(SystemExit, match=message):
+        build.build_methods(catalog, tables)
+
+
+def test_build_rejects_collection_mismatch(build, catalog, tables):
+    flipped = catalog.assign(collection=catalog["collection"].where(
+        catalog.index != 0, "recent_addition"))
+    with pytest.raises(SystemExit, match="collection"):
+        build.build_methods(flipped, tables)
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,123 +512,6 @@ def test_split_multi():
     assert split_multi("") == []
     with pytest.raises(TypeError):
         split_multi(None)
-
-
-# --------------------------------------------------------------------------------------------
-# Decision tree
-# --------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("args, leaf, method_class", [
-    ((5_000, "outcome", False, True), "reasoning/outcome", "GRPO / group-relative baseline"),
-    ((5_000, "per_step", False, True), "reasoning/per_step",
-     "Process reward model (step-level rewards)"),
-    ((60_000, "outcome", False, True), "hybrid/deterministic",
-     "VinePPO / segment-level Monte Carlo"),
-    ((60_000, "outcome", True, True), "hybrid/stochastic", "PPO + trained value model"),
-    ((300_000, "outcome", True, True), "agentic/replay", "Hindsight / counterfactual analysis"),
-    ((300_000, "outcome", True, False, True), "agentic/privileged",
-     "Privileged asymmetric critic"),
-    ((300_000, "outcome", True, False, False), "agentic/online", "Turn-level MDP reformulation"),
-])
-def test_each_leaf(args, leaf, method_class, inventory_names):
-    rec = recommend(*args)
-    assert rec.leaf == leaf
-    assert rec.method_class == method_class == LEAVES[leaf].method_class
-    assert rec.regime == leaf.split("/")[0]
-    assert rec.candidates and set(rec.candidates) <= inventory_names
-    assert rec.rationale == LEAVES[leaf].rationale
-    assert rec.path[0][0].startswith("How many tokens")
-
-
-def test_leaf_candidates_match_table_8():
-    assert "GiGPO" in LEAVES["agentic/online"].candidates        # tool-use row
-    assert "Turn-PPO" in LEAVES["agentic/online"].candidates
-    assert "SWEET-RL" in LEAVES["agentic/privileged"].candidates  # web-navigation row
-    assert {"HCAPO", "C3", "CCPO"} <= set(LEAVES["agentic/replay"].candidates)  # SWE row
-    assert {"PURE", "SPRO"} <= set(LEAVES["reasoning/per_step"].candidates)     # math row
-
-
-@pytest.mark.parametrize("tokens, regime", [
-    (1, "reasoning"), (29_999, "reasoning"), (30_000, "hybrid"), (100_000, "hybrid"),
-    (100_001, "agentic"), (5_000_000, "agentic"),
-])
-def test_regime_boundaries(tokens, regime):
-    assert recommend(tokens, "outcome", False, False).regime == regime
-
-
-def test_path_records_questions_taken():
-    rec = recommend(250_000, "outcome", True, False, True)
-    answers = [a for _, a in rec.path]
-    assert len(rec.path) == 3
-    assert answers[1] == "no" and answers[2] == "yes"
-    assert "agentic" in answers[0]
-    short = recommend(1_000, "per_step", False, False)
-    assert len(short.path) == 2 and short.path[1][1] == "each step can be checked"
-
-
-def test_caveats_flag_unused_but_relevant_answers():
-    rec = recommend(60_000, "outcome", False, can_replay=False)
-    assert rec.leaf == "hybrid/deterministic"
-    assert any("cannot replay" in c for c in rec.caveats)
-    long_cot = recommend(20_000, "outcome", False, True)
-    assert {"HICRA", "VinePPO"} <= set(long_cot.candidates)
-    assert not recommend(2_000, "outcome", False, True).caveats
-
-
-@pytest.mark.parametrize("kwargs, error, arg", [
-    (dict(trajectory_tokens=-5), ValueError, "trajectory_tokens"),
-    (dict(trajectory_tokens=0), ValueError, "trajectory_tokens"),
-    (dict(trajectory_tokens=1.5), ValueError, "trajectory_tokens"),
-    (dict(trajectory_tokens=True), TypeError, "trajectory_tokens"),
-    (dict(trajectory_tokens="10k"), TypeError, "trajectory_tokens"),
-    (dict(reward_density="dense"), ValueError, "reward_density"),
-    (dict(stochastic_env="yes"), TypeError, "stochastic_env"),
-    (dict(can_replay=1), TypeError, "can_replay"),
-    (dict(privileged_info=None), TypeError, "privileged_info"),
-])
-def test_recommend_validates_inputs(kwargs, error, arg):
-    args = dict(trajectory_tokens=10_000, reward_density="outcome", stochastic_env=False,
-                can_replay=False)
-    args.update(kwargs)
-    with pytest.raises(error, match=rf"^{arg}:"):
-        recommend(**args)
-
-
-def test_integral_float_tokens_accepted():
-    assert recommend(30_000.0, "outcome", False, False).regime == "hybrid"
-
-
-@settings(max_examples=300, deadline=None)
-@given(tokens=st.integers(min_value=1, max_value=10_000_000),
-       density=st.sampled_from(["outcome", "per_step"]),
-       stochastic=st.booleans(), replay=st.booleans(), privileged=st.booleans())
-def test_recommend_property(tokens, density, stochastic, replay, privileged):
-    names = _inventory_names_cached()
-    rec = recommend(tokens, density, stochastic, replay, privileged)
-    assert rec.leaf in LEAVES
-    assert rec.method_class == LEAVES[rec.leaf].method_class
-    assert rec.candidates and set(rec.candidates) <= names
-    assert len(rec.candidates) == len(set(rec.candidates))
-    expected = ("reasoning" if tokens < 30_000 else "hybrid" if tokens <= 100_000
-                else "agentic")
-    assert rec.regime == expected
-    assert 2 <= len(rec.path) <= 3
-    assert rec.inputs.trajectory_tokens == tokens
-
-
-@given(tokens=st.integers(max_value=0))
-def test_recommend_rejects_non_positive_tokens(tokens):
-    with pytest.raises(ValueError, match="trajectory_tokens"):
-        recommend(tokens, "outcome", False, False)
-
-
-_NAMES: set[str] = set()
-
-
-def _inventory_names_cached() -> set[str]:
-    if not _NAMES:
-        _NAMES.update(load_methods()["name"], load_baselines()["name"])
-    return _NAMES
 
 
 # --------------------------------------------------------------------------------------------
