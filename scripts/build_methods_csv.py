@@ -1,6 +1,6 @@
-"""Build data/methods.csv and data/baselines.csv: a join of data/inventory/*.csv and the catalog.
+"""Build data/methods.csv: a join of data/inventory/*.csv and the catalog.
 
-    python scripts/build_methods_csv.py            # (re)write both files
+    python scripts/build_methods_csv.py            # (re)write data/methods.csv
     python scripts/build_methods_csv.py --check    # exit 1 if the committed files differ
 
 Facts (id, title, year, collection, URLs; the later additions' tags) come from the survey
@@ -8,6 +8,8 @@ authors' catalog (MIT, data/survey_catalog.LICENSE), found at --catalog, else
 $LABKIT_SURVEY_CATALOG, else data/survey_catalog.csv. Labels and the lab's own text come from
 data/inventory/ (its README says which file holds which column); granularity and
 methodology_family are derived with labkit.survey's GRANULARITY_LABELS and METHODOLOGY_TO_FAMILY.
+The background estimators (data/inventory/baselines.csv) need no join: labkit.survey loads them
+as they are, and this script validates them.
 """
 from __future__ import annotations
 
@@ -23,14 +25,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from labkit.survey import (  # noqa: E402  (needs the sys.path line above)
-    BASELINE_COLUMNS, GRANULARITY_LABELS, METHOD_COLUMNS, METHODOLOGY_TO_FAMILY,
+    GRANULARITY_LABELS, METHOD_COLUMNS, METHODOLOGY_TO_FAMILY,
     load_baselines, load_methods,
 )
 
 INVENTORY = REPO / "data" / "inventory"
 CATALOG = REPO / "data" / "survey_catalog.csv"
 OUT_METHODS = REPO / "data" / "methods.csv"
-OUT_BASELINES = REPO / "data" / "baselines.csv"
 PLAN_COLUMNS = ["labkit_function", "notebook", "status", "status_note"]
 
 # The catalog's own labels for later additions -> the lab's type and setting.
@@ -108,7 +109,7 @@ def to_csv_text(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write (or with --check, compare) data/methods.csv and data/baselines.csv."""
+    """Write (or with --check, compare) data/methods.csv; validate the baselines table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--catalog", help="path to survey_catalog.csv")
     parser.add_argument("--check", action="store_true",
@@ -116,10 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     catalog = read_csv(find_catalog(args.catalog))
     tables = {path.stem: read_csv(path) for path in sorted(INVENTORY.glob("*.csv"))}
-    outputs = {
-        OUT_METHODS: to_csv_text(build_methods(catalog, tables)),
-        OUT_BASELINES: to_csv_text(tables["baselines"][list(BASELINE_COLUMNS)]),
-    }
+    load_baselines(INVENTORY / "baselines.csv")
+    tables.pop("baselines", None)
+    outputs = {OUT_METHODS: to_csv_text(build_methods(catalog, tables))}
     if args.check:
         stale = [p for p, text in outputs.items()
                  if not p.is_file() or p.read_text(encoding="utf-8") != text]
@@ -129,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     for path, text in outputs.items():
         path.write_text(text, encoding="utf-8")
     load_methods(OUT_METHODS)      # validate what was written
-    load_baselines(OUT_BASELINES)
-    print(f"wrote {OUT_METHODS.relative_to(REPO)} and {OUT_BASELINES.relative_to(REPO)}")
+    print(f"wrote {OUT_METHODS.relative_to(REPO)}")
     return 0
 
 

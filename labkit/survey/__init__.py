@@ -4,7 +4,7 @@ Everything here is plain pandas and the standard library, so it loads fast and c
 a script, a test or notebook ``00_map.ipynb``; drawing (altair heatmaps, widgets) lives in
 ``labkit.viz``. ``from labkit import survey`` gives the whole public API:
 
-* :mod:`.inventory` - ``data/methods.csv`` and ``data/baselines.csv``: columns, loading,
+* :mod:`.inventory` - ``data/methods.csv`` and ``data/inventory/baselines.csv``: columns, loading,
   validation, :func:`lookup`;
 * :mod:`.taxonomy` - the vocabularies (granularities, methodology families, settings, ...), the
   tables that fold the survey's raw tags into them, :func:`filter_methods`,

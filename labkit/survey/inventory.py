@@ -6,7 +6,7 @@ Data files (see ``data/README.md``)
     One row for every entry of the survey authors' catalog (47 methods reviewed in arXiv
     2604.09459 plus later additions). Labels for the 47 come from the survey's Appendix B; for
     later additions from the catalog's own columns. Descriptions are written for this lab.
-``data/baselines.csv``
+``data/inventory/baselines.csv``
     The background estimators the survey builds on but does not count (REINFORCE, RLOO, GRPO,
     ...), with the same lab columns.
 
@@ -38,7 +38,7 @@ __all__ = [
 #: ship it; pass ``path=`` explicitly in that case.
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 METHODS_CSV = DATA_DIR / "methods.csv"
-BASELINES_CSV = DATA_DIR / "baselines.csv"
+BASELINES_CSV = DATA_DIR / "inventory" / "baselines.csv"  # hand-edited; no build step
 
 #: The course's notebooks, the values the ``notebook`` column may take.
 NOTEBOOKS: tuple[str, ...] = (
@@ -239,7 +239,7 @@ def load_methods(path: str | Path | None = None) -> pd.DataFrame:
 
 
 def load_baselines(path: str | Path | None = None) -> pd.DataFrame:
-    """Load and validate the background estimators (``data/baselines.csv`` by default).
+    """Load and validate the background estimators (``data/inventory/baselines.csv`` by default).
 
     These are the estimators the surveyed methods are measured against or built from
     (REINFORCE, RLOO, GRPO, Dr. GRPO, REINFORCE++, GAE, Math-Shepherd); the survey discusses them
