@@ -21,18 +21,18 @@ loop take ``progress`` and show a tqdm bar.
 from __future__ import annotations
 
 import copy
-import math
 from typing import Mapping, Sequence
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
-from labkit.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import top_fraction as top_fraction_mask
 from labkit.scoring import pearson, rank_correlation, recall_at_k
 
 RULES = ("entropy", "exact_advantage", "random")
@@ -75,21 +75,6 @@ def turn_labels(env, rollouts: Rollouts) -> list[list[str]]:
 
 
 # --------------------------------------------------------------------------- selection
-def _top_turns(scores: torch.Tensor, present: torch.Tensor, top_fraction: float) -> torch.Tensor:
-    """The ceil(top_fraction * n) present turns with the largest score, (B, N) bool; ties are
-    broken by position (row-major), exactly as ``labkit.credit.entropy.carl`` does."""
-    n = int(present.sum())
-    if n == 0:
-        return torch.zeros_like(present)
-    n_keep = max(1, min(n, math.ceil(top_fraction * n - 1e-9)))
-    order = torch.sort(-scores[present].to(torch.float64), stable=True).indices
-    keep = torch.zeros(n, dtype=torch.bool)
-    keep[order[:n_keep]] = True
-    kept = torch.zeros_like(present)
-    kept[present] = keep
-    return kept
-
-
 def focused_credit(rollouts: Rollouts, *, rule: str = "entropy", top_fraction: float = 0.3, truth=None,
                    generator: torch.Generator | None = None) -> Credit:
     """GRPO credit kept on a ``top_fraction`` of the batch's turns and zeroed elsewhere.
@@ -122,7 +107,7 @@ def focused_credit(rollouts: Rollouts, *, rule: str = "entropy", top_fraction: f
             if generator is None:
                 raise ValueError("generator: rule 'random' needs a torch.Generator to draw the kept turns from")
             scores = torch.rand(present.shape, generator=generator, dtype=torch.float64)
-        kept = _top_turns(scores, present, top_fraction)
+        kept = top_fraction_mask(scores, present, top_fraction)
         base = get_estimator("grpo")(rollouts)
         token = torch.where(rollouts.broadcast(kept.long(), "turn").bool(), base.token,
                             torch.zeros((), dtype=base.token.dtype))
@@ -163,7 +148,7 @@ def entropy_vs_truth(rollouts: Rollouts, truth, *, top_fraction: float = 0.3) ->
     A = truth.advantage(rollouts).abs()
     credit = carl(rollouts, top_fraction=top_fraction)
     kept = rollouts.broadcast(credit.info["kept"].long(), "turn").bool() & m
-    top_A = rollouts.broadcast(_top_turns(rollouts.view(A, "turn", "sum")[0],
+    top_A = rollouts.broadcast(top_fraction_mask(rollouts.view(A, "turn", "sum")[0],
                                           rollouts.view(m.double(), "turn", "sum")[1], top_fraction).long(),
                                "turn").bool() & m
     precision, recall = _overlap(kept, dec)

@@ -13,9 +13,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.policies.sampling import _check_prompts
-from labkit.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts
 
 
 class TabularCritic:

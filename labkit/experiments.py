@@ -12,11 +12,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.scoring import gradient_study, pearson, score_credit
 from labkit.truth import Truth, exact_truth
 

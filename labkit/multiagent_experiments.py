@@ -15,12 +15,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit import multiagent as ma
 from labkit.credit import judge as judges
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
-from labkit.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
 from labkit.train import policy_loss, train
 

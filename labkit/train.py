@@ -44,8 +44,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
-from labkit.rollouts import Credit, Rollouts
+from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.rollouts import Credit, Rollouts
 
 LOSSES = ("reinforce", "ppo_clip", "grpo")
 
@@ -194,7 +194,7 @@ def group_spread(rollouts: Rollouts) -> tuple[float, float]:
     """(mean over groups of the std of the scores inside a group, share of groups whose scores are
     all equal). A group with zero spread gives every group-baseline estimator (GRPO, RLOO, ...)
     zero credit: its rollouts teach nothing. A group of one counts as zero spread."""
-    from labkit.credit.episode import group_stats
+    from labkit.core.stats import group_stats
     _, std, size = group_stats(rollouts.scores.to(torch.float64), rollouts.group_ids)
     _, inverse = torch.unique(rollouts.group_ids, return_inverse=True)
     # every row of a group carries the group's std, so scattering them leaves one value per group

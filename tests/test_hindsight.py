@@ -8,7 +8,7 @@ from labkit.credit.hindsight import LearnedHindsight, exact_hindsight
 from labkit.credit.privileged import BTCritic, stand_in_judge
 from labkit.critics import TurnQCritic
 from labkit.envs import ToolWorld
-from labkit.rollouts import Credit
+from labkit.core.rollouts import Credit
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from labkit import experiments as ex
 from labkit.credit import estimate
 from labkit.credit.mc import math_shepherd, vineppo
 from labkit.credit.td import gae, td0
-from labkit.rollouts import Cost, Rollouts
+from labkit.core.rollouts import Cost, Rollouts
 
 
 def test_gae_hand_computed_with_a_masked_tool_position():

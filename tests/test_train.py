@@ -6,7 +6,7 @@ import torch
 
 from labkit import experiments as ex
 from labkit.credit import get_estimator
-from labkit.rollouts import Credit
+from labkit.core.rollouts import Credit
 from labkit.train import ChainLearner, LMLearner, compare, policy_loss, sequence_logprobs, summarise, train
 
 

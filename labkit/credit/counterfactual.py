@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_int
+from labkit.core.checks import as_tensor, check_choice, check_int
 from labkit.credit._registry import register
-from labkit.credit.group import turn_returns, turn_rewards
-from labkit.credit.hindsight import turn_hidden_states, turn_table
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import discounted_returns
+from labkit.core.turns import turn_hidden_states, turn_rewards, turn_table
 
 C3_MODES = ("reexecute", "learned", "exact")
 CCPO_MODES = ("reexecute", "exact")
@@ -135,7 +135,7 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
     """
     check_choice("mode", mode, C3_MODES)
     r, present = turn_rewards(rollouts)
-    G = turn_returns(r.to(torch.float64), present, 1.0)
+    G = discounted_returns(r.to(torch.float64), present, 1.0)
     obs, act, _ = turn_table(rollouts)
     cost = Cost()
     if mode == "learned":

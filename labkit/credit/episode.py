@@ -12,25 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from labkit._checks import check_number
+from labkit.core.checks import check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
 from labkit.credit._registry import register
-from labkit.rollouts import Credit, Rollouts
-
-
-def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-trajectory (mean, unbiased std, size) of ``values`` over its group, each (B,).
-
-    The std of a group of one is reported as NaN-free 0; callers decide what a singleton means.
-    """
-    _, inverse = torch.unique(group_ids, return_inverse=True)
-    n_groups = int(inverse.max()) + 1
-    v = values.to(torch.float64)
-    size = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(v))
-    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, v)
-    mean = total / size
-    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (v - mean[inverse]) ** 2)
-    std = torch.where(size > 1, (sq / (size - 1).clamp(min=1)).sqrt(), 0.0)
-    return mean[inverse].to(values.dtype), std[inverse].to(values.dtype), size[inverse]
 
 
 def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) -> Credit:
@@ -88,14 +73,7 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
     TRL uses eps = 1e-4; the difference only matters for near-constant groups.
     """
     eps = check_number("eps", eps, low=0.0)
-    scores = rollouts.scores
-    mean, std, size = group_stats(scores, rollouts.group_ids)
-    single = size == 1
-    mean = torch.where(single, 0.0, mean).to(scores.dtype)
-    std = torch.where(single, 1.0, std).to(scores.dtype)
-    adv = scores - mean
-    if normalize_std:
-        adv = adv / (std + eps)
+    adv, mean, std, _ = group_normalize(rollouts.scores, rollouts.group_ids, eps=eps, normalize_std=normalize_std)
     return _episode_credit(rollouts, adv, "grpo" if normalize_std else "dr_grpo",
                            group_mean=mean, group_std=std)
 
@@ -131,14 +109,10 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     eps = check_number("eps", eps, low=0.0, low_open=True)
     if group_baseline:
-        mean, _, size = group_stats(rollouts.scores, rollouts.group_ids)
-        mean = torch.where(size == 1, 0.0, mean).to(rollouts.scores.dtype)
-        G = rollouts.broadcast(rollouts.scores - mean, "episode")
+        centred = group_normalize(rollouts.scores, rollouts.group_ids, normalize_std=False).normalized
+        G = rollouts.broadcast(centred, "episode")
     else:
         G = rollouts.returns(gamma)
-    m = rollouts.mask
-    vals = G[m]
-    mu = vals.mean()
-    var = vals.var(unbiased=False) if vals.numel() > 1 else torch.zeros((), dtype=vals.dtype)
-    adv = torch.where(m, (G - mu) / torch.sqrt(var + eps), 0)
+    mu, var = masked_moments(G, rollouts.mask)
+    adv = whiten(G, rollouts.mask, eps)
     return Credit.from_tokens(rollouts, adv, "reinforce_pp", batch_mean=float(mu), batch_var=float(var))

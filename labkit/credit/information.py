@@ -9,11 +9,11 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import discounted_returns, group_normalize
+from labkit.core.turns import turn_rewards
 from labkit.credit._registry import register
-from labkit.credit.episode import group_stats
-from labkit.credit.group import turn_returns, turn_rewards
-from labkit.rollouts import Cost, Credit, Rollouts
 
 SuccessProb = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 IGPO_FINALS = ("outcome", "ig_plus_outcome", "ig")
@@ -84,11 +84,8 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
 
     if normalize and bool(present.any()):
         pool_ids = rollouts.group_ids[:, None].expand(B, N)[present]
-        mean, std, size = group_stats(r[present], pool_ids)
-        mean = torch.where(size == 1, 0.0, mean).to(r.dtype)
-        std = torch.where(size == 1, 1.0, std).to(r.dtype)
         r = torch.zeros_like(r)
-        r[present] = (ig[present] - mean) / (std + eps)
-    adv = turn_returns(r, present, gamma)
+        r[present] = group_normalize(ig[present], pool_ids, eps=eps).normalized
+    adv = discounted_returns(r, present, gamma)
     return Credit.from_level(rollouts, adv, "turn", "igpo", cost=cost, ig=ig, turn_rewards=r,
                              success_prob=p, gamma=gamma, final=final)

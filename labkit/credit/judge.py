@@ -14,10 +14,11 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import whiten
 from labkit.credit._registry import register
 from labkit.credit.multiagent import agent_rewards, n_agents_of
-from labkit.rollouts import Cost, Credit, Rollouts
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
@@ -76,7 +77,7 @@ MAPPA_NORMS = ("global", "none")
 
 @register("mappa")
 def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: str = "global",
-          outcome_weight: float = 0.0, eps: float = 1e-6) -> Credit:
+          outcome_weight: float = 0.0, eps: float = 1e-8) -> Credit:
     """MAPPA, per-action process rewards from AI feedback (Li et al. 2026, arXiv:2601.23228).
 
     ``judge_scores`` (B, T) or a callable rollouts -> (B, T): the coach's score of the action at
@@ -87,7 +88,7 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
     different inputs, so a group of identical prompts does not exist):
 
         r_{b,t} = s_{b,t} + outcome_weight * s_b              (s_b = trajectory b's total reward)
-        A_{b,t} = (r_{b,t} - mean r) / (std r + eps)          over all generated positions
+        A_{b,t} = (r_{b,t} - mean r) / sqrt(var r + eps)      over all generated positions
                                                               normalize="global" (default)
         A_{b,t} = r_{b,t}                                     normalize="none"
 
@@ -96,8 +97,10 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
     (REINFORCE++ with global normalisation), not checked against its code.
     In MAPPA the outcome reaches the actions only through the coach (it sees the final result
     when scoring the last action); ``outcome_weight`` (default 0) is labkit's explicit knob for
-    mixing it in. The 0..10 scale does not matter after whitening. Degenerate input: a batch with
-    one action gets mean 0 and std 1 (``grpo``'s singleton rule); all-equal scores give 0.
+    mixing it in. The 0..10 scale does not matter after whitening. Whitening follows REINFORCE++
+    (OpenRLHF): biased (population) variance, eps = 1e-8 inside the square root, the same
+    ``labkit.core.stats.whiten`` that ``reinforce_pp`` uses. Degenerate input: a batch with one
+    action, or all-equal rewards, gives 0 (0 / sqrt(eps)); a batch with no action gives 0.
     STAND-IN: the coach is an LLM in the paper; in labkit ``judge_scores`` usually comes from
     ``noisy_oracle`` applied to an exact per-action quality. Not modelled: REINFORCE++'s KL term.
     Cost: a callable judge costs one ``aux_calls`` per scored action; a tensor costs nothing here.
@@ -105,19 +108,14 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
     """
     check_choice("normalize", normalize, MAPPA_NORMS)
     outcome_weight = check_number("outcome_weight", outcome_weight)
-    eps = check_number("eps", eps, low=0.0)
+    eps = check_number("eps", eps, low=0.0, low_open=True)
     s, called = _judge(rollouts, judge_scores, "judge_scores", (rollouts.batch_size, rollouts.horizon))
     m = rollouts.mask
     check_finite("judge_scores", torch.where(m, s, 0.0))
     s = torch.where(m, s, 0.0)
     r = torch.where(m, s + outcome_weight * rollouts.scores.to(torch.float64)[:, None], 0.0)
-    if normalize == "global" and bool(m.any()):
-        vals = r[m]
-        if vals.numel() == 1:
-            mu, sd = 0.0, 1.0
-        else:
-            mu, sd = vals.mean(), vals.std()
-        adv = torch.where(m, (r - mu) / (sd + eps), 0.0)
+    if normalize == "global":
+        adv = whiten(r, m, eps)
     else:
         adv = r
     cost = Cost(aux_calls=int(m.sum())) if called else Cost()

@@ -14,10 +14,10 @@ from typing import Callable
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
-from labkit.credit.td import whiten
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import whiten
+from labkit.core.rollouts import Cost, Credit, Rollouts
 
 ValueFn = Callable[[Rollouts, int], tuple[torch.Tensor, Cost]]
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import torch
 
-from labkit._checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
-from labkit.credit.episode import grpo, group_stats
-from labkit.credit.hindsight import turn_hidden_states, turn_table
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.credit.episode import grpo
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import group_normalize
+from labkit.core.turns import turn_hidden_states, turn_table
 
 
 # --------------------------------------------------------------------------- SWEET-RL critic
@@ -214,10 +215,7 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
     term = torch.zeros_like(r)
     if bool(present.any()):
         pool = rollouts.group_ids[:, None].expand_as(r)[present]
-        mean, std, size = group_stats(r[present], pool)
-        mean = torch.where(size == 1, 0.0, mean)
-        std = torch.where(size == 1, 1.0, std)
-        term[present] = (r[present] - mean) / (std + eps)
+        term[present] = group_normalize(r[present], pool, eps=eps).normalized
     episode = grpo(rollouts, eps=eps).values[:, 0].to(torch.float64)
     adv = torch.where(present, episode[:, None] + alpha * term, 0.0)
     return Credit.from_level(rollouts, adv, "turn", "critic_search", cost=Cost(aux_calls=rollouts.batch_size),

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 
 DIGITS = "0123456789"
 CHARS = DIGITS + "+=;#"

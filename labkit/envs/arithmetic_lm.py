@@ -15,11 +15,11 @@ from typing import Sequence
 import torch
 from safetensors.torch import load_file
 
-from labkit._checks import check_int, check_number
+from labkit.core.checks import check_int, check_number
 from labkit.envs.arithmetic import ArithmeticTask, Problem, Verdict, verify
 from labkit.policies.lm import load_lm, task_tokens
 from labkit.policies.sampling import fork, sample, to_rollouts
-from labkit.rollouts import Cost, Rollouts
+from labkit.core.rollouts import Cost, Rollouts
 
 
 class ArithmeticLM:

@@ -21,8 +21,8 @@ from typing import Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_int, check_number
-from labkit.rollouts import Cost, Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.rollouts import Cost, Rollouts
 from labkit.truth import TabularMDP
 
 TOKEN_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

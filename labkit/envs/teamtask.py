@@ -63,8 +63,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_int, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
 
 ROLES = ("planner", "solver", "checker", "free_rider", "saboteur")
 TYPE_NAMES = "ABCD"

@@ -70,8 +70,8 @@ from typing import Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_int, check_number
-from labkit.rollouts import Cost, Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.rollouts import Cost, Rollouts
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
 THINK, SEARCH, RUN_TESTS, SUBMIT = 0, 1, 2, 3

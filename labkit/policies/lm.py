@@ -46,7 +46,7 @@ def build_tokenizer(model_max_length: int = 64):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from labkit._checks import check_int
+    from labkit.core.checks import check_int
 
     model_max_length = check_int("model_max_length", model_max_length, low=1)
     vocab = {tok: i for i, tok in enumerate(list(SPECIAL_TOKENS) + list(CHARS))}

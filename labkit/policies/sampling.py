@@ -8,7 +8,7 @@ Three jobs, one decoding loop:
   times. This is VinePPO's Monte Carlo value estimate V(prefix) = mean reward of k fresh
   continuations. Each distinct prefix runs through the model once; its key/value cache is then
   copied k times along the batch dimension, so the k vines only pay for the tokens they add.
-* ``to_rollouts``: turn a ``Generation`` plus outcome rewards into ``labkit.rollouts.Rollouts``.
+* ``to_rollouts``: turn a ``Generation`` plus outcome rewards into ``labkit.core.rollouts.Rollouts``.
 
 The loop is written by hand over ``model(input_ids, past_key_values=..., use_cache=True)``
 rather than calling ``model.generate``: the lab needs the untempered log-probs and entropies at
@@ -40,8 +40,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_int, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
 
 __all__ = ["Generation", "sample", "fork", "fork_values", "to_rollouts"]
 

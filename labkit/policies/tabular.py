@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from labkit._checks import as_tensor, check_int, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
 
 
 class TabularSoftmaxPolicy(nn.Module):
