@@ -117,7 +117,7 @@ def gae_lambda_sweep(lams: Iterable[float], *, critic_episodes: int = 64, horizo
     advantage over all batches. One row per (critic, lam).
     """
     from labkit.credit.td import gae
-    from labkit.critics import TabularCritic
+    from labkit.learn.critics import TabularCritic
     from labkit.scoring import advantage_error, rank_correlation
 
     lams = [check_number("lams", lam, low=0.0, high=1.0) for lam in lams]
@@ -156,7 +156,7 @@ def gae_chain_setup(critic_episodes: int = 64, *, horizon: int = 20, n_bifurcati
     setting it sweeps. Returns (env, policy, truth, critic) with ``critic`` a fitted
     ``TabularCritic`` (call ``critic.value(rollouts)`` or pass it to ``gae`` as ``values``).
     """
-    from labkit.critics import TabularCritic
+    from labkit.learn.critics import TabularCritic
 
     critic_episodes = check_int("critic_episodes", critic_episodes, low=1)
     env, policy, truth = chain_setup(horizon, n_bifurcations=min(n_bifurcations, horizon), noise_std=noise_std,
@@ -206,7 +206,7 @@ def gae_critic_sweep(critic_episodes: Iterable[int], lams: Sequence[float] = (0.
     size (fit 0), so a chart draws them as reference lines.
     """
     from labkit.credit.td import gae
-    from labkit.critics import TabularCritic
+    from labkit.learn.critics import TabularCritic
 
     sizes = [check_int("critic_episodes", n, low=1) for n in critic_episodes]
     if not sizes:
@@ -325,7 +325,7 @@ def fit_lm_critic(env, *, n_rollouts: int = 512, n_operands: int = 4, steps: int
     ``n_rollouts`` fresh rollouts of ``n_operands``-operand training problems (512 rollouts = 8
     PPO iterations of 64). Returns ``(critic, history)``; ``history`` is ``LMCritic.fit``'s
     per-step loss, with ``attrs["rollout_success"]`` the success rate of the data it saw."""
-    from labkit.critics import LMCritic
+    from labkit.learn.critics import LMCritic
 
     n_rollouts = check_int("n_rollouts", n_rollouts, low=1)
     problems = env.task.sample_prompts(n_rollouts, n_operands=n_operands, split="train", seed=seed + 1)
@@ -409,7 +409,7 @@ def lm_rl_runs(*, k: int = 9, critic_lr: float = 1e-4, critic_epochs: int = 2, c
 
     from labkit.credit.mc import vineppo
     from labkit.credit.td import gae
-    from labkit.critics import LMCritic
+    from labkit.learn.critics import LMCritic
 
     def ppo(learner):
         critic = LMCritic.from_policy(learner.env.model)

@@ -25,10 +25,10 @@ import torch
 
 from labkit.core.checks import check_int, check_number
 from labkit.credit import get_estimator
-from labkit.credit.hindsight import LearnedHindsight, exact_hindsight
-from labkit.credit.privileged import BTCritic, stand_in_judge
 from labkit.critical_actions import turn_labels  # noqa: F401  (short action names for heatmap cells)
-from labkit.critics import TurnQCritic
+from labkit.envs.toolworld import exact_hindsight
+from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
+from labkit.learn.judges import stand_in_judge
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
 

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit import multiagent as ma
-from labkit.credit import judge as judges
+from labkit.learn import judges
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson

@@ -353,7 +353,7 @@ def test_turn_gae_rejects_bad_input():
 
 # --------------------------------------------------------------------------- ARCHER
 from labkit.credit.td import archer  # noqa: E402
-from labkit.critics import TurnQCritic  # noqa: E402
+from labkit.learn.critics import TurnQCritic  # noqa: E402
 
 
 def _two_turn_mdp():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from labkit.credit.td import gae
-from labkit.critics import LMCritic
+from labkit.learn.critics import LMCritic
 from labkit.envs.arithmetic_lm import REFERENCE_DIR, load_step_alternatives
 from labkit.policies.lm import DEFAULT_LM_PATH
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.credit import ESTIMATORS, estimate
-from labkit.credit.judge import noisy_oracle
+from labkit.learn.judges import noisy_oracle
 from labkit.credit.multiagent import (coalition_masks, exact_shapley, leave_one_out, popcount,
                                       sampled_shapley)
 from labkit.core.rollouts import Rollouts

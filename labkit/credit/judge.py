@@ -1,12 +1,9 @@
-"""Judge-based multi-agent credit, with a stand-in for the LLM judge.
+"""Judge-based multi-agent credit: MAPPA (per-action scores) and LLM-MCA (per-agent credit).
 
-MAPPA and LLM-MCA ask a large language model to read a multi-agent transcript and score each
-action (MAPPA) or each agent (LLM-MCA). The lab has no such model, so every judge here is a
-STAND-IN: ``noisy_oracle`` takes the exact quantity the judge is supposed to report (which the
-environment knows) and adds seeded Gaussian noise, optionally clipped and rounded onto the
-judge's score scale. Turning the noise up shows how much of a judge-based method's quality is
-the judge's. The estimators take the judge's output as a tensor or a callable, so a real judge
-plugs in the same way.
+Both methods ask a large language model to read a multi-agent transcript and score each action
+(MAPPA) or each agent (LLM-MCA). The estimators take the judge's output as a tensor or a callable
+``rollouts -> tensor``, so a real judge plugs in directly; the lab's STAND-IN judges (exact
+quantities plus seeded noise) live in ``labkit.learn.judges``.
 """
 from __future__ import annotations
 
@@ -14,50 +11,13 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import whiten
 from labkit.credit._registry import register
 from labkit.credit.multiagent import agent_rewards, n_agents_of
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
-
-
-def noisy_oracle(reference, *, noise: float, seed: int = 0, low: float | None = None,
-                 high: float | None = None, levels: int | None = None) -> torch.Tensor:
-    """STAND-IN for an LLM judge: the exact quantity plus seeded Gaussian noise.
-
-        judge = reference + noise * N(0, 1)            (same shape as ``reference``, float64)
-
-    then, if ``low``/``high`` are given, clipped to [low, high]; if also ``levels`` is given, the
-    result is rounded to ``levels`` evenly spaced grades over [low, high] (e.g. low=0, high=10,
-    levels=11 for the 0..10 integer scores MAPPA's coach gives). ``noise = 0`` without ``levels``
-    returns the reference exactly (clipped if asked). A real judge is biased as well as noisy
-    (it prefers some roles, lengths, styles); this stand-in models only unbiased noise.
-    """
-    ref = as_tensor("reference", reference).to(torch.float64)
-    check_finite("reference", ref)
-    noise = check_number("noise", noise, low=0.0)
-    seed = check_int("seed", seed)
-    if (low is None) != (high is None):
-        raise ValueError("low: give both low and high (the score scale), or neither")
-    if low is not None:
-        low = check_number("low", low)
-        high = check_number("high", high)
-        if high <= low:
-            raise ValueError(f"high: must be > low ({low}), got {high}")
-    if levels is not None:
-        levels = check_int("levels", levels, low=2)
-        if low is None:
-            raise ValueError("levels: rounding to grades needs the scale low/high")
-    g = torch.Generator().manual_seed(seed)
-    out = ref + noise * torch.randn(ref.shape, generator=g, dtype=torch.float64)
-    if low is not None:
-        out = out.clamp(low, high)
-        if levels is not None:
-            step = (high - low) / (levels - 1)
-            out = low + torch.round((out - low) / step) * step
-    return out
 
 
 def _judge(rollouts: Rollouts, output, name: str, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:

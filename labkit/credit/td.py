@@ -130,7 +130,7 @@ def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=
 
     Q and V come from an off-policy turn-level TD critic: either ``critic`` (anything with
     ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
-    ``labkit.critics.TurnQCritic``; ``pi`` is passed on) or the two (B, n_turns) tensors
+    ``labkit.learn.critics.TurnQCritic``; ``pi`` is passed on) or the two (B, n_turns) tensors
     ``q_values`` and ``v_values``, not both. Every token of turn k takes A_k. ARCHER then trains
     the token-level policy against this turn advantage (its low-level REINFORCE/PPO step); that
     part is the training loop's. With an exact critic the expectation of A_k over pi is 0 at

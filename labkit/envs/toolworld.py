@@ -72,6 +72,7 @@ import torch
 
 from labkit.core.checks import as_tensor, check_int, check_number
 from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
 THINK, SEARCH, RUN_TESTS, SUBMIT = 0, 1, 2, 3
@@ -502,6 +503,14 @@ class ToolTruth:
         b = h // (2 * self.n_obs)
         return t.clamp(min=0), b, f, o, rollouts.tokens.clamp(0, self.Q.shape[-1] - 1)
 
+    def hidden_q(self, turn: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """Exact Q_t(s, .) of every action at hidden-state indices ``hidden`` before turns ``turn``
+        (same shapes), (..., A): what the exact modes of C3 / CCPO compare against. Turns past
+        the horizon read the last turn's table."""
+        h = as_tensor("hidden", hidden).long()
+        bug, fixed = h // (2 * self.n_obs), (h // self.n_obs) % 2
+        return self.Q[as_tensor("turn", turn).long().clamp(max=self.Q.shape[0] - 1), bug, fixed]
+
     def value(self, rollouts: Rollouts) -> torch.Tensor:
         """Exact V_t(s_t) before every played turn, (B, T), 0 off-mask."""
         t, b, f, o, _ = self._index(rollouts)
@@ -538,3 +547,37 @@ class ToolTruth:
         def value_fn(rollouts: Rollouts, k: int):
             return rollouts.view(self.value(rollouts), "step", "first")[0], Cost()
         return value_fn
+
+
+# --------------------------------------------------------------------------- exact hindsight (HCA oracle)
+def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor, outcome=None) -> torch.Tensor:
+    """Exact h(a_t | s_t, Z) of every turn's action, (B, N), from the DP (uses the HIDDEN state).
+
+    For the binary outcome Z = success, Bayes' rule on the exact success probabilities gives
+
+        h(a | s, Z=1) = pi(a | o) P(success | s, a) / P(success | s)  = pi Q_s / V_s
+        h(a | s, Z=0) = pi(a | o) (1 - Q_s) / (1 - V_s)
+
+    with s = (t, bug, fixed, o). Q_s, V_s are success probabilities: they come from the DP of a
+    twin ToolWorld with the same tools and step_cost = 0, wrong_submit = 0, success_reward = 1,
+    so this is exact for Z = the success flag whatever the env's rewards are. (Where Z is
+    impossible from s, V_s = 0 with Z = 1 or V_s = 1 with Z = 0, h = pi: ratio 1.)
+    ``hidden_states`` is the privileged input (``rollouts.truth["hidden_states"]``), passed
+    explicitly. An oracle: no agent knows s; see ``LearnedHindsight`` for the realistic one.
+    """
+    if not isinstance(env, ToolWorld):
+        raise ValueError(f"env: exact hindsight needs a ToolWorld, got {type(env).__name__}")
+    z = binary_outcome(rollouts, outcome)
+    hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden, "exact hindsight reads each turn's hidden state")
+    twin = ToolWorld(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
+    truth = twin.truth(policy)
+    obs, act, _ = turn_table(rollouts)
+    b, f, o = env.decode_hidden(hs)
+    t = torch.arange(present.shape[1]).expand_as(hs).clamp(max=env.max_turns - 1)
+    q = truth.Q[t, b, f, act]
+    v = truth.V[t, b, f, o]
+    p = truth.pi[o, act]
+    zz = z[:, None].expand_as(q)
+    h1 = torch.where(v > 0, p * q / v.clamp(min=1e-300), p)
+    h0 = torch.where(v < 1, p * (1 - q) / (1 - v).clamp(min=1e-300), p)
+    return torch.where(present, torch.where(zz > 0, h1, h0).clamp(0.0, 1.0), 1.0)

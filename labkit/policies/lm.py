@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import torch
 
-from labkit.envs.arithmetic import ANSWER_MARK, BOS, CHARS, EOS, PAD, SPECIAL_TOKENS, STEP_SEP, UNK
+from labkit.policies.vocab import ANSWER_MARK, BOS, CHARS, EOS, PAD, SPECIAL_TOKENS, STEP_SEP, UNK
 
 DEFAULT_LM_PATH = Path(__file__).resolve().parents[2] / "data" / "tiny_lm"
 REGENERATE_HINT = "regenerate it with `python scripts/train_tiny_lm.py` (about 8 minutes on 2 idle CPU cores)"

@@ -100,7 +100,7 @@ def _check_model(model: Any) -> torch.nn.Module:
     return model
 
 
-def _check_prompts(name: str, prompts: Any, vocab_size: int | None) -> list[list[int]]:
+def check_token_rows(name: str, prompts: Any, vocab_size: int | None) -> list[list[int]]:
     """A non-empty list of non-empty lists of token ids inside the vocabulary."""
     if isinstance(prompts, torch.Tensor) or not isinstance(prompts, Sequence) or isinstance(prompts, str):
         raise TypeError(f"{name}: expected a list of token-id lists, got {type(prompts).__name__}")
@@ -357,7 +357,7 @@ def _run(model: Any, rows_name: str, rows: Any, *, max_new_tokens: Any, temperat
     """Validate the shared sampling arguments, then decode with the model in eval mode."""
     model = _check_model(model)
     vocab = _vocab_size(model)
-    rows = _check_prompts(rows_name, rows, vocab)
+    rows = check_token_rows(rows_name, rows, vocab)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=1)
     temperature = check_number("temperature", temperature, low=0.0)
     eos_id = check_int("eos_id", eos_id, low=0, high=None if vocab is None else vocab - 1)
