@@ -18,7 +18,7 @@ from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.scoring import gradient_study, pearson, score_credit
-from labkit.truth import Truth, exact_truth
+from labkit.envs.tabular import Truth, exact_truth
 
 EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
 
@@ -246,7 +246,7 @@ def truth_step_advantage(rollouts: Rollouts) -> torch.Tensor:
     A_i = r_i + V_{i+1} - V_i from ``truth["step_values"]`` (V after the last step = 0), each
     token taking its step's value — VinePPO's formula with the cached 256-vine values."""
     if "step_values" not in rollouts.truth:
-        raise ValueError("rollouts: need truth['step_values'] (use labkit.envs.arithmetic_lm.load_reference)")
+        raise ValueError("rollouts: need truth['step_values'] (use labkit.envs.arithmetic.truth.load_reference)")
     from labkit.credit.mc import vineppo
     cached = rollouts.truth["step_values"]
     return vineppo(rollouts, value_fn=lambda ro, k: (cached, Cost()), k=1).token
@@ -256,7 +256,7 @@ def truth_token_advantage(rollouts: Rollouts) -> torch.Tensor:
     """Token-level Monte Carlo advantage A_t = r_t + V_{t+1} - V_t for the rows that carry
     ``truth["token_values"]`` (V before every token; V after the last token = 0), (R, T)."""
     if "token_values" not in rollouts.truth:
-        raise ValueError("rollouts: need truth['token_values'] (use labkit.envs.arithmetic_lm.load_reference)")
+        raise ValueError("rollouts: need truth['token_values'] (use labkit.envs.arithmetic.truth.load_reference)")
     v = rollouts.truth["token_values"]
     R = v.shape[0]
     mask, r = rollouts.mask[:R], rollouts.rewards[:R].to(v.dtype)
@@ -383,8 +383,8 @@ def lm_rl_setup(*, n_operands: int = 4, train_pool: int = 512, eval_problems: in
     """A ``make_learner(seed)`` for RL on the tiny LM: a fresh copy of the shipped model per seed,
     ``train_pool`` training problems and ``eval_problems`` distinct held-out problems with
     ``n_operands`` operands (the same problems for every seed, so runs differ by their seed only)."""
-    from labkit.envs.arithmetic_lm import ArithmeticLM
-    from labkit.train import LMLearner
+    from labkit.envs.arithmetic.learner import LMLearner
+    from labkit.envs.arithmetic.lm import ArithmeticLM
 
     def make_learner(seed: int) -> LMLearner:
         env = ArithmeticLM.load(task_seed=task_seed)
@@ -396,7 +396,7 @@ def lm_rl_setup(*, n_operands: int = 4, train_pool: int = 512, eval_problems: in
 
 def lm_rl_runs(*, k: int = 9, critic_lr: float = 1e-4, critic_epochs: int = 2, critic_minibatch: int = 16,
                methods: Sequence[str] = ("GRPO", "PPO", "VinePPO")) -> dict:
-    """The three runs notebook 03 compares, as ``labkit.train.compare`` run specs.
+    """The three runs notebook 03 compares, as ``labkit.learn.loop.compare`` run specs.
 
     GRPO: group-normalised outcome credit, GRPO loss. PPO: token-level GAE (gamma = lambda = 1,
     verl's defaults) from a learned value model (``LMCritic``: the policy's trunk plus a scalar

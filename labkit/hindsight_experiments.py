@@ -25,8 +25,7 @@ import torch
 
 from labkit.core.checks import check_int, check_number
 from labkit.credit import get_estimator
-from labkit.critical_actions import turn_labels  # noqa: F401  (short action names for heatmap cells)
-from labkit.envs.toolworld import exact_hindsight
+from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (hx.turn_labels)
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
 from labkit.core.rollouts import Credit, Rollouts

@@ -20,9 +20,9 @@ from labkit.credit import get_estimator
 from labkit.credit import multiagent as ma
 from labkit.learn import judges
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
+from labkit.learn.loop import policy_loss, train
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
-from labkit.train import policy_loss, train
 
 DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
 

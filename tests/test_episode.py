@@ -9,7 +9,7 @@ from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.core.rollouts import Rollouts
 from labkit.scoring import cosine, gradient_study
-from labkit.truth import exact_truth
+from labkit.envs.tabular import exact_truth
 
 
 def batch(scores, groups, T=4):

@@ -61,6 +61,8 @@ class HiddenStateTruth(Protocol):
 class Learner(Protocol):
     """What the policy-gradient loop needs from a (policy, environment) pair."""
 
+    default_lr: float
+
     def parameters(self) -> Iterable[torch.nn.Parameter]: ...
 
     def collect(self, iteration: int, seed: int) -> Rollouts: ...

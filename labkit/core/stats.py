@@ -165,3 +165,15 @@ def top_fraction(scores: torch.Tensor, present: torch.Tensor, fraction: float) -
     kept = torch.zeros_like(present, dtype=torch.bool)
     kept[present] = keep
     return kept
+
+
+def group_spread(rollouts) -> tuple[float, float]:
+    """(mean over groups of the std of the scores inside a group, share of groups whose scores are
+    all equal) of a ``Rollouts`` batch. A group with zero spread gives every group-baseline
+    estimator (GRPO, RLOO, ...) zero credit: its rollouts teach nothing. A group of one counts as
+    zero spread."""
+    _, std, size = group_stats(rollouts.scores.to(torch.float64), rollouts.group_ids)
+    _, inverse = torch.unique(rollouts.group_ids, return_inverse=True)
+    # every row of a group carries the group's std, so scattering them leaves one value per group
+    std = torch.zeros(int(inverse.max()) + 1, dtype=torch.float64).scatter_(0, inverse, torch.where(size > 1, std, 0.0))
+    return float(std.mean()), float((std < 1e-12).double().mean())

@@ -42,7 +42,7 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
     STAND-IN: in the paper p_k is the policy's own teacher-forced probability of the ground-truth
     answer given the context after turn k (exp of the mean token log-prob). labkit has no answer
     to teacher-force in a tabular task, so p_k is a stand-in: the success probability of the
-    state after turn k, from exact DP (``labkit.truth``) or Monte Carlo. That stand-in is far
+    state after turn k, from exact DP (``labkit.envs.tabular``) or Monte Carlo. That stand-in is far
     better informed than a policy's belief, so IGPO looks better here than it may in practice.
     With final = "ig" and normalize=False the credits telescope: A_{i,k} = s_i - p_{i,k-1} at
     gamma = 1, the outcome minus the value before turn k.

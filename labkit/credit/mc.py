@@ -5,7 +5,7 @@ estimated as the mean reward of k fresh continuations of it. That sampler is an 
 argument, ``value_fn(rollouts, k) -> (V, cost)``, where V is (B, S) — V[b, i] estimates the value
 of trajectory b's prefix just before its step i — and cost is a ``Cost`` of the sampling.
 The environment or model supplies it: ``BifurcationChain.vine_value_fn`` (re-runs the chain
-from a state), ``labkit.truth.Truth.step_value_fn`` (exact values, zero cost), and later the
+from a state), ``labkit.envs.tabular.Truth.step_value_fn`` (exact values, zero cost), and later the
 tiny LM's forked continuations.
 """
 from __future__ import annotations

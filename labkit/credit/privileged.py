@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
 from labkit.credit._registry import register
 from labkit.credit.episode import grpo
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
-from labkit.core.turns import turn_hidden_states, turn_table
+from labkit.core.turns import turn_table
 
 
 # --------------------------------------------------------------------------- SWEET-RL critic

@@ -155,3 +155,31 @@ def task_tokens(tokenizer) -> TaskTokens:
     if tokenizer.eos_token_id is None:
         raise ValueError("tokenizer: has no eos token")
     return TaskTokens(*ids, eos=int(tokenizer.eos_token_id))
+
+
+def sequence_logprobs(model: torch.nn.Module, prompts: list[list[int]], tokens: torch.Tensor,
+                      mask: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
+    """log pi(tokens[b, t] | prompt_b, tokens[b, :t]) for every generated position, (B, T),
+    differentiable with respect to the model; 0 off the mask.
+
+    Each row is prompt + completion, right-padded (positions start at 0 on every row, as in
+    the sampler); the logits at position p score the token at p + 1.
+    """
+    B, T = tokens.shape
+    if len(prompts) != B:
+        raise ValueError(f"prompts: expected {B} (one per row of tokens), got {len(prompts)}")
+    lengths = mask.sum(1)
+    seqs = [p + tokens[b, :int(lengths[b])].tolist() for b, p in enumerate(prompts)]
+    L = max(len(s) for s in seqs)
+    ids = torch.full((B, L), pad_id, dtype=torch.long)
+    attention = torch.zeros(B, L, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, :len(s)] = torch.tensor(s)
+        attention[b, :len(s)] = 1
+    logp_all = torch.log_softmax(model(input_ids=ids, attention_mask=attention).logits.float(), dim=-1)
+    # generated token t of row b sits at position len(prompt_b) + t and is scored at one before it
+    prompt_len = torch.tensor([len(p) for p in prompts])
+    pos = (prompt_len[:, None] - 1 + torch.arange(T)[None, :]).clamp(max=L - 1)
+    picked = logp_all.gather(1, pos[..., None].expand(B, T, logp_all.shape[-1]))
+    out = picked.gather(-1, tokens.clamp(min=0)[..., None]).squeeze(-1)
+    return torch.where(mask, out, torch.zeros((), dtype=out.dtype))

@@ -1,7 +1,7 @@
 """A tabular softmax policy: one row of logits per state.
 
 Small enough that exact values and the exact policy gradient are a linear solve away (see
-``labkit.truth``), which is what lets the lab score estimators against ground truth.
+``labkit.envs.tabular``), which is what lets the lab score estimators against ground truth.
 """
 from __future__ import annotations
 
