@@ -15,14 +15,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_int, check_number
+from labkit.core.checks import check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit.group import anchor_groups, starpo_filter
-from labkit.critical_actions import turn_labels  # noqa: F401  (short action names for heatmap cells)
-from labkit.envs.toolworld import ToolWorld
-from labkit.rollouts import Credit, Rollouts
+from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (ax.turn_labels)
+from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
-from labkit.train import ToolLearner, train
+from labkit.learn.loop import train
 
 
 # --------------------------------------------------------------------------- worlds and policies

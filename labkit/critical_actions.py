@@ -21,24 +21,24 @@ loop take ``progress`` and show a tqdm bar.
 from __future__ import annotations
 
 import copy
-import math
 from typing import Mapping, Sequence
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
-from labkit.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import top_fraction as top_fraction_mask
+from labkit.envs.toolworld.labels import SHORT_ACTIONS, turn_labels  # noqa: F401  (notebooks call ca.turn_labels)
 from labkit.scoring import pearson, rank_correlation, recall_at_k
 
 RULES = ("entropy", "exact_advantage", "random")
 RULE_NAMES = {"entropy": "CARL: highest entropy", "exact_advantage": "oracle: largest exact |A|",
               "random": "random turns", "all": "GRPO: every turn"}
-SHORT_ACTIONS = {"think": "think", "search": "search", "run tests": "tests", "submit": "submit"}
 
 
 # --------------------------------------------------------------------------- set-up
@@ -52,8 +52,8 @@ def toolworld_setup(n_files: int = 5, *, max_turns: int = 30, warmup_iterations:
     of ``n_tasks`` x ``group_size`` episodes (seed ``seed``), so its entropy is no longer the same
     at every observation. ``warmup_iterations = 0`` returns the uniform policy.
     """
-    from labkit.envs import ToolWorld
-    from labkit.train import ToolLearner, train
+    from labkit.envs.toolworld import ToolLearner, ToolWorld
+    from labkit.learn.loop import train
 
     warmup_iterations = check_int("warmup_iterations", warmup_iterations, low=0)
     seed = check_int("seed", seed)
@@ -66,30 +66,7 @@ def toolworld_setup(n_files: int = 5, *, max_turns: int = 30, warmup_iterations:
     return env, policy
 
 
-def turn_labels(env, rollouts: Rollouts) -> list[list[str]]:
-    """Short action names per turn ("search", "open3", "edit1", "tests", "submit", "think")
-    for heatmap cells; padding gets "". The full turn text stays in ``rollouts.text``."""
-    names = [SHORT_ACTIONS.get(a, a.replace(" ", "")) for a in env.action_names]
-    return [[names[a] if m else "" for a, m in zip(tok, mk)]
-            for tok, mk in zip(rollouts.tokens.tolist(), rollouts.mask.tolist())]
-
-
 # --------------------------------------------------------------------------- selection
-def _top_turns(scores: torch.Tensor, present: torch.Tensor, top_fraction: float) -> torch.Tensor:
-    """The ceil(top_fraction * n) present turns with the largest score, (B, N) bool; ties are
-    broken by position (row-major), exactly as ``labkit.credit.entropy.carl`` does."""
-    n = int(present.sum())
-    if n == 0:
-        return torch.zeros_like(present)
-    n_keep = max(1, min(n, math.ceil(top_fraction * n - 1e-9)))
-    order = torch.sort(-scores[present].to(torch.float64), stable=True).indices
-    keep = torch.zeros(n, dtype=torch.bool)
-    keep[order[:n_keep]] = True
-    kept = torch.zeros_like(present)
-    kept[present] = keep
-    return kept
-
-
 def focused_credit(rollouts: Rollouts, *, rule: str = "entropy", top_fraction: float = 0.3, truth=None,
                    generator: torch.Generator | None = None) -> Credit:
     """GRPO credit kept on a ``top_fraction`` of the batch's turns and zeroed elsewhere.
@@ -122,7 +99,7 @@ def focused_credit(rollouts: Rollouts, *, rule: str = "entropy", top_fraction: f
             if generator is None:
                 raise ValueError("generator: rule 'random' needs a torch.Generator to draw the kept turns from")
             scores = torch.rand(present.shape, generator=generator, dtype=torch.float64)
-        kept = _top_turns(scores, present, top_fraction)
+        kept = top_fraction_mask(scores, present, top_fraction)
         base = get_estimator("grpo")(rollouts)
         token = torch.where(rollouts.broadcast(kept.long(), "turn").bool(), base.token,
                             torch.zeros((), dtype=base.token.dtype))
@@ -163,7 +140,7 @@ def entropy_vs_truth(rollouts: Rollouts, truth, *, top_fraction: float = 0.3) ->
     A = truth.advantage(rollouts).abs()
     credit = carl(rollouts, top_fraction=top_fraction)
     kept = rollouts.broadcast(credit.info["kept"].long(), "turn").bool() & m
-    top_A = rollouts.broadcast(_top_turns(rollouts.view(A, "turn", "sum")[0],
+    top_A = rollouts.broadcast(top_fraction_mask(rollouts.view(A, "turn", "sum")[0],
                                           rollouts.view(m.double(), "turn", "sum")[1], top_fraction).long(),
                                "turn").bool() & m
     precision, recall = _overlap(kept, dec)
@@ -235,7 +212,8 @@ def entropy_proxy_over_training(n_files: int = 5, *, max_turns: int = 30, stages
     ``n_tasks`` x ``group_size`` episodes (sampling seed ``seed + 10_000``) is scored. One row
     per stage with the exact success probability ``J`` and every entry of ``entropy_vs_truth``.
     """
-    from labkit.train import ToolLearner, train
+    from labkit.envs.toolworld import ToolLearner
+    from labkit.learn.loop import train
 
     stages = [check_int("stages", s, low=0) for s in stages]
     if not stages:
@@ -276,7 +254,7 @@ def focus_training(env, start_policy, settings: Mapping[str, Sequence[float]] | 
     ``settings`` maps a rule of ``focused_credit`` ("entropy" = CARL, "exact_advantage",
     "random") to the top fractions to run (default ``{"entropy": (0.1, 0.3, 0.5)}``). With
     ``include_grpo`` plain GRPO (every turn, rule "all", top_fraction 1) runs too. Every run
-    uses ``labkit.train.train`` with the GRPO loss, ``iterations`` batches of ``n_tasks`` x
+    uses ``labkit.learn.loop.train`` with the GRPO loss, ``iterations`` batches of ``n_tasks`` x
     ``group_size`` episodes, and seed s: runs with the same seed share their first batch, so
     they differ by the credit only. The "random" rule draws its turns from a generator seeded
     with s.
@@ -286,7 +264,8 @@ def focus_training(env, start_policy, settings: Mapping[str, Sequence[float]] | 
     ``top_fraction``, and per iteration ``share_updated`` (share of turns kept) and
     ``nonzero_share`` (share of turns whose credit was not zero).
     """
-    from labkit.train import ToolLearner, train
+    from labkit.envs.toolworld import ToolLearner
+    from labkit.learn.loop import train
 
     settings = {"entropy": (0.1, 0.3, 0.5)} if settings is None else dict(settings)
     runs = [("all", 1.0)] if include_grpo else []

@@ -12,13 +12,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.scoring import gradient_study, pearson, score_credit
-from labkit.truth import Truth, exact_truth
+from labkit.envs.tabular import Truth, exact_truth
 
 EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
 
@@ -117,7 +117,7 @@ def gae_lambda_sweep(lams: Iterable[float], *, critic_episodes: int = 64, horizo
     advantage over all batches. One row per (critic, lam).
     """
     from labkit.credit.td import gae
-    from labkit.critics import TabularCritic
+    from labkit.learn.critics import TabularCritic
     from labkit.scoring import advantage_error, rank_correlation
 
     lams = [check_number("lams", lam, low=0.0, high=1.0) for lam in lams]
@@ -156,7 +156,7 @@ def gae_chain_setup(critic_episodes: int = 64, *, horizon: int = 20, n_bifurcati
     setting it sweeps. Returns (env, policy, truth, critic) with ``critic`` a fitted
     ``TabularCritic`` (call ``critic.value(rollouts)`` or pass it to ``gae`` as ``values``).
     """
-    from labkit.critics import TabularCritic
+    from labkit.learn.critics import TabularCritic
 
     critic_episodes = check_int("critic_episodes", critic_episodes, low=1)
     env, policy, truth = chain_setup(horizon, n_bifurcations=min(n_bifurcations, horizon), noise_std=noise_std,
@@ -206,7 +206,7 @@ def gae_critic_sweep(critic_episodes: Iterable[int], lams: Sequence[float] = (0.
     size (fit 0), so a chart draws them as reference lines.
     """
     from labkit.credit.td import gae
-    from labkit.critics import TabularCritic
+    from labkit.learn.critics import TabularCritic
 
     sizes = [check_int("critic_episodes", n, low=1) for n in critic_episodes]
     if not sizes:
@@ -246,7 +246,7 @@ def truth_step_advantage(rollouts: Rollouts) -> torch.Tensor:
     A_i = r_i + V_{i+1} - V_i from ``truth["step_values"]`` (V after the last step = 0), each
     token taking its step's value — VinePPO's formula with the cached 256-vine values."""
     if "step_values" not in rollouts.truth:
-        raise ValueError("rollouts: need truth['step_values'] (use labkit.envs.arithmetic_lm.load_reference)")
+        raise ValueError("rollouts: need truth['step_values'] (use labkit.envs.arithmetic.truth.load_reference)")
     from labkit.credit.mc import vineppo
     cached = rollouts.truth["step_values"]
     return vineppo(rollouts, value_fn=lambda ro, k: (cached, Cost()), k=1).token
@@ -256,7 +256,7 @@ def truth_token_advantage(rollouts: Rollouts) -> torch.Tensor:
     """Token-level Monte Carlo advantage A_t = r_t + V_{t+1} - V_t for the rows that carry
     ``truth["token_values"]`` (V before every token; V after the last token = 0), (R, T)."""
     if "token_values" not in rollouts.truth:
-        raise ValueError("rollouts: need truth['token_values'] (use labkit.envs.arithmetic_lm.load_reference)")
+        raise ValueError("rollouts: need truth['token_values'] (use labkit.envs.arithmetic.truth.load_reference)")
     v = rollouts.truth["token_values"]
     R = v.shape[0]
     mask, r = rollouts.mask[:R], rollouts.rewards[:R].to(v.dtype)
@@ -325,7 +325,7 @@ def fit_lm_critic(env, *, n_rollouts: int = 512, n_operands: int = 4, steps: int
     ``n_rollouts`` fresh rollouts of ``n_operands``-operand training problems (512 rollouts = 8
     PPO iterations of 64). Returns ``(critic, history)``; ``history`` is ``LMCritic.fit``'s
     per-step loss, with ``attrs["rollout_success"]`` the success rate of the data it saw."""
-    from labkit.critics import LMCritic
+    from labkit.learn.critics import LMCritic
 
     n_rollouts = check_int("n_rollouts", n_rollouts, low=1)
     problems = env.task.sample_prompts(n_rollouts, n_operands=n_operands, split="train", seed=seed + 1)
@@ -383,8 +383,8 @@ def lm_rl_setup(*, n_operands: int = 4, train_pool: int = 512, eval_problems: in
     """A ``make_learner(seed)`` for RL on the tiny LM: a fresh copy of the shipped model per seed,
     ``train_pool`` training problems and ``eval_problems`` distinct held-out problems with
     ``n_operands`` operands (the same problems for every seed, so runs differ by their seed only)."""
-    from labkit.envs.arithmetic_lm import ArithmeticLM
-    from labkit.train import LMLearner
+    from labkit.envs.arithmetic.learner import LMLearner
+    from labkit.envs.arithmetic.lm import ArithmeticLM
 
     def make_learner(seed: int) -> LMLearner:
         env = ArithmeticLM.load(task_seed=task_seed)
@@ -396,7 +396,7 @@ def lm_rl_setup(*, n_operands: int = 4, train_pool: int = 512, eval_problems: in
 
 def lm_rl_runs(*, k: int = 9, critic_lr: float = 1e-4, critic_epochs: int = 2, critic_minibatch: int = 16,
                methods: Sequence[str] = ("GRPO", "PPO", "VinePPO")) -> dict:
-    """The three runs notebook 03 compares, as ``labkit.train.compare`` run specs.
+    """The three runs notebook 03 compares, as ``labkit.learn.loop.compare`` run specs.
 
     GRPO: group-normalised outcome credit, GRPO loss. PPO: token-level GAE (gamma = lambda = 1,
     verl's defaults) from a learned value model (``LMCritic``: the policy's trunk plus a scalar
@@ -409,7 +409,7 @@ def lm_rl_runs(*, k: int = 9, critic_lr: float = 1e-4, critic_epochs: int = 2, c
 
     from labkit.credit.mc import vineppo
     from labkit.credit.td import gae
-    from labkit.critics import LMCritic
+    from labkit.learn.critics import LMCritic
 
     def ppo(learner):
         critic = LMCritic.from_policy(learner.env.model)

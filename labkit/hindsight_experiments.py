@@ -23,13 +23,12 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
-from labkit._checks import check_int, check_number
+from labkit.core.checks import check_int, check_number
 from labkit.credit import get_estimator
-from labkit.credit.hindsight import LearnedHindsight, exact_hindsight
-from labkit.credit.privileged import BTCritic, stand_in_judge
-from labkit.critical_actions import turn_labels  # noqa: F401  (short action names for heatmap cells)
-from labkit.critics import TurnQCritic
-from labkit.rollouts import Credit, Rollouts
+from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (hx.turn_labels)
+from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
+from labkit.learn.judges import stand_in_judge
+from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
 
 # display name -> (short name for tables, what it needs beyond the rollouts)

@@ -15,14 +15,14 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit import multiagent as ma
-from labkit.credit import judge as judges
+from labkit.learn import judges
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
-from labkit.rollouts import Credit, Rollouts
+from labkit.learn.loop import policy_loss, train
+from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
-from labkit.train import policy_loss, train
 
 DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
 

@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_finite, check_int, check_number, check_shape
-from labkit.rollouts import Credit, Rollouts
+from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.rollouts import Credit, Rollouts
 
 
 def _pair(credit: Credit | torch.Tensor, truth_adv: torch.Tensor, mask: torch.Tensor):

@@ -4,7 +4,7 @@ For a fixed, seeded set of reference rollouts of the shipped model on held-out p
 V(prefix) = P(correct final answer | prefix) from K continuations (default 256) at every step
 boundary of every rollout, and at every token of the first few rollouts. The result is cached in
 data/lm_truth/ (safetensors tensors + a JSON of parameters) so notebooks load it in well under a
-second: `labkit.envs.arithmetic_lm.load_reference()`.
+second: `labkit.envs.arithmetic.truth.load_reference()`.
 
 Usage: python scripts/build_lm_truth.py [--k 256] [--rollouts 32] [--token-rows 4]
 Takes about 3-4 minutes on 2 cores. Rerun whenever data/tiny_lm changes.
@@ -24,7 +24,8 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labkit.envs.arithmetic_lm import REFERENCE_DIR, ArithmeticLM  # noqa: E402
+from labkit.envs.arithmetic.lm import ArithmeticLM
+from labkit.envs.arithmetic.truth import REFERENCE_DIR  # noqa: E402
 
 
 def main(argv: list[str]) -> None:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from labkit import experiments as ex  # noqa: E402
-from labkit.train import compare, summarise  # noqa: E402
+from labkit.learn.loop import compare, summarise  # noqa: E402
 
 OUT = ROOT / "data" / "rl_runs"
 

@@ -13,7 +13,7 @@ a second distinct step (measured); with 32 samples most states do, and the rare 
 appear are exactly the slips a value estimate should notice.
 
 The result is cached in data/lm_truth/alternatives.safetensors + alternatives.json:
-``labkit.envs.arithmetic_lm.load_step_alternatives()``.
+``labkit.envs.arithmetic.truth.load_step_alternatives()``.
 
 Usage: python scripts/build_step_alternatives.py [--m 32] [--k 128] [--max-candidates 4]
        [--max-states N] [--threads 1]
@@ -35,7 +35,8 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labkit.envs.arithmetic_lm import REFERENCE_DIR, ArithmeticLM, load_reference  # noqa: E402
+from labkit.envs.arithmetic.lm import ArithmeticLM
+from labkit.envs.arithmetic.truth import REFERENCE_DIR, load_reference  # noqa: E402
 from labkit.policies.sampling import fork  # noqa: E402
 
 

@@ -19,6 +19,6 @@ def one_torch_thread():
 @pytest.fixture(scope="module")
 def lm_env():
     """The shipped tiny model in its task environment, loaded once per test module."""
-    from labkit.envs.arithmetic_lm import ArithmeticLM
+    from labkit.envs.arithmetic.lm import ArithmeticLM
 
     return ArithmeticLM.load()

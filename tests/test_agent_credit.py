@@ -8,7 +8,7 @@ import torch
 from labkit.credit import ESTIMATORS, estimate
 from labkit.credit.episode import dr_grpo, grpo
 from labkit.credit.group import anchor_groups, gigpo, starpo_filter
-from labkit.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts
 
 
 def make(turn_rewards, *, turn_len=1, groups=None, keys=None, entropies=None, tool=False):
@@ -235,7 +235,7 @@ def test_carl_ties_break_by_position_and_bad_input_errors():
 
 # --------------------------------------------------------------------------- IGPO
 from labkit.credit.information import igpo  # noqa: E402
-from labkit.rollouts import Cost  # noqa: E402
+from labkit.core.rollouts import Cost  # noqa: E402
 
 
 def _igpo_case():
@@ -353,7 +353,7 @@ def test_turn_gae_rejects_bad_input():
 
 # --------------------------------------------------------------------------- ARCHER
 from labkit.credit.td import archer  # noqa: E402
-from labkit.critics import TurnQCritic  # noqa: E402
+from labkit.learn.critics import TurnQCritic  # noqa: E402
 
 
 def _two_turn_mdp():

@@ -8,7 +8,7 @@ import torch
 from labkit import agent_experiments as ax
 from labkit.envs import ToolWorld
 from labkit.envs.toolworld import SEARCH, THINK, THOUGHT
-from labkit.train import group_spread
+from labkit.core.stats import group_spread
 
 
 def test_noisy_world_sets_one_noise_level_on_every_tool():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from labkit.credit import mc
-from labkit.envs.arithmetic_lm import ArithmeticLM
+from labkit.envs.arithmetic.lm import ArithmeticLM
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

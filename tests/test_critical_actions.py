@@ -10,7 +10,8 @@ from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
 from labkit.envs import ToolWorld
-from labkit.train import ToolLearner, curve_band, train
+from labkit.envs.toolworld import ToolLearner
+from labkit.learn.loop import curve_band, train
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from labkit import experiments as ex
-from labkit.critics import TabularCritic
+from labkit.learn.critics import TabularCritic
 
 
 def test_tabular_critic_converges_to_exact_values():

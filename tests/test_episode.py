@@ -3,12 +3,13 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from labkit.credit import ESTIMATORS, estimate, get_estimator
-from labkit.credit.episode import dr_grpo, grpo, group_stats, reinforce, reinforce_baseline, reinforce_pp, rloo
+from labkit.core.stats import group_stats
+from labkit.credit.episode import dr_grpo, grpo, reinforce, reinforce_baseline, reinforce_pp, rloo
 from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
-from labkit.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts
 from labkit.scoring import cosine, gradient_study
-from labkit.truth import exact_truth
+from labkit.envs.tabular import exact_truth
 
 
 def batch(scores, groups, T=4):

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from labkit.credit import estimate, get_estimator
-from labkit.credit.hindsight import LearnedHindsight, exact_hindsight
-from labkit.credit.privileged import BTCritic, stand_in_judge
-from labkit.critics import TurnQCritic
+from labkit.envs.toolworld import exact_hindsight
+from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
+from labkit.learn.judges import stand_in_judge
 from labkit.envs import ToolWorld
-from labkit.rollouts import Credit
+from labkit.core.rollouts import Credit
 
 
 @pytest.fixture(scope="module")

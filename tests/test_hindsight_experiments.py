@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from labkit import hindsight_experiments as hx
-from labkit.rollouts import Credit
+from labkit.core.rollouts import Credit
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from labkit.credit.td import gae
-from labkit.critics import LMCritic
-from labkit.envs.arithmetic_lm import REFERENCE_DIR, load_step_alternatives
+from labkit.learn.critics import LMCritic
+from labkit.envs.arithmetic.truth import REFERENCE_DIR, load_step_alternatives
 from labkit.policies.lm import DEFAULT_LM_PATH
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

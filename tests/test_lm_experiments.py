@@ -4,8 +4,8 @@ import torch
 
 from labkit import experiments as ex
 from labkit.credit import get_estimator
-from labkit.envs.arithmetic_lm import load_reference
-from labkit.train import compare
+from labkit.envs.arithmetic.truth import load_reference
+from labkit.learn.loop import compare
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -74,7 +74,7 @@ def test_rl_runs_train_each_method_and_count_vine_cost():
 def test_lm_value_scores_rank_an_oracle_perfectly_and_a_constant_at_chance(lm_env, reference):
     from types import SimpleNamespace
 
-    from labkit.envs.arithmetic_lm import load_step_alternatives
+    from labkit.envs.arithmetic.truth import load_step_alternatives
 
     alt = load_step_alternatives(lm_env)
     keep = (alt["groups"] < 12).nonzero().flatten().tolist()

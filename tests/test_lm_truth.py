@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from labkit.envs.arithmetic_lm import ArithmeticLM, load_reference
+from labkit.envs.arithmetic.lm import ArithmeticLM
+from labkit.envs.arithmetic.truth import load_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from labkit.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
+from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
 
 
 def make(B=3, T=5, **kw):

@@ -14,7 +14,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from labkit.policies.sampling import Generation, fork, fork_values, sample, to_rollouts
-from labkit.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts
 
 PAD, BOS, EOS = 0, 1, 2
 # A 17-symbol char vocabulary shaped like the lab's: <pad> <bos> <eos> 0-9 + = ; #

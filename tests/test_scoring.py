@@ -65,7 +65,7 @@ def test_score_credit_collects_everything():
     from labkit.credit import estimate
     from labkit.envs import BifurcationChain
     from labkit.policies import TabularSoftmaxPolicy
-    from labkit.truth import exact_truth
+    from labkit.envs.tabular import exact_truth
     env = BifurcationChain(horizon=12, n_bifurcations=2, seed=1)
     pol = TabularSoftmaxPolicy(env.n_states, 2, init_std=0.3)
     ro = env.sample(pol, 64, group_size=8, seed=0)

@@ -5,7 +5,7 @@ from labkit import experiments as ex
 from labkit.credit import estimate
 from labkit.credit.mc import math_shepherd, vineppo
 from labkit.credit.td import gae, td0
-from labkit.rollouts import Cost, Rollouts
+from labkit.core.rollouts import Cost, Rollouts
 
 
 def test_gae_hand_computed_with_a_masked_tool_position():
@@ -82,6 +82,21 @@ def test_math_shepherd_labels():
     assert torch.equal(hard.token[:, -1], ro.scores.to(hard.token.dtype))
     with pytest.raises(ValueError, match="mode"):
         math_shepherd(ro, value_fn=tr.step_value_fn(), mode="medium")
+
+
+def test_math_shepherd_hard_mode_rejects_non_binary_rewards():
+    env, pol, tr = ex.chain_setup(6, init_std=0.5, policy_seed=2)
+    ro = env.sample(pol, 8, seed=0)
+    scaled = ro.with_(rewards=ro.rewards * 2.5)
+    with pytest.raises(ValueError, match=r"^rollouts\.rewards: .*\{0, 1\}"):
+        math_shepherd(scaled, value_fn=tr.step_value_fn(), mode="hard")
+    soft = math_shepherd(scaled, value_fn=tr.step_value_fn(), mode="soft")  # soft mode takes any reward
+    assert soft.level == "step"
+    # a one-step trajectory is labelled with its own outcome
+    one = ex.chain_setup(1, n_bifurcations=1, init_std=0.5, policy_seed=2)
+    ro1 = one[0].sample(one[1], 8, seed=0)
+    lab = math_shepherd(ro1, value_fn=one[2].step_value_fn(), mode="hard")
+    assert torch.equal(lab.values[:, 0], ro1.scores.to(lab.values.dtype))
 
 
 def test_bad_inputs_are_named():

@@ -7,7 +7,7 @@ import torch
 from labkit.credit.multiagent import exact_shapley, leave_one_out
 from labkit.envs import TeamTask
 from labkit.envs.teamtask import PRESETS, TeamLearner
-from labkit.train import train
+from labkit.learn.loop import train
 
 
 # --------------------------------------------------------------------------- construction

@@ -6,8 +6,11 @@ import torch
 
 from labkit import experiments as ex
 from labkit.credit import get_estimator
-from labkit.rollouts import Credit
-from labkit.train import ChainLearner, LMLearner, compare, policy_loss, sequence_logprobs, summarise, train
+from labkit.core.rollouts import Credit
+from labkit.envs.arithmetic.learner import LMLearner
+from labkit.envs.chain import ChainLearner
+from labkit.learn.loop import compare, policy_loss, summarise, train
+from labkit.policies.lm import sequence_logprobs
 
 
 def chain_learner(seed=0, horizon=12, batch_size=32):
@@ -151,7 +154,7 @@ def test_compare_and_summarise_report_spread_over_seeds():
 # --------------------------------------------------------------------------- the tiny LM
 @pytest.fixture(scope="module")
 def lm_learner():
-    from labkit.envs.arithmetic_lm import ArithmeticLM
+    from labkit.envs.arithmetic.lm import ArithmeticLM
     env = ArithmeticLM.load()
     return LMLearner(env, env.task.sample_prompts(16, 3, seed=0),
                      env.task.sample_prompts(8, 3, split="held_out", seed=0), prompts_per_batch=2, n_per_prompt=4)
@@ -184,7 +187,7 @@ def test_lm_training_step_moves_the_policy_and_counts_tokens(lm_learner):
 # --------------------------------------------------------------------------- ToolWorld learner
 def tool_learner(seed=0, batch_filter=None, **env_kw):
     from labkit.envs import ToolWorld
-    from labkit.train import ToolLearner
+    from labkit.envs.toolworld import ToolLearner
     env = ToolWorld(3, max_turns=10, **env_kw)
     return ToolLearner(env, env.make_policy(init_std=0.1, seed=seed), n_tasks=4, group_size=8,
                        batch_filter=batch_filter)
@@ -224,7 +227,7 @@ def test_a_batch_filter_trains_on_fewer_rows_but_is_charged_for_all_it_sampled()
 def test_tool_learner_rejects_a_policy_of_the_wrong_shape_and_a_bad_filter():
     from labkit.envs import ToolWorld
     from labkit.policies import TabularSoftmaxPolicy
-    from labkit.train import ToolLearner
+    from labkit.envs.toolworld import ToolLearner
     env = ToolWorld(3)
     with pytest.raises(ValueError, match="policy"):
         ToolLearner(env, TabularSoftmaxPolicy(4, 4))

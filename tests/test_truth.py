@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from labkit.envs import BifurcationChain
 from labkit.policies import TabularSoftmaxPolicy
-from labkit.truth import TabularMDP, exact_truth, policy_gradient_theorem
+from labkit.envs.tabular import TabularMDP, exact_truth, policy_gradient_theorem
 
 
 def setup(T=6, k=2, A=2, slip=0.0, noise=0.0, init_std=0.7, seed=0):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from labkit.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Credit, Rollouts
 
 Estimator = Callable[..., Credit]
 ESTIMATORS: dict[str, Estimator] = {}

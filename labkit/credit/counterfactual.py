@@ -1,8 +1,9 @@
 """Counterfactual credit: what would the outcome have been had this turn's action been different?
 
-Both estimators here answer by *intervention* on a ToolWorld turn: restore the hidden state the
-turn started from (``ToolWorld.rollout_from``), force an action, let the policy play on, and
-compare outcomes. They differ in what they compare:
+Both estimators here answer by *intervention* on a turn: restore the hidden state the turn
+started from (``env.rollout_from``, any environment with the ``labkit.core.protocols.Env``
+methods, e.g. a ToolWorld), force an action, let the policy play on, and compare outcomes.
+They differ in what they compare:
 
 * C3 (arXiv 2603.06859): the realised return against the expected return with the turn
   replaced by a default (by default: a fresh action from the policy at the frozen state, the
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_int
+from labkit.core.checks import as_tensor, check_choice, check_int
 from labkit.credit._registry import register
-from labkit.credit.group import turn_returns, turn_rewards
-from labkit.credit.hindsight import turn_hidden_states, turn_table
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.core.protocols import Env, HiddenStateTruth, require
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import discounted_returns
+from labkit.core.turns import turn_hidden_states, turn_rewards, turn_table
 
 C3_MODES = ("reexecute", "learned", "exact")
 CCPO_MODES = ("reexecute", "exact")
@@ -31,21 +33,18 @@ DEFAULTS = ("policy", "others", "think")
 CHUNK = 200_000  # restored episodes per call of rollout_from (bounds memory)
 
 
-def _turn_states(env, rollouts: Rollouts, hidden_states) -> tuple[torch.Tensor, ...]:
-    """(bug, fixed, obs, turn, action, present) of every turn, (B, N), from the hidden states."""
-    from labkit.envs.toolworld import ToolWorld
-
-    if not isinstance(env, ToolWorld):
-        raise ValueError(f"env: re-execution needs an environment that can restore a state (a ToolWorld), "
-                         f"got {type(env).__name__}")
+def _turn_states(env, rollouts: Rollouts, hidden_states) -> tuple:
+    """(hidden, state, obs, turn, action, present) of every turn, (B, N) each: ``state`` is the
+    tuple ``env.decode_hidden`` splits the hidden state into (its last entry the observation)."""
+    require("env", env, Env, "re-execution needs an environment that can restore a hidden state and play on")
     hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden,
                                      "re-execution restores the hidden state of every turn (the save-state)")
     _, act, _ = turn_table(rollouts)
-    b, f, o = env.decode_hidden(hs)
-    turn = torch.arange(present.shape[1]).expand_as(b)
+    state = tuple(env.decode_hidden(hs))
+    turn = torch.arange(present.shape[1]).expand_as(hs)
     if present.shape[1] > env.max_turns:
         raise ValueError(f"rollouts: more turns ({present.shape[1]}) than env.max_turns ({env.max_turns})")
-    return b, f, o, turn, act, present
+    return hs, state, state[-1], turn, act, present
 
 
 def _default_dist(default, pi: torch.Tensor, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
@@ -77,12 +76,12 @@ def _policy_table(policy, pi) -> torch.Tensor:
     return policy.probs().detach().to(torch.float64)
 
 
-def _reexecute(env, policy, b, f, o, t, first, *, seed: int) -> tuple[torch.Tensor, int]:
+def _reexecute(env, policy, state: tuple, t, first, *, seed: int) -> tuple[torch.Tensor, int]:
     """rollout_from in chunks; returns (returns, env_steps)."""
     out, steps = [], 0
-    for i, start in enumerate(range(0, b.numel(), CHUNK)):
+    for i, start in enumerate(range(0, t.numel(), CHUNK)):
         sl = slice(start, start + CHUNK)
-        r, s = env.rollout_from(policy, b[sl], f[sl], o[sl], t[sl],
+        r, s = env.rollout_from(policy, *(x[sl] for x in state), t[sl],
                                 first_action=None if first is None else first[sl], seed=seed + 7919 * i)
         out.append(r)
         steps += s
@@ -117,7 +116,7 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
       (``truth`` = ``env.truth(policy)``; ``hidden_states`` needed). For tests; an oracle.
     * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts predicts the
       counterfactual from what is observable: sum_a' d(a') Q_hat(o_t, a') with ``critic`` a
-      fitted ``labkit.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay); the default
+      fitted ``labkit.learn.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay); the default
       distribution needs the policy table (``pi`` or ``policy``).
 
     Deviations from the paper: C3 intervenes on messages of a Reasoner -> Actor team and keeps
@@ -135,12 +134,12 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
     """
     check_choice("mode", mode, C3_MODES)
     r, present = turn_rewards(rollouts)
-    G = turn_returns(r.to(torch.float64), present, 1.0)
+    G = discounted_returns(r.to(torch.float64), present, 1.0)
     obs, act, _ = turn_table(rollouts)
     cost = Cost()
     if mode == "learned":
         if critic is None or not hasattr(critic, "q"):
-            raise ValueError("critic: learned mode needs a fitted TurnQCritic (labkit.critics) to predict "
+            raise ValueError("critic: learned mode needs a fitted TurnQCritic (labkit.learn.critics) to predict "
                              "the counterfactual return")
         table = _policy_table(policy, pi)
         q = critic.q.to(torch.float64)
@@ -151,15 +150,13 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
         cost = Cost(aux_calls=int(present.sum()))
     else:
         if env is None:
-            raise ValueError(f"env: mode {mode!r} needs the ToolWorld the rollouts came from")
-        b, f, o, t, act, present = _turn_states(env, rollouts, hidden_states)
+            raise ValueError(f"env: mode {mode!r} needs the environment the rollouts came from")
+        hs, state, o, t, act, present = _turn_states(env, rollouts, hidden_states)
         if mode == "exact":
-            if truth is None:
-                raise ValueError("truth: exact mode needs env.truth(policy) (a ToolTruth)")
+            require("truth", truth, HiddenStateTruth, "exact mode needs env.truth(policy) (e.g. a ToolTruth)")
             table = truth.pi if pi is None else _policy_table(None, pi)
             d = _default_dist(default, table, o, act)
-            tt = t.clamp(max=truth.Q.shape[0] - 1)
-            Qs = truth.Q[tt, b, f]                                        # (B, N, A)
+            Qs = truth.hidden_q(t, hs)                                    # (B, N, A)
             cf = (d * Qs).sum(-1)
             G = Qs.gather(-1, act[..., None]).squeeze(-1)                # E[G_t | s_t, a_t]
         else:
@@ -176,7 +173,7 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
             g = torch.Generator().manual_seed(seed)
             first = torch.multinomial(d[sel], M, replacement=True, generator=g).reshape(-1) if n else \
                 torch.zeros(0, dtype=torch.long)
-            ret, steps = _reexecute(env, policy, rep(b), rep(f), rep(o), rep(t), first, seed=seed + 1)
+            ret, steps = _reexecute(env, policy, tuple(rep(x) for x in state), rep(t), first, seed=seed + 1)
             cf = torch.zeros_like(G)
             if n:
                 cf[sel] = ret.view(n, M).mean(1)
@@ -216,14 +213,13 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
     """
     check_choice("mode", mode, CCPO_MODES)
     if env is None:
-        raise ValueError(f"env: mode {mode!r} needs the ToolWorld the rollouts came from")
-    b, f, o, t, act, present = _turn_states(env, rollouts, hidden_states)
+        raise ValueError(f"env: mode {mode!r} needs the environment the rollouts came from")
+    hs, state, o, t, act, present = _turn_states(env, rollouts, hidden_states)
     cost = Cost()
     if mode == "exact":
-        if truth is None:
-            raise ValueError("truth: exact mode needs env.truth(policy) (a ToolTruth)")
+        require("truth", truth, HiddenStateTruth, "exact mode needs env.truth(policy) (e.g. a ToolTruth)")
         table = truth.pi
-        do = truth.Q[t.clamp(max=truth.Q.shape[0] - 1), b, f]            # (B, N, A)
+        do = truth.hidden_q(t, hs)                                        # (B, N, A)
     else:
         if policy is None:
             raise ValueError("policy: re-execution plays the continuations with the policy")
@@ -236,7 +232,7 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
         sel = tuple(idx.T)
         rep = lambda x: x[sel].repeat_interleave(A * M)  # noqa: E731
         first = torch.arange(A).repeat_interleave(M).repeat(n)
-        ret, steps = _reexecute(env, policy, rep(b), rep(f), rep(o), rep(t), first, seed=seed)
+        ret, steps = _reexecute(env, policy, tuple(rep(x) for x in state), rep(t), first, seed=seed)
         do = torch.zeros(*present.shape, A, dtype=torch.float64)
         if n:
             do[sel] = ret.view(n, A, M).mean(-1)

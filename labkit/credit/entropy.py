@@ -6,14 +6,14 @@ confident the action is routine, where it hesitates the outcome is still open.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from labkit._checks import check_number
+from labkit.core.checks import check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import top_fraction as select_top
 from labkit.credit._registry import get_estimator, register
-from labkit.rollouts import Credit, Rollouts
 
 
 def turn_entropy(rollouts: Rollouts, method: str = "carl") -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,20 +65,13 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
     H, present = turn_entropy(rollouts)
     base_credit = base_fn(rollouts, **(base_kwargs or {}))
 
-    n = int(present.sum())
-    # - 1e-9: 0.3 * 10 is 3.0000000000000004, whose ceil would keep a fourth turn
-    n_keep = max(1, min(n, math.ceil(top_fraction * n - 1e-9)))
-    flat = H[present]
-    order = torch.sort(-flat, stable=True).indices  # stable: ties keep row-major order
-    keep_flat = torch.zeros(n, dtype=torch.bool)
-    keep_flat[order[:n_keep]] = True
-    kept = torch.zeros_like(present)
-    kept[present] = keep_flat
-    threshold = float(flat[order[n_keep - 1]])
+    kept = select_top(H, present, top_fraction)
+    n, n_keep = int(present.sum()), int(kept.sum())
+    threshold = float(H[kept].min()) if n_keep else float("nan")
 
     token = torch.where(rollouts.broadcast(kept.to(torch.long), "turn").bool(), base_credit.token,
                         torch.zeros((), dtype=base_credit.token.dtype))
-    info = dict(kept=kept, turn_entropy=H, share_updated=n_keep / n, entropy_threshold=threshold,
+    info = dict(kept=kept, turn_entropy=H, share_updated=n_keep / max(n, 1), entropy_threshold=threshold,
                 base=base, base_info=base_credit.info)
     lo, _ = rollouts.view(token, "turn", "min")
     hi, _ = rollouts.view(token, "turn", "max")

@@ -12,25 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from labkit._checks import check_number
+from labkit.core.checks import check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
 from labkit.credit._registry import register
-from labkit.rollouts import Credit, Rollouts
-
-
-def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-trajectory (mean, unbiased std, size) of ``values`` over its group, each (B,).
-
-    The std of a group of one is reported as NaN-free 0; callers decide what a singleton means.
-    """
-    _, inverse = torch.unique(group_ids, return_inverse=True)
-    n_groups = int(inverse.max()) + 1
-    v = values.to(torch.float64)
-    size = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(v))
-    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, v)
-    mean = total / size
-    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (v - mean[inverse]) ** 2)
-    std = torch.where(size > 1, (sq / (size - 1).clamp(min=1)).sqrt(), 0.0)
-    return mean[inverse].to(values.dtype), std[inverse].to(values.dtype), size[inverse]
 
 
 def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) -> Credit:
@@ -41,21 +26,45 @@ def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) 
 def reinforce(rollouts: Rollouts) -> Credit:
     """REINFORCE (Williams 1992): every token's credit is the trajectory's total reward.
 
+    Formula:
         A_{i,t} = s_i = sum_t r_{i,t}
+        Unbiased for the policy gradient, and the baseline-free reference point: every routine
+        token is pushed up or down by the full outcome, so variance grows with the number of tokens.
 
-    Unbiased for the policy gradient, and the baseline-free reference point: every routine token
-    is pushed up or down by the full outcome, so variance grows with the number of tokens.
-    Degenerate input: none (a group of one is just its score; groups are ignored).
+    Defaults:
+        none (no options).
+
+    Degenerate input:
+        none: a group of one is just its score; groups are ignored.
+
+    Deviations from the reference:
+        none.
+
+    Cost:
+        none beyond the sampled batch.
     """
     return _episode_credit(rollouts, rollouts.scores, "reinforce")
 
 
 @register("reinforce_baseline")
 def reinforce_baseline(rollouts: Rollouts) -> Credit:
-    """REINFORCE with a mean baseline: A_i = s_i - mean_j s_j over the whole batch.
+    """REINFORCE with a mean baseline.
 
-    The mean includes s_i itself, which shrinks the expected gradient by (B-1)/B (RLOO removes
-    this). Groups are ignored; a batch of one gets credit 0 (its own mean).
+    Formula:
+        A_i = s_i - mean_j s_j over the whole batch (groups ignored). The mean includes s_i
+        itself, which shrinks the expected gradient by (B-1)/B (RLOO removes this).
+
+    Defaults:
+        none (no options).
+
+    Degenerate input:
+        a batch of one gets credit 0 (its own mean); an all-equal batch gets 0.
+
+    Deviations from the reference:
+        none.
+
+    Cost:
+        none beyond the sampled batch.
     """
     scores = rollouts.scores
     return _episode_credit(rollouts, scores - scores.mean(), "reinforce_baseline")
@@ -65,11 +74,23 @@ def reinforce_baseline(rollouts: Rollouts) -> Credit:
 def rloo(rollouts: Rollouts) -> Credit:
     """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740).
 
+    Formula:
         A_i = s_i - mean_{j in group(i), j != i} s_j = n/(n-1) * (s_i - mean_group)
+        Unbiased: the baseline does not depend on trajectory i.
 
-    Unbiased: the baseline does not depend on trajectory i. Degenerate input: a group of one
-    has no other sample to compare with and gets credit 0 (labkit's choice; verl's vectorised
-    RLOO does the same, its scalar version returns the raw score).
+    Defaults:
+        none (no options); groups are ``rollouts.group_ids``.
+
+    Degenerate input:
+        a group of one has no other sample to compare with and gets credit 0; an all-equal
+        group gets 0.
+
+    Deviations from the reference:
+        verl's scalar RLOO returns a singleton's raw score; labkit follows its vectorised
+        version (0).
+
+    Cost:
+        none beyond the sampled batch.
     """
     mean, _, size = group_stats(rollouts.scores, rollouts.group_ids)
     scale = torch.where(size > 1, size / (size - 1).clamp(min=1), 0.0).to(mean.dtype)
@@ -80,22 +101,26 @@ def rloo(rollouts: Rollouts) -> Credit:
 def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
     """GRPO group-relative advantage (Shao et al. 2024, arXiv:2402.03300).
 
-        A_i = (s_i - mean_group) / (std_group + eps)      (std unbiased, eps = 1e-6 as in verl)
+    Formula:
+        A_i = (s_i - mean_group) / (std_group + eps)      (std unbiased)
+        ``normalize_std=False`` drops the division (that is Dr. GRPO, see ``dr_grpo``).
 
-    ``normalize_std=False`` drops the division (that is Dr. GRPO, see ``dr_grpo``).
-    Degenerate input: a group of one gets mean 0 and std 1, i.e. its raw score / (1 + eps) (verl's
-    convention); a group whose scores are all equal gets 0 for everyone (0 / eps).
-    TRL uses eps = 1e-4; the difference only matters for near-constant groups.
+    Defaults:
+        eps = 1e-6 (verl's), normalize_std = True.
+
+    Degenerate input:
+        a group of one gets mean 0 and std 1, i.e. its raw score / (1 + eps) (verl's
+        convention, ``labkit.core.stats.group_normalize``); a group whose scores are all equal
+        gets 0 for everyone (0 / eps).
+
+    Deviations from the reference:
+        none from verl; TRL uses eps = 1e-4 (only matters for near-constant groups).
+
+    Cost:
+        none beyond the sampled batch.
     """
     eps = check_number("eps", eps, low=0.0)
-    scores = rollouts.scores
-    mean, std, size = group_stats(scores, rollouts.group_ids)
-    single = size == 1
-    mean = torch.where(single, 0.0, mean).to(scores.dtype)
-    std = torch.where(single, 1.0, std).to(scores.dtype)
-    adv = scores - mean
-    if normalize_std:
-        adv = adv / (std + eps)
+    adv, mean, std, _ = group_normalize(rollouts.scores, rollouts.group_ids, eps=eps, normalize_std=normalize_std)
     return _episode_credit(rollouts, adv, "grpo" if normalize_std else "dr_grpo",
                            group_mean=mean, group_std=std)
 
@@ -104,12 +129,23 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
 def dr_grpo(rollouts: Rollouts) -> Credit:
     """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): GRPO without the std division.
 
+    Formula:
         A_i = s_i - mean_group
+        Dividing by the group std up-weights near-unanimous groups (question-level difficulty
+        bias); Dr. GRPO drops it.
 
-    Dividing by the group std up-weights near-unanimous groups (question-level difficulty bias);
-    Dr. GRPO drops it. (The paper's second change, a token-sum loss over a constant length, is a
-    loss-aggregation choice made in the training loop, not in the credit.) A group of one gets
-    its raw score (mean 0, as in verl); an all-equal group gets 0.
+    Defaults:
+        none (no options).
+
+    Degenerate input:
+        a group of one gets its raw score (mean 0, as in verl); an all-equal group gets 0.
+
+    Deviations from the reference:
+        the paper's second change, a token-sum loss over a constant length, is a
+        loss-aggregation choice made in the training loop (``labkit.learn.loop``), not here.
+
+    Cost:
+        none beyond the sampled batch.
     """
     return grpo(rollouts, normalize_std=False)
 
@@ -119,26 +155,35 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
                  eps: float = 1e-8) -> Credit:
     """REINFORCE++ (Hu 2025, arXiv:2501.03262): batch-whitened discounted returns.
 
-        G_{i,t} = r_{i,t} + gamma G_{i,t+1}                     (gamma = 1 by default)
+    Formula:
+        G_{i,t} = r_{i,t} + gamma G_{i,t+1}
         A_{i,t} = (G_{i,t} - mean(G)) / sqrt(var(G) + eps)      over every generated token in the batch
+        (population variance, ``labkit.core.stats.whiten``, the same whitening ``mappa`` uses).
+        ``group_baseline=True`` is the "REINFORCE++-baseline" variant: subtract the group mean
+        score from the outcome first, then whiten. The token-level returns make the credit vary
+        along a trajectory only through discounting or intermediate rewards.
 
-    ``group_baseline=True`` is the "REINFORCE++-baseline" variant: subtract the group mean score
-    from the outcome first (singletons keep their raw score, verl's convention), then whiten.
-    Degenerate input: if every token's return is equal the result is 0 everywhere (0 / sqrt(eps)).
-    The token-level returns make this the only estimator here whose credit varies along a
-    trajectory, and only through discounting or intermediate rewards.
+    Defaults:
+        gamma = 1, group_baseline = False, eps = 1e-8 (OpenRLHF's).
+
+    Degenerate input:
+        if every token's return is equal (or the batch has one token) the result is 0
+        everywhere (0 / sqrt(eps)); with group_baseline a group of one keeps its raw score
+        before whitening (verl's convention); a batch with no generated token gets 0.
+
+    Deviations from the reference:
+        the KL penalty that REINFORCE++ folds into the reward is not modelled.
+
+    Cost:
+        none beyond the sampled batch.
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     eps = check_number("eps", eps, low=0.0, low_open=True)
     if group_baseline:
-        mean, _, size = group_stats(rollouts.scores, rollouts.group_ids)
-        mean = torch.where(size == 1, 0.0, mean).to(rollouts.scores.dtype)
-        G = rollouts.broadcast(rollouts.scores - mean, "episode")
+        centred = group_normalize(rollouts.scores, rollouts.group_ids, normalize_std=False).normalized
+        G = rollouts.broadcast(centred, "episode")
     else:
         G = rollouts.returns(gamma)
-    m = rollouts.mask
-    vals = G[m]
-    mu = vals.mean()
-    var = vals.var(unbiased=False) if vals.numel() > 1 else torch.zeros((), dtype=vals.dtype)
-    adv = torch.where(m, (G - mu) / torch.sqrt(var + eps), 0)
+    mu, var = masked_moments(G, rollouts.mask)
+    adv = whiten(G, rollouts.mask, eps)
     return Credit.from_tokens(rollouts, adv, "reinforce_pp", batch_mean=float(mu), batch_var=float(var))

@@ -15,30 +15,16 @@ from typing import Hashable
 import pandas as pd
 import torch
 
-from labkit._checks import check_choice, check_number
+from labkit.core.checks import check_choice, check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import discounted_returns, group_normalize, group_stats
+from labkit.core.turns import turn_rewards
 from labkit.credit._registry import register
-from labkit.credit.episode import group_stats
-from labkit.rollouts import Credit, Rollouts
 
 GIGPO_NORMS = ("mean_norm", "mean_std_norm")
 
 
-# --------------------------------------------------------------------------- turn helpers
-def turn_rewards(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reward received inside each turn and whether the turn exists, both (B, N)."""
-    return rollouts.view(rollouts.rewards, "turn", "sum")
-
-
-def turn_returns(rewards: torch.Tensor, present: torch.Tensor, gamma: float) -> torch.Tensor:
-    """R_k = r_k + gamma R_{k+1} over the turns of each row (one discount per turn); 0 where absent."""
-    out = torch.zeros_like(rewards)
-    running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
-    for k in range(rewards.shape[1] - 1, -1, -1):
-        running = torch.where(present[:, k], rewards[:, k] + gamma * running, running)
-        out[:, k] = torch.where(present[:, k], running, 0)
-    return out
-
-
+# --------------------------------------------------------------------------- anchor groups
 def turn_anchor_keys(rollouts: Rollouts, method: str = "gigpo") -> list[list[Hashable]]:
     """The anchor key of every turn of every trajectory (the key of the turn's first step)."""
     if rollouts.anchor_keys is None:
@@ -138,24 +124,13 @@ def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: 
     use_std = norm == "mean_std_norm"
 
     # episode term: GRPO on the trajectory scores (a group of one: mean 0, std 1)
-    scores = rollouts.scores.to(dtype)
-    mean, std, size = group_stats(scores, rollouts.group_ids)
-    single = size == 1
-    mean = torch.where(single, 0.0, mean).to(dtype)
-    std = torch.where(single, 1.0, std).to(dtype)
-    a_ep = scores - mean
-    if use_std:
-        a_ep = a_ep / (std + eps)
+    a_ep = group_normalize(rollouts.scores.to(dtype), rollouts.group_ids, eps=eps, normalize_std=use_std).normalized
 
-    # step term: discounted turn returns compared within their anchor group
-    R = turn_returns(r, present, gamma)
+    # step term: discounted turn returns compared within their anchor group; an anchor group of
+    # one has nothing to compare with and gets 0 (verl-agent), not its raw return
+    R = discounted_returns(r, present, gamma)
     flat_ids = index[present]
-    a_mean, a_std, a_size = group_stats(R[present], flat_ids)
-    # a singleton's own mean is itself, so R - mean is already 0; std 1 avoids 0 / eps for it
-    a_std = torch.where(a_size == 1, 1.0, a_std).to(dtype)
-    step_flat = R[present] - a_mean
-    if use_std:
-        step_flat = step_flat / (a_std + eps)
+    step_flat = group_normalize(R[present], flat_ids, eps=eps, normalize_std=use_std, singleton="zero").normalized
     a_step = torch.zeros_like(R)
     a_step[present] = step_flat
 

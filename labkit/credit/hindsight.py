@@ -6,9 +6,9 @@ that the successful episodes chose more often than the policy does (h > pi) made
 likely; one they chose less often made it less likely. HCAPO (Tan et al. 2026) puts that ratio
 into a GRPO-style agent trainer. Both need h, which this module supplies in two ways:
 
-* ``exact_hindsight``: from the exact DP truth of a ToolWorld, which knows the hidden state
-  (an oracle, for testing and as the upper bound);
-* ``LearnedHindsight``: counted on rollouts, conditioned only on what the agent sees (the
+* ``labkit.envs.toolworld.exact_hindsight``: from the exact DP truth of a ToolWorld, which knows
+  the hidden state (an oracle, for testing and as the upper bound);
+* ``labkit.learn.critics.LearnedHindsight``: counted on rollouts, conditioned only on what the agent sees (the
   observation, optionally the turn) and the outcome: the realistic one.
 
 Everything here works at TURN level (one turn = the run of positions sharing a ``turn_id``; its
@@ -23,42 +23,16 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
 from labkit.credit._registry import register
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.turns import binary_outcome, turn_table
 from labkit.credit.episode import grpo
-from labkit.rollouts import Cost, Credit, Rollouts
 
 Hindsight = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
 
 # --------------------------------------------------------------------------- turn helpers
-def turn_table(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Observation, action and presence of every turn, each (B, N) (obs/action 0 where absent)."""
-    if rollouts.states is None:
-        raise ValueError("rollouts.states: hindsight credit needs the observation of every turn")
-    obs, present = rollouts.view(rollouts.states, "turn", "first")
-    act, _ = rollouts.view(rollouts.tokens, "turn", "first")
-    return obs.long(), act.long(), present
-
-
-def turn_hidden_states(rollouts: Rollouts, hidden_states, n_hidden: int, why: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The privileged hidden state of every turn and the presence mask, each (B, N).
-
-    ``hidden_states`` (B, T) is ``rollouts.truth["hidden_states"]``, passed explicitly by the
-    caller (estimators never read ``truth`` on their own); ``why`` says in the error what needs
-    it. Every played turn must carry a state in [0, n_hidden)."""
-    if hidden_states is None:
-        raise ValueError(f"hidden_states: {why}; pass hidden_states=rollouts.truth['hidden_states']")
-    hidden = as_tensor("hidden_states", hidden_states).long()
-    check_shape("hidden_states", hidden, tuple(rollouts.mask.shape))
-    hs, present = rollouts.view(hidden, "turn", "first")
-    hs = hs.long()
-    if bool(((hs < 0) | (hs >= n_hidden))[present].any()):
-        raise ValueError(f"hidden_states: not a valid hidden state (0..{n_hidden - 1}) at a played turn; "
-                         "pass truth['hidden_states'] of these rollouts")
-    return hs.clamp(0, n_hidden - 1), present
-
-
 def turn_policy_probs(rollouts: Rollouts, pi=None) -> torch.Tensor:
     """pi(a_t | o_t) of every turn's action, (B, N): from the table ``pi`` (n_obs, n_actions) if
     given, else from ``rollouts.logprobs`` at the turn's first position (the sampling policy)."""
@@ -78,18 +52,6 @@ def turn_policy_probs(rollouts: Rollouts, pi=None) -> torch.Tensor:
     return torch.where(present, p, 1.0)
 
 
-def binary_outcome(rollouts: Rollouts, outcome=None, name: str = "outcome") -> torch.Tensor:
-    """The outcome Z per trajectory, (B,) float64, checked to be 0 or 1."""
-    z = rollouts.scores if outcome is None else as_tensor(name, outcome)
-    z = z.to(torch.float64).reshape(-1)
-    check_shape(name, z, (rollouts.batch_size,))
-    if bool(((z != 0) & (z != 1)).any()):
-        where = "the total reward (rollouts.scores)" if outcome is None else name
-        raise ValueError(f"{name}: hindsight credit here needs a binary outcome (0 / 1), but {where} has "
-                         f"values {sorted(set(z.tolist()))[:5]}; pass outcome= the success flag")
-    return z
-
-
 def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tuple[torch.Tensor, bool]:
     called = callable(value) and not isinstance(value, torch.Tensor)
     if called:
@@ -100,105 +62,6 @@ def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tup
     if bool(((x < 0) | (x > 1))[present].any()):
         raise ValueError(f"{name}: probabilities must lie in [0, 1]")
     return x, called
-
-
-# --------------------------------------------------------------------------- hindsight distributions
-def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor, outcome=None) -> torch.Tensor:
-    """Exact h(a_t | s_t, Z) of every turn's action, (B, N), from the DP (uses the HIDDEN state).
-
-    For the binary outcome Z = success, Bayes' rule on the exact success probabilities gives
-
-        h(a | s, Z=1) = pi(a | o) P(success | s, a) / P(success | s)  = pi Q_s / V_s
-        h(a | s, Z=0) = pi(a | o) (1 - Q_s) / (1 - V_s)
-
-    with s = (t, bug, fixed, o). Q_s, V_s are success probabilities: they come from the DP of a
-    twin ToolWorld with the same tools and step_cost = 0, wrong_submit = 0, success_reward = 1,
-    so this is exact for Z = the success flag whatever the env's rewards are. (Where Z is
-    impossible from s, V_s = 0 with Z = 1 or V_s = 1 with Z = 0, h = pi: ratio 1.)
-    ``hidden_states`` is the privileged input (``rollouts.truth["hidden_states"]``), passed
-    explicitly. An oracle: no agent knows s; see ``LearnedHindsight`` for the realistic one.
-    """
-    from labkit.envs.toolworld import ToolWorld
-
-    if not isinstance(env, ToolWorld):
-        raise ValueError(f"env: exact hindsight needs a ToolWorld, got {type(env).__name__}")
-    z = binary_outcome(rollouts, outcome)
-    hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden, "exact hindsight reads each turn's hidden state")
-    twin = ToolWorld(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
-    truth = twin.truth(policy)
-    obs, act, _ = turn_table(rollouts)
-    b, f, o = env.decode_hidden(hs)
-    t = torch.arange(present.shape[1]).expand_as(hs).clamp(max=env.max_turns - 1)
-    q = truth.Q[t, b, f, act]
-    v = truth.V[t, b, f, o]
-    p = truth.pi[o, act]
-    zz = z[:, None].expand_as(q)
-    h1 = torch.where(v > 0, p * q / v.clamp(min=1e-300), p)
-    h0 = torch.where(v < 1, p * (1 - q) / (1 - v).clamp(min=1e-300), p)
-    return torch.where(present, torch.where(zz > 0, h1, h0).clamp(0.0, 1.0), 1.0)
-
-
-class LearnedHindsight:
-    """h(a | o, [t,] Z) counted on rollouts, from what the agent sees: the realistic hindsight model.
-
-        h(a | k, z) = (n(k, z, a) + prior * pi(a | o)) / (n(k, z) + prior)
-
-    with k = the observation o (``by_turn=False``, default) or (o, turn index), n the counts of
-    turns in trajectories with outcome z. The Dirichlet prior pulls rare keys towards the
-    policy itself (h = pi: ratio 1, credit 0), so an unseen key credits nothing. ``fit`` adds
-    rollouts (a replay, like ``TurnQCritic``); fit on earlier batches of the same policy to
-    avoid scoring a batch with counts that include its own turns (in-sample bias).
-    ``pi`` (n_obs, n_actions) is the policy table the prior and the ratios use.
-    """
-
-    def __init__(self, pi, *, by_turn: bool = False, prior: float = 1.0, max_turns: int = 200):
-        self.pi = as_tensor("pi", pi).detach().to(torch.float64)
-        if self.pi.dim() != 2:
-            raise ValueError(f"pi: expected an (n_obs, n_actions) table, got shape {tuple(self.pi.shape)}")
-        self.by_turn = bool(by_turn)
-        self.prior = check_number("prior", prior, low=0.0, low_open=True)
-        self.max_turns = int(max_turns)
-        n_keys = self.pi.shape[0] * (self.max_turns if self.by_turn else 1)
-        self.counts = torch.zeros(2, n_keys, self.pi.shape[1], dtype=torch.float64)
-        self.n_fitted = 0
-
-    def _keys(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        obs, act, present = turn_table(rollouts)
-        if bool((obs[present] >= self.pi.shape[0]).any()) or bool((act[present] >= self.pi.shape[1]).any()):
-            raise ValueError("rollouts: observations / actions outside the policy table pi")
-        if self.by_turn:
-            if present.shape[1] > self.max_turns:
-                raise ValueError(f"rollouts: more turns ({present.shape[1]}) than max_turns={self.max_turns}")
-            t = torch.arange(present.shape[1]).expand_as(obs)
-            keys = t * self.pi.shape[0] + obs
-        else:
-            keys = obs
-        return keys, obs, act, present
-
-    def fit(self, rollouts: Rollouts, outcome=None) -> "LearnedHindsight":
-        z = binary_outcome(rollouts, outcome).long()
-        keys, _, act, present = self._keys(rollouts)
-        zz = z[:, None].expand_as(keys)
-        flat = (zz * self.counts.shape[1] + keys) * self.counts.shape[2] + act
-        self.counts.view(-1).index_add_(0, flat[present], torch.ones(int(present.sum()), dtype=torch.float64))
-        self.n_fitted += rollouts.batch_size
-        return self
-
-    def table(self, z: int) -> torch.Tensor:
-        """h(. | key, z) for every key, (n_keys, n_actions)."""
-        c = self.counts[int(z)]
-        prior = self.pi.repeat(self.counts.shape[1] // self.pi.shape[0], 1)
-        return (c + self.prior * prior) / (c.sum(-1, keepdim=True) + self.prior)
-
-    def probs(self, rollouts: Rollouts, outcome=None) -> torch.Tensor:
-        """h(a_t | k_t, Z) of every turn's action, (B, N); 1 where there is no turn."""
-        z = binary_outcome(rollouts, outcome).long()
-        keys, _, act, present = self._keys(rollouts)
-        tables = torch.stack([self.table(0), self.table(1)])
-        h = tables[z[:, None].expand_as(keys), keys, act]
-        return torch.where(present, h, 1.0)
-
-    __call__ = probs
 
 
 # --------------------------------------------------------------------------- HCA

@@ -9,11 +9,11 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import discounted_returns, group_normalize
+from labkit.core.turns import turn_rewards
 from labkit.credit._registry import register
-from labkit.credit.episode import group_stats
-from labkit.credit.group import turn_returns, turn_rewards
-from labkit.rollouts import Cost, Credit, Rollouts
 
 SuccessProb = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 IGPO_FINALS = ("outcome", "ig_plus_outcome", "ig")
@@ -42,7 +42,7 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
     STAND-IN: in the paper p_k is the policy's own teacher-forced probability of the ground-truth
     answer given the context after turn k (exp of the mean token log-prob). labkit has no answer
     to teacher-force in a tabular task, so p_k is a stand-in: the success probability of the
-    state after turn k, from exact DP (``labkit.truth``) or Monte Carlo. That stand-in is far
+    state after turn k, from exact DP (``labkit.envs.tabular``) or Monte Carlo. That stand-in is far
     better informed than a policy's belief, so IGPO looks better here than it may in practice.
     With final = "ig" and normalize=False the credits telescope: A_{i,k} = s_i - p_{i,k-1} at
     gamma = 1, the outcome minus the value before turn k.
@@ -84,11 +84,8 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
 
     if normalize and bool(present.any()):
         pool_ids = rollouts.group_ids[:, None].expand(B, N)[present]
-        mean, std, size = group_stats(r[present], pool_ids)
-        mean = torch.where(size == 1, 0.0, mean).to(r.dtype)
-        std = torch.where(size == 1, 1.0, std).to(r.dtype)
         r = torch.zeros_like(r)
-        r[present] = (ig[present] - mean) / (std + eps)
-    adv = turn_returns(r, present, gamma)
+        r[present] = group_normalize(ig[present], pool_ids, eps=eps).normalized
+    adv = discounted_returns(r, present, gamma)
     return Credit.from_level(rollouts, adv, "turn", "igpo", cost=cost, ig=ig, turn_rewards=r,
                              success_prob=p, gamma=gamma, final=final)

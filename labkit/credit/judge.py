@@ -1,12 +1,9 @@
-"""Judge-based multi-agent credit, with a stand-in for the LLM judge.
+"""Judge-based multi-agent credit: MAPPA (per-action scores) and LLM-MCA (per-agent credit).
 
-MAPPA and LLM-MCA ask a large language model to read a multi-agent transcript and score each
-action (MAPPA) or each agent (LLM-MCA). The lab has no such model, so every judge here is a
-STAND-IN: ``noisy_oracle`` takes the exact quantity the judge is supposed to report (which the
-environment knows) and adds seeded Gaussian noise, optionally clipped and rounded onto the
-judge's score scale. Turning the noise up shows how much of a judge-based method's quality is
-the judge's. The estimators take the judge's output as a tensor or a callable, so a real judge
-plugs in the same way.
+Both methods ask a large language model to read a multi-agent transcript and score each action
+(MAPPA) or each agent (LLM-MCA). The estimators take the judge's output as a tensor or a callable
+``rollouts -> tensor``, so a real judge plugs in directly; the lab's STAND-IN judges (exact
+quantities plus seeded noise) live in ``labkit.learn.judges``.
 """
 from __future__ import annotations
 
@@ -14,49 +11,13 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import whiten
 from labkit.credit._registry import register
 from labkit.credit.multiagent import agent_rewards, n_agents_of
-from labkit.rollouts import Cost, Credit, Rollouts
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
-
-
-def noisy_oracle(reference, *, noise: float, seed: int = 0, low: float | None = None,
-                 high: float | None = None, levels: int | None = None) -> torch.Tensor:
-    """STAND-IN for an LLM judge: the exact quantity plus seeded Gaussian noise.
-
-        judge = reference + noise * N(0, 1)            (same shape as ``reference``, float64)
-
-    then, if ``low``/``high`` are given, clipped to [low, high]; if also ``levels`` is given, the
-    result is rounded to ``levels`` evenly spaced grades over [low, high] (e.g. low=0, high=10,
-    levels=11 for the 0..10 integer scores MAPPA's coach gives). ``noise = 0`` without ``levels``
-    returns the reference exactly (clipped if asked). A real judge is biased as well as noisy
-    (it prefers some roles, lengths, styles); this stand-in models only unbiased noise.
-    """
-    ref = as_tensor("reference", reference).to(torch.float64)
-    check_finite("reference", ref)
-    noise = check_number("noise", noise, low=0.0)
-    seed = check_int("seed", seed)
-    if (low is None) != (high is None):
-        raise ValueError("low: give both low and high (the score scale), or neither")
-    if low is not None:
-        low = check_number("low", low)
-        high = check_number("high", high)
-        if high <= low:
-            raise ValueError(f"high: must be > low ({low}), got {high}")
-    if levels is not None:
-        levels = check_int("levels", levels, low=2)
-        if low is None:
-            raise ValueError("levels: rounding to grades needs the scale low/high")
-    g = torch.Generator().manual_seed(seed)
-    out = ref + noise * torch.randn(ref.shape, generator=g, dtype=torch.float64)
-    if low is not None:
-        out = out.clamp(low, high)
-        if levels is not None:
-            step = (high - low) / (levels - 1)
-            out = low + torch.round((out - low) / step) * step
-    return out
 
 
 def _judge(rollouts: Rollouts, output, name: str, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
@@ -76,7 +37,7 @@ MAPPA_NORMS = ("global", "none")
 
 @register("mappa")
 def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: str = "global",
-          outcome_weight: float = 0.0, eps: float = 1e-6) -> Credit:
+          outcome_weight: float = 0.0, eps: float = 1e-8) -> Credit:
     """MAPPA, per-action process rewards from AI feedback (Li et al. 2026, arXiv:2601.23228).
 
     ``judge_scores`` (B, T) or a callable rollouts -> (B, T): the coach's score of the action at
@@ -87,7 +48,7 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
     different inputs, so a group of identical prompts does not exist):
 
         r_{b,t} = s_{b,t} + outcome_weight * s_b              (s_b = trajectory b's total reward)
-        A_{b,t} = (r_{b,t} - mean r) / (std r + eps)          over all generated positions
+        A_{b,t} = (r_{b,t} - mean r) / sqrt(var r + eps)      over all generated positions
                                                               normalize="global" (default)
         A_{b,t} = r_{b,t}                                     normalize="none"
 
@@ -96,8 +57,10 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
     (REINFORCE++ with global normalisation), not checked against its code.
     In MAPPA the outcome reaches the actions only through the coach (it sees the final result
     when scoring the last action); ``outcome_weight`` (default 0) is labkit's explicit knob for
-    mixing it in. The 0..10 scale does not matter after whitening. Degenerate input: a batch with
-    one action gets mean 0 and std 1 (``grpo``'s singleton rule); all-equal scores give 0.
+    mixing it in. The 0..10 scale does not matter after whitening. Whitening follows REINFORCE++
+    (OpenRLHF): biased (population) variance, eps = 1e-8 inside the square root, the same
+    ``labkit.core.stats.whiten`` that ``reinforce_pp`` uses. Degenerate input: a batch with one
+    action, or all-equal rewards, gives 0 (0 / sqrt(eps)); a batch with no action gives 0.
     STAND-IN: the coach is an LLM in the paper; in labkit ``judge_scores`` usually comes from
     ``noisy_oracle`` applied to an exact per-action quality. Not modelled: REINFORCE++'s KL term.
     Cost: a callable judge costs one ``aux_calls`` per scored action; a tensor costs nothing here.
@@ -105,19 +68,14 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
     """
     check_choice("normalize", normalize, MAPPA_NORMS)
     outcome_weight = check_number("outcome_weight", outcome_weight)
-    eps = check_number("eps", eps, low=0.0)
+    eps = check_number("eps", eps, low=0.0, low_open=True)
     s, called = _judge(rollouts, judge_scores, "judge_scores", (rollouts.batch_size, rollouts.horizon))
     m = rollouts.mask
     check_finite("judge_scores", torch.where(m, s, 0.0))
     s = torch.where(m, s, 0.0)
     r = torch.where(m, s + outcome_weight * rollouts.scores.to(torch.float64)[:, None], 0.0)
-    if normalize == "global" and bool(m.any()):
-        vals = r[m]
-        if vals.numel() == 1:
-            mu, sd = 0.0, 1.0
-        else:
-            mu, sd = vals.mean(), vals.std()
-        adv = torch.where(m, (r - mu) / (sd + eps), 0.0)
+    if normalize == "global":
+        adv = whiten(r, m, eps)
     else:
         adv = r
     cost = Cost(aux_calls=int(m.sum())) if called else Cost()

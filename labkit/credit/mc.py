@@ -5,7 +5,7 @@ estimated as the mean reward of k fresh continuations of it. That sampler is an 
 argument, ``value_fn(rollouts, k) -> (V, cost)``, where V is (B, S) — V[b, i] estimates the value
 of trajectory b's prefix just before its step i — and cost is a ``Cost`` of the sampling.
 The environment or model supplies it: ``BifurcationChain.vine_value_fn`` (re-runs the chain
-from a state), ``labkit.truth.Truth.step_value_fn`` (exact values, zero cost), and later the
+from a state), ``labkit.envs.tabular.Truth.step_value_fn`` (exact values, zero cost), and later the
 tiny LM's forked continuations.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Callable
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
-from labkit.credit.td import whiten
-from labkit.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import whiten
+from labkit.core.rollouts import Cost, Credit, Rollouts
 
 ValueFn = Callable[[Rollouts, int], tuple[torch.Tensor, Cost]]
 
@@ -71,19 +71,41 @@ def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float =
 def math_shepherd(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 8, mode: str = "soft") -> Credit:
     """Math-Shepherd step labels (Wang et al. 2024, arXiv:2312.08935), used directly as credit.
 
-    Step i is judged by what happens after it: k continuations are sampled from the prefix that
-    ends with step i, and
+    Formula:
+        Step i is judged by what happens after it: k continuations are sampled from the prefix
+        that ends with step i, and
 
-        soft label_i = fraction of them that reach the right answer  (= r_i + V_{i+1})
-        hard label_i = 1 if any of them does, else 0                (the paper's "HE" rule)
+            soft label_i = fraction of them that reach the right answer  (= r_i + V_{i+1})
+            hard label_i = 1 if any of them does, else 0                (the paper's "HE" rule)
 
-    The final step's label is the trajectory's own outcome. Labels are probabilities of success,
-    not advantages: a correct step of a weak policy can score low. Math-Shepherd trains a PRM on
-    these labels; the lab skips the PRM and uses the labels themselves (what a perfect PRM fit
-    would output). ``hard`` assumes rewards in {0, 1} and thresholds the estimate at > 0, which
-    equals "any continuation succeeded" for k sampled 0/1 rewards. Default k = 8.
+        The final step's label is the trajectory's own outcome. Labels are probabilities of
+        success, not advantages: a correct step of a weak policy can score low.
+
+    Defaults:
+        k = 8 continuations per step boundary, mode = "soft".
+
+    Degenerate input:
+        A one-step trajectory gets its own outcome as the label (no continuation is sampled
+        after the last step). With k = 1 the soft label is a single 0/1 sample. Absent steps
+        (padding) get 0. mode = "hard" needs outcome rewards in {0, 1} (it thresholds the
+        estimate at > 0, which equals "any continuation succeeded" only for 0/1 rewards): any
+        other reward on a generated position raises a ValueError naming ``rollouts.rewards``.
+
+    Deviations from the reference:
+        Math-Shepherd trains a PRM on these labels; the lab skips the PRM and uses the labels
+        themselves (what a perfect PRM fit would output).
+
+    Cost:
+        What ``value_fn`` reports: k continuations per step boundary (``policy_forwards``,
+        ``policy_tokens``); an exact value_fn costs nothing.
     """
     check_choice("mode", mode, ("soft", "hard"))
+    if mode == "hard":
+        r = rollouts.rewards[rollouts.mask]
+        bad = r[(r != 0) & (r != 1)]
+        if bad.numel():
+            raise ValueError(f"rollouts.rewards: math_shepherd mode='hard' needs rewards in {{0, 1}} (success or not), "
+                             f"got {sorted(set(bad.tolist()))[:5]}; use mode='soft' or binarise the rewards")
     _, v_next, r_step, cost = _step_values(rollouts, value_fn, k)
     label = r_step + v_next
     if mode == "hard":

@@ -22,10 +22,10 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
-from labkit.credit.episode import group_stats
-from labkit.rollouts import Cost, Credit, Rollouts, segment_reduce
+from labkit.core.rollouts import Cost, Credit, Rollouts, segment_reduce
+from labkit.core.stats import group_normalize
 
 MAX_PLAYERS = 24  # 2**24 columns of float64 is 128 MB per game; beyond that use sampled_shapley
 
@@ -246,22 +246,8 @@ def normalize_pools(values: torch.Tensor, present: torch.Tensor, pool: torch.Ten
     std_full = torch.ones_like(values)
     if not bool(present.any()):
         return out, mean_full, std_full
-    v = values[present]
-    ids = pool[present]
-    if weight is None:
-        reps = torch.ones_like(ids)
-    else:
-        reps = weight[present].clamp(min=1)
-    v_rep = v.repeat_interleave(reps)
-    ids_rep = ids.repeat_interleave(reps)
-    mean, std, size = group_stats(v_rep, ids_rep)
-    first = torch.cumsum(reps, 0) - reps          # one representative per entry
-    mean, std, size = mean[first], std[first], size[first]
-    mean = torch.where(size == 1, 0.0, mean).to(values.dtype)
-    std = torch.where(size == 1, 1.0, std).to(values.dtype)
-    adv = v - mean
-    if normalize_std:
-        adv = adv / (std + eps)
+    adv, mean, std, _ = group_normalize(values[present], pool[present], eps=eps, normalize_std=normalize_std,
+                                        weight=None if weight is None else weight[present])
     out[present] = adv
     mean_full[present] = mean
     std_full[present] = std

@@ -14,9 +14,10 @@ from typing import Callable, Union
 
 import torch
 
-from labkit._checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import discounted_returns, next_masked, whiten
 from labkit.credit._registry import register
-from labkit.rollouts import Cost, Credit, Rollouts
 
 Values = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
@@ -33,29 +34,12 @@ def _resolve_values(rollouts: Rollouts, values: Values) -> tuple[torch.Tensor, C
     return v.to(rollouts.rewards.dtype), cost
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(x - mean) / sqrt(var + eps) over the masked entries (verl's ``masked_whiten``); 0 off-mask."""
-    vals = x[mask]
-    if vals.numel() == 0:
-        return torch.zeros_like(x)
-    mu, var = vals.mean(), vals.var(unbiased=False)
-    return torch.where(mask, (x - mu) / torch.sqrt(var + eps), torch.zeros((), dtype=x.dtype))
-
-
 def _gae_recursion(r: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
     """A_t = delta_t + gamma lam A_{t+1}, delta_t = r_t + gamma V_{t+1} - V_t, backwards over the
     columns of (B, T) tensors; columns off ``mask`` carry the next value and the running
     advantage through unchanged and get A = 0; no bootstrap past the last masked column."""
-    B, T = r.shape
-    adv = torch.zeros_like(r)
-    next_value = torch.zeros(B, dtype=r.dtype)
-    running = torch.zeros(B, dtype=r.dtype)
-    for t in range(T - 1, -1, -1):
-        delta = r[:, t] + gamma * next_value - v[:, t]
-        running = torch.where(mask[:, t], delta + gamma * lam * running, running)
-        next_value = torch.where(mask[:, t], v[:, t], next_value)
-        adv[:, t] = torch.where(mask[:, t], running, 0)
-    return adv
+    delta = r + gamma * next_masked(v, mask) - v
+    return discounted_returns(delta, mask, gamma * lam)
 
 
 @register("gae")
@@ -146,7 +130,7 @@ def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=
 
     Q and V come from an off-policy turn-level TD critic: either ``critic`` (anything with
     ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
-    ``labkit.critics.TurnQCritic``; ``pi`` is passed on) or the two (B, n_turns) tensors
+    ``labkit.learn.critics.TurnQCritic``; ``pi`` is passed on) or the two (B, n_turns) tensors
     ``q_values`` and ``v_values``, not both. Every token of turn k takes A_k. ARCHER then trains
     the token-level policy against this turn advantage (its low-level REINFORCE/PPO step); that
     part is the training loop's. With an exact critic the expectation of A_k over pi is 0 at

@@ -1,6 +1,6 @@
-"""Toy environments with exact ground truth."""
+"""Worlds with exact ground truth, one subpackage each (env, truth, learner, labels)."""
 from labkit.envs.arithmetic import ArithmeticTask
-from labkit.envs.bifurcation import BifurcationChain
+from labkit.envs.chain import BifurcationChain
 from labkit.envs.teamtask import TeamLearner, TeamTask, TeamTruth
 from labkit.envs.toolworld import ToolTruth, ToolWorld
 

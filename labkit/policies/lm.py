@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import torch
 
-from labkit.envs.arithmetic import ANSWER_MARK, BOS, CHARS, EOS, PAD, SPECIAL_TOKENS, STEP_SEP, UNK
+from labkit.policies.vocab import ANSWER_MARK, BOS, CHARS, EOS, PAD, SPECIAL_TOKENS, STEP_SEP, UNK
 
 DEFAULT_LM_PATH = Path(__file__).resolve().parents[2] / "data" / "tiny_lm"
 REGENERATE_HINT = "regenerate it with `python scripts/train_tiny_lm.py` (about 8 minutes on 2 idle CPU cores)"
@@ -46,7 +46,7 @@ def build_tokenizer(model_max_length: int = 64):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from labkit._checks import check_int
+    from labkit.core.checks import check_int
 
     model_max_length = check_int("model_max_length", model_max_length, low=1)
     vocab = {tok: i for i, tok in enumerate(list(SPECIAL_TOKENS) + list(CHARS))}
@@ -155,3 +155,31 @@ def task_tokens(tokenizer) -> TaskTokens:
     if tokenizer.eos_token_id is None:
         raise ValueError("tokenizer: has no eos token")
     return TaskTokens(*ids, eos=int(tokenizer.eos_token_id))
+
+
+def sequence_logprobs(model: torch.nn.Module, prompts: list[list[int]], tokens: torch.Tensor,
+                      mask: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
+    """log pi(tokens[b, t] | prompt_b, tokens[b, :t]) for every generated position, (B, T),
+    differentiable with respect to the model; 0 off the mask.
+
+    Each row is prompt + completion, right-padded (positions start at 0 on every row, as in
+    the sampler); the logits at position p score the token at p + 1.
+    """
+    B, T = tokens.shape
+    if len(prompts) != B:
+        raise ValueError(f"prompts: expected {B} (one per row of tokens), got {len(prompts)}")
+    lengths = mask.sum(1)
+    seqs = [p + tokens[b, :int(lengths[b])].tolist() for b, p in enumerate(prompts)]
+    L = max(len(s) for s in seqs)
+    ids = torch.full((B, L), pad_id, dtype=torch.long)
+    attention = torch.zeros(B, L, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, :len(s)] = torch.tensor(s)
+        attention[b, :len(s)] = 1
+    logp_all = torch.log_softmax(model(input_ids=ids, attention_mask=attention).logits.float(), dim=-1)
+    # generated token t of row b sits at position len(prompt_b) + t and is scored at one before it
+    prompt_len = torch.tensor([len(p) for p in prompts])
+    pos = (prompt_len[:, None] - 1 + torch.arange(T)[None, :]).clamp(max=L - 1)
+    picked = logp_all.gather(1, pos[..., None].expand(B, T, logp_all.shape[-1]))
+    out = picked.gather(-1, tokens.clamp(min=0)[..., None]).squeeze(-1)
+    return torch.where(mask, out, torch.zeros((), dtype=out.dtype))

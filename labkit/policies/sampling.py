@@ -8,7 +8,7 @@ Three jobs, one decoding loop:
   times. This is VinePPO's Monte Carlo value estimate V(prefix) = mean reward of k fresh
   continuations. Each distinct prefix runs through the model once; its key/value cache is then
   copied k times along the batch dimension, so the k vines only pay for the tokens they add.
-* ``to_rollouts``: turn a ``Generation`` plus outcome rewards into ``labkit.rollouts.Rollouts``.
+* ``to_rollouts``: turn a ``Generation`` plus outcome rewards into ``labkit.core.rollouts.Rollouts``.
 
 The loop is written by hand over ``model(input_ids, past_key_values=..., use_cache=True)``
 rather than calling ``model.generate``: the lab needs the untempered log-probs and entropies at
@@ -40,8 +40,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_int, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
 
 __all__ = ["Generation", "sample", "fork", "fork_values", "to_rollouts"]
 
@@ -100,7 +100,7 @@ def _check_model(model: Any) -> torch.nn.Module:
     return model
 
 
-def _check_prompts(name: str, prompts: Any, vocab_size: int | None) -> list[list[int]]:
+def check_token_rows(name: str, prompts: Any, vocab_size: int | None) -> list[list[int]]:
     """A non-empty list of non-empty lists of token ids inside the vocabulary."""
     if isinstance(prompts, torch.Tensor) or not isinstance(prompts, Sequence) or isinstance(prompts, str):
         raise TypeError(f"{name}: expected a list of token-id lists, got {type(prompts).__name__}")
@@ -357,7 +357,7 @@ def _run(model: Any, rows_name: str, rows: Any, *, max_new_tokens: Any, temperat
     """Validate the shared sampling arguments, then decode with the model in eval mode."""
     model = _check_model(model)
     vocab = _vocab_size(model)
-    rows = _check_prompts(rows_name, rows, vocab)
+    rows = check_token_rows(rows_name, rows, vocab)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=1)
     temperature = check_number("temperature", temperature, low=0.0)
     eos_id = check_int("eos_id", eos_id, low=0, high=None if vocab is None else vocab - 1)

@@ -1,15 +1,15 @@
 """A tabular softmax policy: one row of logits per state.
 
 Small enough that exact values and the exact policy gradient are a linear solve away (see
-``labkit.truth``), which is what lets the lab score estimators against ground truth.
+``labkit.envs.tabular``), which is what lets the lab score estimators against ground truth.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from labkit._checks import as_tensor, check_int, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
 
 
 class TabularSoftmaxPolicy(nn.Module):

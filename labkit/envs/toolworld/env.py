@@ -58,20 +58,20 @@ autograd gives the exact dJ/dlogits over the observation table. ``ToolTruth.skil
 every turn into skill A_t(s_t, a_t) and luck r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t); per
 trajectory V_0(s_0) + sum_t (skill_t + luck_t) equals the realised return exactly.
 
-Why a time-indexed DP rather than ``labkit.truth.exact_truth`` with t folded into the state:
+Why a time-indexed DP rather than ``labkit.envs.tabular.exact_truth`` with t folded into the state:
 that needs a dense (S, A, S) tensor over S = max_turns * 2N * n_obs states — at N = 5 and 50
 turns 12,000 states, 2.0e9 entries. The DP here touches only the (N, 2, A, n_obs) answer table
 per turn (50 turns x 10 files: well under 0.1 s, gradient included).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_int, check_number
-from labkit.rollouts import Cost, Rollouts
+from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.rollouts import Rollouts
+from labkit.envs.toolworld.truth import ToolTruth
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
 THINK, SEARCH, RUN_TESTS, SUBMIT = 0, 1, 2, 3
@@ -342,7 +342,7 @@ class ToolWorld:
         return "\n".join(lines)
 
     # ---- exact truth
-    def truth(self, policy) -> "ToolTruth":
+    def truth(self, policy) -> ToolTruth:
         """Exact V, Q, A, J and dJ/dlogits under ``policy`` by backward induction over turns."""
         self._check_policy(policy)
         N, T = self.n_files, self.max_turns
@@ -457,84 +457,3 @@ class ToolWorld:
             landed = torch.zeros_like(M).scatter_add_(1, self.fixed_after, M)  # moved to flag f'
             d = torch.einsum("bfa,bfao->bfo", landed, self.kernel)        # submit's rows are 0
         return torch.stack(out)
-
-
-@dataclass(eq=False)
-class ToolTruth:
-    """Exact quantities of a ToolWorld under one fixed policy (float64, detached).
-
-    V (T + 1, N, 2, n_obs): V[t, b, f, o] expected return-to-go before turn t; V[T] = 0.
-    Q (T, N, 2, A): Q[t, b, f, a] (the observation only selects the action, so Q ignores it).
-    J: expected return of a fresh task (b uniform); task_values (N,) the same per bug location.
-    grad (n_obs, A): exact dJ/dlogits. occupancy (T, N, 2, n_obs): P(turn t played in that state).
-    pi (n_obs, A): the policy the truth was computed for.
-    """
-
-    V: torch.Tensor
-    Q: torch.Tensor
-    J: float
-    task_values: torch.Tensor
-    grad: torch.Tensor
-    occupancy: torch.Tensor
-    pi: torch.Tensor
-    n_obs: int
-
-    @property
-    def A(self) -> torch.Tensor:
-        """A[t, b, f, o, a] = Q[t, b, f, a] - V[t, b, f, o], (T, N, 2, n_obs, A)."""
-        return self.Q[:, :, :, None, :] - self.V[:-1, :, :, :, None]
-
-    def policy_gradient_theorem(self) -> torch.Tensor:
-        """Closed-form gradient sum_{t,b,f} d_t(b, f, o) pi(a | o) A_t(b, f, o, a), (n_obs, A)."""
-        return (self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
-
-    def _index(self, rollouts: Rollouts):
-        hidden = rollouts.truth.get("hidden_states")
-        if not isinstance(hidden, torch.Tensor) or tuple(hidden.shape) != tuple(rollouts.mask.shape):
-            raise ValueError("rollouts.truth['hidden_states']: missing or mis-shaped; sample with ToolWorld.sample")
-        T = self.Q.shape[0]
-        t = rollouts.turn_ids
-        if bool((t >= T).any()):
-            raise ValueError(f"rollouts.turn_ids: turns beyond this truth's max_turns ({T})")
-        h = hidden.clamp(min=0)
-        o = h % self.n_obs
-        f = (h // self.n_obs) % 2
-        b = h // (2 * self.n_obs)
-        return t.clamp(min=0), b, f, o, rollouts.tokens.clamp(0, self.Q.shape[-1] - 1)
-
-    def value(self, rollouts: Rollouts) -> torch.Tensor:
-        """Exact V_t(s_t) before every played turn, (B, T), 0 off-mask."""
-        t, b, f, o, _ = self._index(rollouts)
-        return torch.where(rollouts.mask, self.V[t, b, f, o], 0.0)
-
-    def q_value(self, rollouts: Rollouts) -> torch.Tensor:
-        """Exact Q_t(s_t, a_t) of the action taken, (B, T), 0 off-mask."""
-        t, b, f, _, a = self._index(rollouts)
-        return torch.where(rollouts.mask, self.Q[t, b, f, a], 0.0)
-
-    def advantage(self, rollouts: Rollouts) -> torch.Tensor:
-        """Exact A_t(s_t, a_t) = Q - V of the action taken, (B, T), 0 off-mask."""
-        return self.q_value(rollouts) - self.value(rollouts)
-
-    def next_value(self, rollouts: Rollouts) -> torch.Tensor:
-        """V_{t+1}(s_{t+1}) after every played turn (0 after submit or the last turn), (B, T)."""
-        v = self.value(rollouts)
-        nxt = torch.zeros_like(v)
-        nxt[:, :-1] = torch.where(rollouts.mask[:, 1:], v[:, 1:], 0.0)
-        return torch.where(rollouts.mask, nxt, 0.0)
-
-    def skill_luck(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
-        """(skill, luck), each (B, T): skill_t = A_t(s_t, a_t), what the choice was worth;
-        luck_t = r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t), what the tool's random answer added.
-        V_0(s_0) + sum_t (skill_t + luck_t) = realised return, per trajectory."""
-        q = self.q_value(rollouts)
-        skill = q - self.value(rollouts)
-        r = rollouts.rewards.to(torch.float64)
-        luck = torch.where(rollouts.mask, r + self.next_value(rollouts) - q, 0.0)
-        return skill, luck
-
-    def step_value_fn(self):
-        """A ``value_fn`` for ``labkit.credit.mc``: exact V at every turn (ignores k; zero cost)."""
-        def value_fn(rollouts: Rollouts, k: int):
-            return rollouts.view(self.value(rollouts), "step", "first")[0], Cost()
-        return value_fn

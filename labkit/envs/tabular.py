@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit._checks import as_tensor, check_finite, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Rollouts
 
 
 @dataclass(eq=False)
@@ -84,8 +84,6 @@ class Truth:
     def step_value_fn(self):
         """A ``value_fn`` for ``labkit.credit.mc`` that returns the exact V at the start of every
         step (ignores k; zero cost): Monte Carlo credit with perfect values."""
-        from labkit.rollouts import Cost
-
         def value_fn(rollouts: Rollouts, k: int):
             v = self.value(rollouts)
             return rollouts.view(v, "step", "first")[0], Cost()

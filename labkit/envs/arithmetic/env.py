@@ -25,14 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from labkit._checks import check_choice, check_int, check_number
-
-DIGITS = "0123456789"
-CHARS = DIGITS + "+=;#"
-PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
-SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
-STEP_SEP = ";"
-ANSWER_MARK = "#"
+from labkit.core.checks import check_choice, check_int, check_number
+from labkit.policies.vocab import (ANSWER_MARK, BOS, CHARS, DIGITS, EOS, PAD,  # noqa: F401  (the task's alphabet)
+                                   SPECIAL_TOKENS, STEP_SEP, UNK)
 
 MIN_OPERAND, MAX_OPERAND = 10, 99
 MIN_OPERANDS, MAX_OPERANDS = 2, 4

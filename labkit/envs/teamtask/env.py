@@ -58,13 +58,13 @@ and one standard deviation pooled over all agents fit none of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_int, check_number, check_shape
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
+from labkit.envs.teamtask.truth import TeamTruth
 
 ROLES = ("planner", "solver", "checker", "free_rider", "saboteur")
 TYPE_NAMES = "ABCD"
@@ -484,7 +484,7 @@ class TeamTask:
             grids = grids[:, None]
         return grids[:, 0], grids[:, 1:]
 
-    def truth(self, policies) -> "TeamTruth":
+    def truth(self, policies) -> TeamTruth:
         """Exact per-policy quantities by enumerating every task type and joint action.
 
         P(k, a) = (1/K) prod_i pi_i(a_i | o_i(k, a_<i)); values[S] = sum P(k, a) v_S(k, a);
@@ -504,78 +504,3 @@ class TeamTask:
         grads = torch.autograd.grad(J, thetas)
         return TeamTruth(values=values.detach(), J=float(J.detach()), grads=[g.detach() for g in grads],
                          pi=[torch.softmax(t.detach(), -1) for t in thetas], agent_names=list(self.agent_names))
-
-
-@dataclass(eq=False)
-class TeamTruth:
-    """Exact quantities of a TeamTask under fixed policies (float64, detached).
-
-    values (2**n,): expected coalition values (column = bitmask); J: exact team success v(N);
-    grads: per agent dJ/dlogits (n_obs_i, n_actions_i); pi: per agent action probabilities.
-    """
-
-    values: torch.Tensor
-    J: float
-    grads: list
-    pi: list
-    agent_names: list
-
-    def grad_norms(self) -> torch.Tensor:
-        """||dJ/dlogits_i|| per agent, (n,)."""
-        return torch.stack([g.norm() for g in self.grads])
-
-
-class TeamLearner:
-    """The team's tabular policies on a ``TeamTask``, for ``labkit.train.train``.
-
-    Each iteration samples ``n_tasks`` task instances with ``group_size`` episodes each (one
-    group per task). ``logprobs`` gives agent t's log pi(a | o) at position t. ``evaluate`` is
-    the exact team success J (enumeration), so learning curves carry no evaluation noise.
-    ``track_grads=True`` records, at every backward pass, the gradient norm of each agent's
-    logits before any clipping (``grad_log()``): the per-agent gradient scale Dr. MAS is about.
-    """
-
-    default_lr = 0.5
-
-    def __init__(self, env: TeamTask, policies, *, n_tasks: int = 8, group_size: int = 8,
-                 track_grads: bool = True):
-        self.env = env
-        self.policies = env._check_policies(policies)
-        self.n_tasks = check_int("n_tasks", n_tasks, low=1)
-        self.group_size = check_int("group_size", group_size, low=1)
-        self._events: list[list[float]] = [[] for _ in self.policies]
-        self.last_truth: TeamTruth | None = None
-        if track_grads:
-            for i, pol in enumerate(self.policies):
-                pol.logits.register_hook(self._recorder(i))
-
-    def _recorder(self, i: int):
-        def hook(grad):
-            self._events[i].append(float(grad.norm()))
-        return hook
-
-    def parameters(self):
-        for pol in self.policies:
-            yield from pol.parameters()
-
-    def collect(self, iteration: int, seed: int) -> Rollouts:
-        return self.env.sample(self.policies, self.n_tasks, group_size=self.group_size, seed=seed)
-
-    def logprobs(self, rollouts: Rollouts, rows: torch.Tensor) -> torch.Tensor:
-        cols = [pol.log_prob(rollouts.states[rows, i], rollouts.tokens[rows, i]) for i, pol in enumerate(self.policies)]
-        return torch.stack(cols, dim=1)
-
-    def evaluate(self, seed: int = 0) -> float:
-        self.last_truth = self.env.truth(self.policies)
-        return self.last_truth.J
-
-    def grad_log(self):
-        """Per backward pass and agent: the gradient norm of that agent's logits (a DataFrame with
-        columns ``backward`` (1-based), ``agent``, ``role``, ``grad_norm``)."""
-        import pandas as pd
-        rows = []
-        for i, events in enumerate(self._events):
-            for k, v in enumerate(events):
-                rows.append({"backward": k + 1, "agent": self.env.agent_names[i], "role": self.env.roles[i],
-                             "grad_norm": v})
-        return pd.DataFrame(rows, columns=["backward", "agent", "role", "grad_norm"])

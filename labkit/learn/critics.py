@@ -1,8 +1,15 @@
-"""Learned critics: value estimates fitted to sampled returns, the thing TD credit bootstraps from.
+"""Learned critics: every model the lab fits on rollouts for an estimator to consume.
 
-A critic here is anything with ``value(rollouts) -> (B, T)``: the estimated V(s_t) before every
-generated position. Learned critics are imperfect by construction (finite data, limited
-capacity), and that imperfection is what the lambda dial of GAE trades against variance.
+* ``TabularCritic``, ``LMCritic``: V(s_t) before every generated position (``value(rollouts) ->
+  (B, T)``), the thing TD credit bootstraps from;
+* ``TurnQCritic``: tabular turn-level Q(o, a) by TD (ARCHER; C3's learned mode);
+* ``BTCritic``: a Bradley-Terry turn-advantage table (SWEET-RL's privileged critic);
+* ``LearnedHindsight``: counted outcome-conditioned action probabilities h(a | o, Z) (HCA, HCAPO).
+
+Learned critics are imperfect by construction (finite data, limited capacity), and that
+imperfection is what the estimators' dials trade against variance. Estimators take a critic as an
+explicit argument and only call its methods (duck typing), so ``labkit.credit`` never imports
+this module.
 """
 from __future__ import annotations
 
@@ -13,9 +20,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit._checks import as_tensor, check_finite, check_int, check_number, check_shape
-from labkit.policies.sampling import _check_prompts
-from labkit.rollouts import Rollouts
+from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
+from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
+from labkit.policies.sampling import check_token_rows
 
 
 class TabularCritic:
@@ -156,7 +164,7 @@ class LMCritic:
 
     # ---- forward
     def _check_rows(self, name: str, rows) -> list[list[int]]:
-        rows = _check_prompts(name, rows, self.vocab_size)  # the sampler's own check of id lists
+        rows = check_token_rows(name, rows, self.vocab_size)  # the sampler's own check of id lists
         longest = max(len(r) for r in rows)
         if self.context is not None and longest > self.context:
             raise ValueError(f"{name}: a sequence of {longest} tokens exceeds the critic's context of {self.context}")
@@ -416,3 +424,156 @@ class TurnQCritic:
             raise ValueError("pi: V needs the policy's action probabilities (none was given to fit)")
         obs, _, present = self._turns(rollouts)
         return torch.where(present, (pi[obs] * self.q[obs]).sum(-1), 0.0)
+
+
+# --------------------------------------------------------------------------- SWEET-RL critic
+class BTCritic:
+    """A tabular turn-advantage critic A(k, a) fitted by Bradley-Terry on trajectory pairs.
+
+    k is the critic's key of a turn: the hidden state index (``privileged=True``: bug, fixed
+    flag and observation, i.e. ``truth["hidden_states"]``) or the observation alone
+    (``privileged=False``: what the actor sees). For every pair (i, j) of trajectories of the
+    same task group with s_i > s_j (outcome scores)
+
+        loss_ij = -log sigmoid(beta * (sum_t A(k_it, a_it) - sum_t A(k_jt, a_jt)))
+
+    averaged over pairs, plus ``l2`` * mean(A^2) (pulls unseen or uninformative entries to 0),
+    minimised by Adam (closed-form gradient) for ``steps`` steps (lr ``lr``) from A = 0 (deterministic). This is SWEET-RL's objective (its critic
+    is the LLM's log-probability ratio beta * log pi_c / pi_ref summed over a turn's tokens; a
+    table replaces it here). Defaults: beta = 1, l2 = 1e-2, steps = 300, lr = 0.1. A critic with no pair to compare (every group's outcomes equal) stays 0.
+    Cost of scoring: one critic call per (turn, candidate) scored (``aux_calls``).
+    """
+
+    def __init__(self, n_keys: int, n_actions: int, *, privileged: bool, beta: float = 1.0, l2: float = 1e-2):
+        self.n_keys = check_int("n_keys", n_keys, low=1)
+        self.n_actions = check_int("n_actions", n_actions, low=1)
+        self.privileged = bool(privileged)
+        self.beta = check_number("beta", beta, low=0.0, low_open=True)
+        self.l2 = check_number("l2", l2, low=0.0)
+        self.table = torch.zeros(self.n_keys, self.n_actions, dtype=torch.float64)
+        self.n_pairs = 0
+        self.losses: list[float] = []
+
+    @classmethod
+    def for_env(cls, env, *, privileged: bool, **kw) -> "BTCritic":
+        """A critic sized for a ToolWorld: keys are hidden states or observations."""
+        return cls(env.n_hidden if privileged else env.n_obs, env.n_actions, privileged=privileged, **kw)
+
+    def keys(self, rollouts: Rollouts, hidden_states=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The key and action of every turn and the presence mask, each (B, N)."""
+        obs, act, present = turn_table(rollouts)
+        if self.privileged:
+            keys, _ = turn_hidden_states(rollouts, hidden_states, self.n_keys,
+                                         "a privileged critic keys turns by the hidden state (training-time only)")
+        else:
+            keys = obs
+        if bool(((keys < 0) | (keys >= self.n_keys))[present].any()):
+            raise ValueError(f"rollouts: turn keys outside this critic's {self.n_keys} keys")
+        if bool((act[present] >= self.n_actions).any()):
+            raise ValueError(f"rollouts: actions outside this critic's {self.n_actions} actions")
+        return keys.clamp(0, self.n_keys - 1), act, present
+
+    def fit(self, rollouts: Rollouts, hidden_states=None, *, steps: int = 300, lr: float = 0.1) -> "BTCritic":
+        steps = check_int("steps", steps, low=1)
+        lr = check_number("lr", lr, low=0.0, low_open=True)
+        keys, act, present = self.keys(rollouts, hidden_states)
+        s = rollouts.scores.to(torch.float64)
+        g = rollouts.group_ids
+        better = (g[:, None] == g[None, :]) & (s[:, None] > s[None, :])
+        pairs = better.nonzero()
+        self.n_pairs = int(pairs.shape[0])
+        if self.n_pairs == 0:
+            return self  # nothing to compare: every group has equal outcomes (or one member)
+        cell = torch.where(present, keys * self.n_actions + act, 0)
+        pres = present.to(torch.float64)
+        flat_cells = cell[present]
+        B, n_par = rollouts.batch_size, self.n_keys * self.n_actions
+        win, lose = pairs[:, 0], pairs[:, 1]
+        theta = self.table.clone().flatten()
+        # Adam by hand on the closed-form gradient: the trajectory score S_b is a sum of table
+        # entries, so dL/dtheta is a scatter of dL/dS_b onto the cells each trajectory visited
+        m1, m2 = torch.zeros_like(theta), torch.zeros_like(theta)
+        b1, b2 = 0.9, 0.999
+        for step in range(1, steps + 1):
+            S = (theta[cell] * pres).sum(1)
+            w = self.beta * torch.sigmoid(-self.beta * (S[win] - S[lose])) / self.n_pairs
+            dS = torch.zeros(B, dtype=torch.float64).index_add_(0, win, -w).index_add_(0, lose, w)
+            grad = torch.zeros(n_par, dtype=torch.float64).index_add_(
+                0, flat_cells, dS[:, None].expand_as(cell)[present]) + 2 * self.l2 * theta / n_par
+            m1.mul_(b1).add_(grad, alpha=1 - b1)
+            m2.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            theta -= lr * (m1 / (1 - b1 ** step)) / ((m2 / (1 - b2 ** step)).sqrt() + 1e-8)
+        S = (theta[cell] * pres).sum(1)
+        loss = torch.nn.functional.softplus(-self.beta * (S[win] - S[lose])).mean() + self.l2 * (theta ** 2).mean()
+        self.losses.append(float(loss))
+        self.table = theta.view(self.n_keys, self.n_actions).clone()
+        return self
+
+    def scores(self, rollouts: Rollouts, hidden_states=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Critic values of every candidate action at every turn, (B, N, A), plus actions and presence."""
+        keys, act, present = self.keys(rollouts, hidden_states)
+        return self.table[keys], act, present
+
+
+# --------------------------------------------------------------------------- hindsight model (HCA / HCAPO)
+class LearnedHindsight:
+    """h(a | o, [t,] Z) counted on rollouts, from what the agent sees: the realistic hindsight model.
+
+        h(a | k, z) = (n(k, z, a) + prior * pi(a | o)) / (n(k, z) + prior)
+
+    with k = the observation o (``by_turn=False``, default) or (o, turn index), n the counts of
+    turns in trajectories with outcome z. The Dirichlet prior pulls rare keys towards the
+    policy itself (h = pi: ratio 1, credit 0), so an unseen key credits nothing. ``fit`` adds
+    rollouts (a replay, like ``TurnQCritic``); fit on earlier batches of the same policy to
+    avoid scoring a batch with counts that include its own turns (in-sample bias).
+    ``pi`` (n_obs, n_actions) is the policy table the prior and the ratios use.
+    """
+
+    def __init__(self, pi, *, by_turn: bool = False, prior: float = 1.0, max_turns: int = 200):
+        self.pi = as_tensor("pi", pi).detach().to(torch.float64)
+        if self.pi.dim() != 2:
+            raise ValueError(f"pi: expected an (n_obs, n_actions) table, got shape {tuple(self.pi.shape)}")
+        self.by_turn = bool(by_turn)
+        self.prior = check_number("prior", prior, low=0.0, low_open=True)
+        self.max_turns = int(max_turns)
+        n_keys = self.pi.shape[0] * (self.max_turns if self.by_turn else 1)
+        self.counts = torch.zeros(2, n_keys, self.pi.shape[1], dtype=torch.float64)
+        self.n_fitted = 0
+
+    def _keys(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        obs, act, present = turn_table(rollouts)
+        if bool((obs[present] >= self.pi.shape[0]).any()) or bool((act[present] >= self.pi.shape[1]).any()):
+            raise ValueError("rollouts: observations / actions outside the policy table pi")
+        if self.by_turn:
+            if present.shape[1] > self.max_turns:
+                raise ValueError(f"rollouts: more turns ({present.shape[1]}) than max_turns={self.max_turns}")
+            t = torch.arange(present.shape[1]).expand_as(obs)
+            keys = t * self.pi.shape[0] + obs
+        else:
+            keys = obs
+        return keys, obs, act, present
+
+    def fit(self, rollouts: Rollouts, outcome=None) -> "LearnedHindsight":
+        z = binary_outcome(rollouts, outcome).long()
+        keys, _, act, present = self._keys(rollouts)
+        zz = z[:, None].expand_as(keys)
+        flat = (zz * self.counts.shape[1] + keys) * self.counts.shape[2] + act
+        self.counts.view(-1).index_add_(0, flat[present], torch.ones(int(present.sum()), dtype=torch.float64))
+        self.n_fitted += rollouts.batch_size
+        return self
+
+    def table(self, z: int) -> torch.Tensor:
+        """h(. | key, z) for every key, (n_keys, n_actions)."""
+        c = self.counts[int(z)]
+        prior = self.pi.repeat(self.counts.shape[1] // self.pi.shape[0], 1)
+        return (c + self.prior * prior) / (c.sum(-1, keepdim=True) + self.prior)
+
+    def probs(self, rollouts: Rollouts, outcome=None) -> torch.Tensor:
+        """h(a_t | k_t, Z) of every turn's action, (B, N); 1 where there is no turn."""
+        z = binary_outcome(rollouts, outcome).long()
+        keys, _, act, present = self._keys(rollouts)
+        tables = torch.stack([self.table(0), self.table(1)])
+        h = tables[z[:, None].expand_as(keys), keys, act]
+        return torch.where(present, h, 1.0)
+
+    __call__ = probs

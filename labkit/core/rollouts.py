@@ -22,7 +22,8 @@ from typing import Any, Hashable, Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.stats import discounted_returns
 
 LEVELS = ("token", "step", "turn", "agent", "episode")
 REDUCTIONS = ("sum", "mean", "first", "last", "max", "min")
@@ -231,13 +232,7 @@ class Rollouts:
         do not discount), matching verl's handling of masked positions. Shape (B, T), 0 off-mask.
         """
         gamma = check_number("gamma", gamma, low=0.0, high=1.0)
-        out = torch.zeros_like(self.rewards)
-        running = torch.zeros(self.batch_size, dtype=self.rewards.dtype)
-        for t in range(self.horizon - 1, -1, -1):
-            m = self.mask[:, t]
-            running = torch.where(m, self.rewards[:, t] + gamma * running, running)
-            out[:, t] = torch.where(m, running, 0)
-        return out
+        return discounted_returns(self.rewards, self.mask, gamma)
 
     # ---- coarse views
     def ids_for(self, level: str) -> torch.Tensor:

@@ -13,7 +13,7 @@ Knobs that make credit assignment harder:
   the one the policy chose (stochastic transitions: a correct choice can still fail).
 
 State: (position t, still-on-track flag), index ``2 * t + ok``; the policy sees the state.
-Exact truth: ``env.mdp()`` is the tabular MDP for ``labkit.truth.exact_truth``.
+Exact truth: ``env.mdp()`` is the tabular MDP for ``labkit.envs.tabular.exact_truth``.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from typing import Sequence
 
 import torch
 
-from labkit._checks import as_tensor, check_int, check_number
-from labkit.rollouts import Cost, Rollouts
-from labkit.truth import TabularMDP
+from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.rollouts import Cost, Rollouts
+from labkit.envs.tabular import TabularMDP
 
 TOKEN_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

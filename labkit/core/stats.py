@@ -1,0 +1,179 @@
+"""The few statistics every estimator family shares, written once.
+
+* ``group_stats`` / ``group_normalize``: statistics inside groups (GRPO's prompt groups, GiGPO's
+  anchor groups, Dr. MAS's agent pools, ...) and the group-of-one rule;
+* ``whiten``: REINFORCE++-style whitening over every masked entry of a batch;
+* ``discounted_returns``: the backward recursion G_t = r_t + gamma G_{t'} over masked columns;
+* ``top_fraction``: keep the ceil(fraction * n) present entries with the largest score.
+
+Float arithmetic here is done in the same order as the estimators did before it was shared, so
+stored notebook numbers do not move.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from labkit.core.checks import as_tensor, check_choice, check_number, check_shape
+
+SINGLETON_RULES = ("raw", "zero")
+
+
+def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-entry (mean, unbiased std, size) of 1-D ``values`` over its group, each shaped like ``values``.
+
+    Sums are taken in float64 and the mean / std cast back to ``values.dtype``; ``size`` stays
+    float64. The std of a group of one is reported as 0 (no NaN); callers decide what a
+    singleton means (see ``group_normalize``).
+    """
+    if values.shape != group_ids.shape:
+        raise ValueError(f"group_ids: expected the shape of values {tuple(values.shape)}, got {tuple(group_ids.shape)}")
+    if values.numel() == 0:
+        empty = torch.zeros(0, dtype=values.dtype)
+        return empty, empty.clone(), torch.zeros(0, dtype=torch.float64)
+    _, inverse = torch.unique(group_ids, return_inverse=True)
+    n_groups = int(inverse.max()) + 1
+    v = values.to(torch.float64)
+    size = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(v))
+    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, v)
+    mean = total / size
+    sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (v - mean[inverse]) ** 2)
+    std = torch.where(size > 1, (sq / (size - 1).clamp(min=1)).sqrt(), 0.0)
+    return mean[inverse].to(values.dtype), std[inverse].to(values.dtype), size[inverse]
+
+
+class GroupNorm(NamedTuple):
+    """What ``group_normalize`` returns, every field shaped like its ``values``."""
+
+    normalized: torch.Tensor  # (v - mean) / (std + eps), or v - mean without the std
+    mean: torch.Tensor        # the baseline actually subtracted (after the singleton rule)
+    std: torch.Tensor         # the scale actually divided by (after the singleton rule)
+    size: torch.Tensor        # group size, float64
+
+
+def group_normalize(values: torch.Tensor, group_ids: torch.Tensor, *, eps: float = 1e-6,
+                    normalize_std: bool = True, singleton: str = "raw",
+                    weight: torch.Tensor | None = None) -> GroupNorm:
+    """GRPO-normalise 1-D ``values`` inside the groups named by ``group_ids``.
+
+        normalized = (v - mean_group) / (std_group + eps)     (std unbiased; normalize_std=True)
+                   =  v - mean_group                          (normalize_std=False)
+
+    The group-of-one rule (verl's GRPO convention, the one place it is written):
+    ``singleton="raw"`` gives a group of one mean 0 and std 1, i.e. its raw value / (1 + eps);
+    ``singleton="zero"`` keeps its own mean (so it gets 0: nothing to compare with) and std 1
+    (so 0 / eps never happens). A group whose values are all equal gets 0 either way (0 / eps).
+    ``weight`` (long, shaped like ``values``; entries < 1 count once) repeats an entry in the
+    statistics (e.g. an agent once per action it took); each entry still gets one output.
+    """
+    check_choice("singleton", singleton, SINGLETON_RULES)
+    eps = check_number("eps", eps, low=0.0)
+    if weight is None:
+        mean, std, size = group_stats(values, group_ids)
+    else:
+        reps = as_tensor("weight", weight).long()
+        check_shape("weight", reps, tuple(values.shape))
+        reps = reps.clamp(min=1)
+        mean, std, size = group_stats(values.repeat_interleave(reps), group_ids.repeat_interleave(reps))
+        first = torch.cumsum(reps, 0) - reps  # one representative per entry
+        mean, std, size = mean[first], std[first], size[first]
+    single = size == 1
+    if singleton == "raw":
+        mean = torch.where(single, 0.0, mean).to(values.dtype)
+    std = torch.where(single, 1.0, std).to(values.dtype)
+    out = values - mean
+    if normalize_std:
+        out = out / (std + eps)
+    return GroupNorm(out, mean, std, size)
+
+
+def masked_moments(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and biased (population) variance of ``x`` over the entries where ``mask`` is True.
+
+    An empty mask gives (0, 0); a single entry has variance 0.
+    """
+    vals = x[mask]
+    if vals.numel() == 0:
+        zero = torch.zeros((), dtype=x.dtype)
+        return zero, zero.clone()
+    return vals.mean(), vals.var(unbiased=False)
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x - mean) / sqrt(var + eps) over the masked entries; 0 off the mask.
+
+    REINFORCE++'s convention (OpenRLHF, and verl's ``masked_whiten``): the variance is the
+    biased (population) one and eps sits inside the square root. Degenerate input: an empty
+    mask gives all zeros; one entry, or all-equal entries, give 0 (0 / sqrt(eps)).
+    """
+    eps = check_number("eps", eps, low=0.0, low_open=True)
+    if not bool(mask.any()):
+        return torch.zeros_like(x)
+    mu, var = masked_moments(x, mask)
+    return torch.where(mask, (x - mu) / torch.sqrt(var + eps), torch.zeros((), dtype=x.dtype))
+
+
+def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """G_t = r_t + gamma * G_{t'} backwards over the columns of (B, T) tensors, t' the next
+    column where ``mask`` is True (columns off the mask carry the running return through
+    unchanged: tool output does not discount); G past the last masked column is 0. 0 off-mask.
+
+    The one backward loop the lab has: token returns, turn returns and GAE (whose "rewards"
+    are TD errors and whose discount is gamma * lambda) all run through it.
+    """
+    check_shape("mask", mask, tuple(rewards.shape))
+    out = torch.zeros_like(rewards)
+    running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        m = mask[:, t]
+        running = torch.where(m, rewards[:, t] + gamma * running, running)
+        out[:, t] = torch.where(m, running, 0)
+    return out
+
+
+def next_masked(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """For every column t, the value at the next column t' > t where ``mask`` is True, (B, T);
+    0 where there is none (no bootstrap past the last masked column)."""
+    check_shape("mask", mask, tuple(values.shape))
+    B, T = values.shape
+    pos = torch.where(mask, torch.arange(T).expand(B, T), T)
+    # nearest masked column at or after t, then shift by one to get "strictly after t"
+    at_or_after = pos.flip(1).cummin(1).values.flip(1)
+    after = torch.cat([at_or_after[:, 1:], torch.full((B, 1), T, dtype=pos.dtype)], 1)
+    padded = torch.cat([values, torch.zeros(B, 1, dtype=values.dtype)], 1)
+    return padded.gather(1, after)
+
+
+def top_fraction(scores: torch.Tensor, present: torch.Tensor, fraction: float) -> torch.Tensor:
+    """The ceil(fraction * n) ``present`` entries with the largest score, as a bool mask.
+
+    n is the number of present entries; at least one is kept when n > 0, none when n = 0.
+    Ties are broken by position (row-major), so exactly that many are kept.
+    """
+    fraction = check_number("fraction", fraction, low=0.0, high=1.0, low_open=True)
+    check_shape("present", present, tuple(scores.shape))
+    n = int(present.sum())
+    if n == 0:
+        return torch.zeros_like(present, dtype=torch.bool)
+    # - 1e-9: 0.3 * 10 is 3.0000000000000004, whose ceil would keep a fourth entry
+    n_keep = max(1, min(n, math.ceil(fraction * n - 1e-9)))
+    order = torch.sort(-scores[present].to(torch.float64), stable=True).indices  # stable: ties keep row-major order
+    keep = torch.zeros(n, dtype=torch.bool)
+    keep[order[:n_keep]] = True
+    kept = torch.zeros_like(present, dtype=torch.bool)
+    kept[present] = keep
+    return kept
+
+
+def group_spread(rollouts) -> tuple[float, float]:
+    """(mean over groups of the std of the scores inside a group, share of groups whose scores are
+    all equal) of a ``Rollouts`` batch. A group with zero spread gives every group-baseline
+    estimator (GRPO, RLOO, ...) zero credit: its rollouts teach nothing. A group of one counts as
+    zero spread."""
+    _, std, size = group_stats(rollouts.scores.to(torch.float64), rollouts.group_ids)
+    _, inverse = torch.unique(rollouts.group_ids, return_inverse=True)
+    # every row of a group carries the group's std, so scattering them leaves one value per group
+    std = torch.zeros(int(inverse.max()) + 1, dtype=torch.float64).scatter_(0, inverse, torch.where(size > 1, std, 0.0))
+    return float(std.mean()), float((std < 1e-12).double().mean())

@@ -1,0 +1,285 @@
+"""The arithmetic task played by a causal language model: graded Rollouts and Monte Carlo vines.
+
+This is where the tiny transformer meets the data path: prompts go through
+``labkit.policies.sampling`` (batched, KV-cached), completions are graded by the task's
+verifier, and the result is a ``Rollouts`` whose steps are the ``;``-separated reasoning steps.
+``value_fn`` forks continuations from every step boundary, which is what VinePPO and
+Math-Shepherd (``labkit.credit.mc``) and the Monte Carlo truth script need.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from labkit.core.checks import check_int, check_number
+from labkit.envs.arithmetic.env import ArithmeticTask, Problem, Verdict, verify
+from labkit.policies.lm import load_lm, task_tokens
+from labkit.policies.sampling import fork, sample, to_rollouts
+from labkit.core.rollouts import Cost, Rollouts
+
+
+class ArithmeticLM:
+    """A causal LM (``model``, ``tokenizer``) answering ``ArithmeticTask`` problems.
+
+    ``temperature`` is the sampling temperature of rollouts and vines (1 = the policy itself).
+    The outcome reward is the verifier's: 1 for a well-formed chain with the right answer.
+    """
+
+    BUCKET_WIDTH = 12  # max length spread of prefixes forked in one batch (see prefix_values)
+
+    def __init__(self, model, tokenizer, task: ArithmeticTask | None = None, *, temperature: float = 1.0):
+        self.model, self.tokenizer = model, tokenizer
+        self.task = task if task is not None else ArithmeticTask(seed=0)
+        self.temperature = check_number("temperature", temperature, low=0.0)
+        self.tokens = task_tokens(tokenizer)
+        self.pad_id = tokenizer.pad_token_id
+        config = model.config
+        self.context = int(getattr(config, "n_positions", None) or config.max_position_embeddings)
+
+    @classmethod
+    def load(cls, name_or_path=None, *, task_seed: int = 0, temperature: float = 1.0) -> "ArithmeticLM":
+        """The shipped tiny model (default) or any local/HF causal LM with a compatible tokenizer."""
+        model, tokenizer = load_lm(name_or_path)
+        return cls(model, tokenizer, ArithmeticTask(seed=task_seed), temperature=temperature)
+
+    # ---- text <-> ids
+    def prompt_ids(self, problem: Problem) -> list[int]:
+        return self.tokenizer(problem.prompt)["input_ids"]
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(int(token_id))
+
+    def completion_text(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def grade(self, problem: Problem, completion_ids: Sequence[int]) -> Verdict:
+        return verify(problem, self.completion_text(completion_ids))
+
+    def _budget(self, rows: list[list[int]]) -> int:
+        """New tokens that fit the context after the longest row (the sampler insists)."""
+        room = self.context - max(len(r) for r in rows)
+        if room < 1:
+            raise ValueError(f"rows: a prompt or prefix already fills the model's {self.context}-token context")
+        return room
+
+    # ---- rollouts
+    def rollouts(self, problems: Sequence[Problem], *, n_per_prompt: int = 1, seed: int = 0) -> Rollouts:
+        """Sample ``n_per_prompt`` completions of each problem (one GRPO group per problem).
+
+        Steps are ``;``-separated (the ``;`` closes its step; ``#answer<eos>`` is the last step).
+        ``truth`` carries the verifier's verdict per row: ``step_correct`` (B, S) bool aligned with
+        the step ids, ``first_error_step`` (B,) (-1 when no step is wrong), ``verdicts``.
+        ``info`` keeps ``problems`` and ``prompt_ids`` so vines can restart from any prefix.
+        """
+        problems = list(problems)
+        if not problems:
+            raise ValueError("problems: need at least one problem")
+        n = check_int("n_per_prompt", n_per_prompt, low=1)
+        rows = [p for p in problems for _ in range(n)]
+        prompts = [self.prompt_ids(p) for p in rows]
+        gen = sample(self.model, prompts, max_new_tokens=self._budget(prompts), temperature=self.temperature,
+                     eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed)
+        verdicts = [self.grade(p, c) for p, c in zip(rows, gen.completions())]
+        ro = to_rollouts(gen, rewards=torch.tensor([v.reward for v in verdicts]),
+                         step_boundary_ids={self.tokens.step_sep},
+                         group_ids=torch.arange(len(problems)).repeat_interleave(n),
+                         decode=self.token_text, prompts_text=[p.prompt for p in rows])
+        S = max(int(ro.n_steps.max()), 1)
+        step_correct = torch.zeros(len(rows), S, dtype=torch.bool)
+        for b, v in enumerate(verdicts):
+            k = min(len(v.step_correct), S)
+            step_correct[b, :k] = torch.tensor(v.step_correct[:k], dtype=torch.bool)
+        ro.truth.update(step_correct=step_correct, verdicts=verdicts,
+                        first_error_step=torch.tensor([-1 if v.first_error is None else v.first_error
+                                                       for v in verdicts]))
+        ro.info.update(problems=rows, prompt_ids=prompts, generation_cost=gen.forward_tokens)
+        return ro
+
+    # ---- vines
+    def step_prefixes(self, rollouts: Rollouts) -> tuple[list[list[int]], list[Problem], torch.Tensor]:
+        """Prompt + response up to the start of every step: (prefixes, their problems, present mask).
+
+        Prefixes are listed row-major over the (B, S) step grid where ``present`` is True.
+        """
+        prompts, problems = rollouts.info.get("prompt_ids"), rollouts.info.get("problems")
+        if prompts is None or problems is None:
+            raise ValueError("rollouts: vines need info['prompt_ids'] and info['problems'] (use ArithmeticLM.rollouts)")
+        first_pos, present = rollouts.view(torch.arange(rollouts.horizon).expand_as(rollouts.mask).double(),
+                                           "step", "first")
+        prefixes, owners = [], []
+        for b, i in present.nonzero().tolist():
+            start = int(first_pos[b, i])
+            prefixes.append(prompts[b] + rollouts.tokens[b, :start].tolist())
+            owners.append(problems[b])
+        return prefixes, owners, present
+
+    def prefix_values(self, prefixes: list[list[int]], problems: Sequence[Problem], k: int, *,
+                      seed: int = 0) -> tuple[torch.Tensor, int]:
+        """Mean outcome reward of ``k`` continuations of each prefix (its Monte Carlo value), and
+        the number of token positions the model processed to get them (for cost accounting)."""
+        k = check_int("k", k, low=1)
+        if len(prefixes) != len(problems):
+            raise ValueError(f"problems: expected one per prefix ({len(prefixes)}), got {len(problems)}")
+        if not prefixes:
+            return torch.zeros(0, dtype=torch.float64), 0
+        # The sampler gives every row of a batch the same token budget (context - longest row), so
+        # prefixes of very different lengths go in separate batches: within a bucket the lengths
+        # differ by at most BUCKET_WIDTH, and a short prefix is never cut off for lack of room.
+        order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
+        buckets, current = [], [order[0]]
+        for i in order[1:]:
+            if len(prefixes[i]) - len(prefixes[current[0]]) > self.BUCKET_WIDTH:
+                buckets.append(current)
+                current = []
+            current.append(i)
+        buckets.append(current)
+        rewards = torch.zeros(len(prefixes), k, dtype=torch.float64)
+        prompt_lens = [len(self.prompt_ids(p)) for p in problems]  # once per prefix, not per vine
+        forward_tokens = 0
+        for j, bucket in enumerate(buckets):
+            rows = [prefixes[i] for i in bucket]
+            gen = fork(self.model, rows, k, max_new_tokens=self._budget(rows), temperature=self.temperature,
+                       eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed + 7919 * j)
+            forward_tokens += gen.forward_tokens
+            for row, cont in enumerate(gen.completions()):  # rows are prefix-major
+                i = bucket[row // k]
+                rewards[i, row % k] = self.grade(problems[i], prefixes[i][prompt_lens[i]:] + cont).reward
+        return rewards.mean(1), forward_tokens
+
+    def value_fn(self, *, seed: int = 0):
+        """A ``value_fn`` for ``labkit.credit.mc``: V before every step from k forked vines."""
+        def value_fn(rollouts: Rollouts, k: int) -> tuple[torch.Tensor, Cost]:
+            prefixes, problems, present = self.step_prefixes(rollouts)
+            values = torch.zeros(present.shape, dtype=torch.float64)
+            vals, tokens = self.prefix_values(prefixes, problems, k, seed=seed)
+            values[present] = vals
+            return values, Cost(policy_forwards=len(prefixes) * k, policy_tokens=tokens)
+        return value_fn
+
+
+    # ---- segments as players (SCAR)
+    MAX_SEGMENTS = 10  # 2**10 coalitions per rollout; more is a sign of a malformed completion
+    SEGMENT_GAMES = ("resample", "delete")
+    STEP_BUDGET = 16   # new tokens allowed for one regenerated step (a step is <= 12 characters)
+    GAME_CHUNK = 512   # rows sampled per batch in the resampling game (bounds the KV-cache memory)
+
+    def segment_coalition_values(self, rollouts: Rollouts, k: int, *, game: str = "resample",
+                                 seed: int = 0) -> tuple[torch.Tensor, Cost]:
+        """v(S) for every coalition S of every rollout's reasoning segments (its ``;`` steps).
+
+        The game SCAR plays on a completion: segment i is a player, the verifier's reward is
+        the payoff, and coalition S keeps its segments. What a *missing* segment means is the
+        modelling choice, and Shapley values depend on it:
+
+        * ``game="resample"`` (default): a missing segment is rewritten by the model. Walking the
+          segments in order, a kept one is copied, a missing one is sampled (one step, up to
+          ``;`` or eos) from the model given everything so far; after the last segment, an
+          unfinished text is continued to eos. v(S) = mean reward of ``k`` such completions.
+          "What if only these steps had been fixed and the model had written the rest?"
+        * ``game="delete"``: missing segments are cut out. If S keeps the final segment (the
+          ``#answer``, where the completion ended), the kept text is graded as is; otherwise the
+          model continues the prompt + kept text k times. Deleted text leaves chains no policy
+          would write (a later step that uses a result no earlier step produced), so this game
+          measures the verifier's format more than the reasoning — shown in notebook 09 as the
+          pitfall.
+
+        In both, v(all segments) is the rollout's own reward (no sampling) and v(empty) is a
+        Monte Carlo value of the prompt, so Shapley values split ``reward - V(prompt)``, the same
+        total the step advantages of VinePPO telescope to; coalitions that keep a prefix of
+        segments {0..j} get the Monte Carlo value of that prefix in both games.
+
+        Returns ``(values, cost)``: values (B, 2**M) float64, M = the batch's largest number of
+        segments, column = bitmask of kept segments (bit i = segment i); for a row with m < M
+        segments, bits >= m do not change the value (absent players). Cost: one policy forward
+        per sampled sequence and the token positions processed.
+        """
+        k = check_int("k", k, low=1)
+        if game not in self.SEGMENT_GAMES:
+            raise ValueError(f"game: expected one of {self.SEGMENT_GAMES}, got {game!r}")
+        prompts, problems = rollouts.info.get("prompt_ids"), rollouts.info.get("problems")
+        if prompts is None or problems is None:
+            raise ValueError("rollouts: segment games need info['prompt_ids'] and info['problems'] "
+                             "(use ArithmeticLM.rollouts or load_reference)")
+        n_seg = rollouts.n_steps
+        M = int(n_seg.max())
+        if M > self.MAX_SEGMENTS:
+            raise ValueError(f"rollouts: a completion has {M} segments; exact segment Shapley is limited to "
+                             f"{self.MAX_SEGMENTS} (2**{self.MAX_SEGMENTS} coalitions each)")
+        B = rollouts.batch_size
+        segments = [[rollouts.tokens[b][rollouts.step_ids[b] == i].tolist() for i in range(int(n_seg[b]))]
+                    for b in range(B)]
+        values = torch.zeros(B, 2 ** M, dtype=torch.float64)
+        play = self._resample_game if game == "resample" else self._delete_game
+        own, cost = play(segments, prompts, problems, k, seed)  # own[b]: (2**m_b,) over its own segments
+        for b in range(B):
+            m = len(segments[b])
+            cols = torch.arange(2 ** M) & (2 ** m - 1)  # bits beyond the row's segments are ignored
+            values[b] = own[b][cols]
+            values[b, 2 ** M - 1] = values[b, 2 ** m - 1] = float(rollouts.scores[b])
+        return values, cost
+
+    def _delete_game(self, segments, prompts, problems, k, seed):
+        own = [torch.zeros(2 ** len(segs), dtype=torch.float64) for segs in segments]
+        to_sample: dict[tuple, list[tuple[int, int]]] = {}  # prefix ids -> cells (same prompt = same problem)
+        for b, segs in enumerate(segments):
+            m = len(segs)
+            for mask in range(2 ** m):
+                kept = [tok for i in range(m) if mask >> i & 1 for tok in segs[i]]
+                if m and mask >> (m - 1) & 1:  # the answer is kept: grade the kept text as is
+                    own[b][mask] = float(self.grade(problems[b], kept).reward)
+                else:
+                    to_sample.setdefault(tuple(prompts[b] + kept), []).append((b, mask))
+        keys = list(to_sample)
+        vals, tokens = self.prefix_values([list(key) for key in keys],
+                                          [problems[to_sample[key][0][0]] for key in keys], k, seed=seed)
+        for key, v in zip(keys, vals.tolist()):
+            for b, mask in to_sample[key]:
+                own[b][mask] = v
+        return own, Cost(policy_forwards=len(keys) * k, policy_tokens=tokens)
+
+    def _resample_game(self, segments, prompts, problems, k, seed):
+        eos = self.tokens.eos
+        # One "copy" per (row, coalition, vine): its text so far and whether it has ended.
+        copies = [(b, mask) for b, segs in enumerate(segments) for mask in range(2 ** len(segs)) for _ in range(k)]
+        texts = [[] for _ in copies]
+        ended = [False] * len(copies)
+        n_seqs, n_tokens = 0, 0
+        longest = max(len(s) for s in segments)
+
+        def generate(todo, *, stop_at_step, round_seed):
+            nonlocal n_seqs, n_tokens
+            # In chunks: one batch of thousands of rows would hold all their KV caches at once.
+            for j in range(0, len(todo), self.GAME_CHUNK):
+                chunk = todo[j:j + self.GAME_CHUNK]
+                rows = [prompts[copies[c][0]] + texts[c] for c in chunk]
+                budget = min(self.STEP_BUDGET, self._budget(rows)) if stop_at_step else self._budget(rows)
+                gen = sample(self.model, rows, max_new_tokens=budget, temperature=self.temperature, eos_id=eos,
+                             pad_id=self.pad_id, seed=round_seed + j,
+                             stop_ids=(self.tokens.step_sep,) if stop_at_step else ())
+                n_seqs, n_tokens = n_seqs + len(rows), n_tokens + gen.forward_tokens
+                for c, new in zip(chunk, gen.completions()):
+                    texts[c] += new
+                    # eos ends the completion; so does running out of budget mid-step (graded as is)
+                    if not new or new[-1] == eos or (stop_at_step and new[-1] != self.tokens.step_sep):
+                        ended[c] = True
+
+        for i in range(longest):
+            todo = []
+            for c, (b, mask) in enumerate(copies):
+                if ended[c] or i >= len(segments[b]):
+                    continue
+                if mask >> i & 1:
+                    texts[c] += segments[b][i]
+                    ended[c] = bool(segments[b][i]) and segments[b][i][-1] == eos
+                else:
+                    todo.append(c)
+            if todo:
+                generate(todo, stop_at_step=True, round_seed=seed + 7919 * i)
+        rest = [c for c in range(len(copies)) if not ended[c] and (not texts[c] or texts[c][-1] != eos)]
+        if rest:  # the last segment was not an answer: let the model finish
+            generate(rest, stop_at_step=False, round_seed=seed + 7919 * longest)
+        own = [torch.zeros(2 ** len(segs), dtype=torch.float64) for segs in segments]
+        for c, (b, mask) in enumerate(copies):
+            own[b][mask] += float(self.grade(problems[b], texts[c]).reward) / k
+        return own, Cost(policy_forwards=n_seqs, policy_tokens=n_tokens)

@@ -1,0 +1,139 @@
+"""Exact truth of a ToolWorld: the time-indexed DP's result (``ToolTruth``, computed by
+``ToolWorld.truth``) and the exact hindsight distribution HCA is scored against.
+
+Everything here may read the hidden state: it is the oracle side of the lab. Estimators never
+import it; a caller passes what they need (``hindsight=exact_hindsight(...)``, ``truth=...``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from labkit.core.checks import as_tensor
+from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
+
+
+@dataclass(eq=False)
+class ToolTruth:
+    """Exact quantities of a ToolWorld under one fixed policy (float64, detached).
+
+    V (T + 1, N, 2, n_obs): V[t, b, f, o] expected return-to-go before turn t; V[T] = 0.
+    Q (T, N, 2, A): Q[t, b, f, a] (the observation only selects the action, so Q ignores it).
+    J: expected return of a fresh task (b uniform); task_values (N,) the same per bug location.
+    grad (n_obs, A): exact dJ/dlogits. occupancy (T, N, 2, n_obs): P(turn t played in that state).
+    pi (n_obs, A): the policy the truth was computed for.
+    """
+
+    V: torch.Tensor
+    Q: torch.Tensor
+    J: float
+    task_values: torch.Tensor
+    grad: torch.Tensor
+    occupancy: torch.Tensor
+    pi: torch.Tensor
+    n_obs: int
+
+    @property
+    def A(self) -> torch.Tensor:
+        """A[t, b, f, o, a] = Q[t, b, f, a] - V[t, b, f, o], (T, N, 2, n_obs, A)."""
+        return self.Q[:, :, :, None, :] - self.V[:-1, :, :, :, None]
+
+    def policy_gradient_theorem(self) -> torch.Tensor:
+        """Closed-form gradient sum_{t,b,f} d_t(b, f, o) pi(a | o) A_t(b, f, o, a), (n_obs, A)."""
+        return (self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
+
+    def _index(self, rollouts: Rollouts):
+        hidden = rollouts.truth.get("hidden_states")
+        if not isinstance(hidden, torch.Tensor) or tuple(hidden.shape) != tuple(rollouts.mask.shape):
+            raise ValueError("rollouts.truth['hidden_states']: missing or mis-shaped; sample with ToolWorld.sample")
+        T = self.Q.shape[0]
+        t = rollouts.turn_ids
+        if bool((t >= T).any()):
+            raise ValueError(f"rollouts.turn_ids: turns beyond this truth's max_turns ({T})")
+        h = hidden.clamp(min=0)
+        o = h % self.n_obs
+        f = (h // self.n_obs) % 2
+        b = h // (2 * self.n_obs)
+        return t.clamp(min=0), b, f, o, rollouts.tokens.clamp(0, self.Q.shape[-1] - 1)
+
+    def hidden_q(self, turn: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """Exact Q_t(s, .) of every action at hidden-state indices ``hidden`` before turns ``turn``
+        (same shapes), (..., A): what the exact modes of C3 / CCPO compare against. Turns past
+        the horizon read the last turn's table."""
+        h = as_tensor("hidden", hidden).long()
+        bug, fixed = h // (2 * self.n_obs), (h // self.n_obs) % 2
+        return self.Q[as_tensor("turn", turn).long().clamp(max=self.Q.shape[0] - 1), bug, fixed]
+
+    def value(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact V_t(s_t) before every played turn, (B, T), 0 off-mask."""
+        t, b, f, o, _ = self._index(rollouts)
+        return torch.where(rollouts.mask, self.V[t, b, f, o], 0.0)
+
+    def q_value(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact Q_t(s_t, a_t) of the action taken, (B, T), 0 off-mask."""
+        t, b, f, _, a = self._index(rollouts)
+        return torch.where(rollouts.mask, self.Q[t, b, f, a], 0.0)
+
+    def advantage(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact A_t(s_t, a_t) = Q - V of the action taken, (B, T), 0 off-mask."""
+        return self.q_value(rollouts) - self.value(rollouts)
+
+    def next_value(self, rollouts: Rollouts) -> torch.Tensor:
+        """V_{t+1}(s_{t+1}) after every played turn (0 after submit or the last turn), (B, T)."""
+        v = self.value(rollouts)
+        nxt = torch.zeros_like(v)
+        nxt[:, :-1] = torch.where(rollouts.mask[:, 1:], v[:, 1:], 0.0)
+        return torch.where(rollouts.mask, nxt, 0.0)
+
+    def skill_luck(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
+        """(skill, luck), each (B, T): skill_t = A_t(s_t, a_t), what the choice was worth;
+        luck_t = r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t), what the tool's random answer added.
+        V_0(s_0) + sum_t (skill_t + luck_t) = realised return, per trajectory."""
+        q = self.q_value(rollouts)
+        skill = q - self.value(rollouts)
+        r = rollouts.rewards.to(torch.float64)
+        luck = torch.where(rollouts.mask, r + self.next_value(rollouts) - q, 0.0)
+        return skill, luck
+
+    def step_value_fn(self):
+        """A ``value_fn`` for ``labkit.credit.mc``: exact V at every turn (ignores k; zero cost)."""
+        def value_fn(rollouts: Rollouts, k: int):
+            return rollouts.view(self.value(rollouts), "step", "first")[0], Cost()
+        return value_fn
+
+
+# --------------------------------------------------------------------------- exact hindsight (HCA oracle)
+def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor, outcome=None) -> torch.Tensor:
+    """Exact h(a_t | s_t, Z) of every turn's action, (B, N), from the DP (uses the HIDDEN state).
+
+    For the binary outcome Z = success, Bayes' rule on the exact success probabilities gives
+
+        h(a | s, Z=1) = pi(a | o) P(success | s, a) / P(success | s)  = pi Q_s / V_s
+        h(a | s, Z=0) = pi(a | o) (1 - Q_s) / (1 - V_s)
+
+    with s = (t, bug, fixed, o). Q_s, V_s are success probabilities: they come from the DP of a
+    twin ToolWorld with the same tools and step_cost = 0, wrong_submit = 0, success_reward = 1,
+    so this is exact for Z = the success flag whatever the env's rewards are. (Where Z is
+    impossible from s, V_s = 0 with Z = 1 or V_s = 1 with Z = 0, h = pi: ratio 1.)
+    ``hidden_states`` is the privileged input (``rollouts.truth["hidden_states"]``), passed
+    explicitly. An oracle: no agent knows s; see ``labkit.learn.critics.LearnedHindsight`` for the realistic one.
+    """
+    missing = [a for a in ("n_files", "mislead", "noise", "flaky", "decode_hidden", "truth") if not hasattr(env, a)]
+    if missing:
+        raise ValueError(f"env: exact hindsight needs a ToolWorld, got {type(env).__name__}")
+    z = binary_outcome(rollouts, outcome)
+    hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden, "exact hindsight reads each turn's hidden state")
+    twin = type(env)(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
+    truth = twin.truth(policy)
+    obs, act, _ = turn_table(rollouts)
+    b, f, o = env.decode_hidden(hs)
+    t = torch.arange(present.shape[1]).expand_as(hs).clamp(max=env.max_turns - 1)
+    q = truth.Q[t, b, f, act]
+    v = truth.V[t, b, f, o]
+    p = truth.pi[o, act]
+    zz = z[:, None].expand_as(q)
+    h1 = torch.where(v > 0, p * q / v.clamp(min=1e-300), p)
+    h0 = torch.where(v < 1, p * (1 - q) / (1 - v).clamp(min=1e-300), p)
+    return torch.where(present, torch.where(zz > 0, h1, h0).clamp(0.0, 1.0), 1.0)
