@@ -2,6 +2,7 @@
 
     python scripts/measure_check_spread.py                  # the test matrix's configurations
     python scripts/measure_check_spread.py default:1 avx512:2 native:4 --write
+    python scripts/measure_check_spread.py --from-log runs.jsonl --write   # no execution
 
 Executes (in memory; nothing is stored) every notebook that has banded checks under each
 configuration, logging every checked number (``LABKIT_CHECK_LOG``), then prints, for every
@@ -59,15 +60,16 @@ def spreads(log: Path) -> dict[tuple[str, str], dict[str, float]]:
 
 def main(argv: list[str]) -> int:
     write = "--write" in argv
-    configs = [a for a in argv if ":" in a] or list(DEFAULT_MATRIX)
+    from_log = argv[argv.index("--from-log") + 1] if "--from-log" in argv else None
+    configs = [a for a in argv if ":" in a and not a.endswith(".jsonl")] or list(DEFAULT_MATRIX)
     for c in configs:
         parse(c)
     notebooks = [ROOT / "notebooks" / f"{p.stem}.ipynb" for p in sorted(CHECKS.glob("*.json"))]
     chosen = [a for a in argv if a.endswith(".ipynb")]
     if chosen:
         notebooks = [Path(a).resolve() for a in chosen]
-    log = Path(tempfile.mkdtemp()) / "checks.jsonl"
-    for config in configs:
+    log = Path(from_log) if from_log else Path(tempfile.mkdtemp()) / "checks.jsonl"
+    for config in ([] if from_log else configs):
         env = environment(config)
         env["LABKIT_CHECK_LOG"] = str(log)
         for k in ("LABKIT_STRICT_CHECKS", "LABKIT_RECORD_CHECKS"):
@@ -76,7 +78,8 @@ def main(argv: list[str]) -> int:
             print(f"{config}: executing {nb.name}", flush=True)
             execute(nb, env)
     found = spreads(log)
-    print(f"\nlargest |value - stored| over {', '.join(configs)}:")
+    seen = sorted({json.dumps(json.loads(l)["config"], sort_keys=True) for l in log.read_text().splitlines()})
+    print(f"\nlargest |value - stored| over {len(seen)} configurations ({log}):")
     for (notebook, key), dist in sorted(found.items()):
         entry = json.loads((CHECKS / f"{notebook}.json").read_text())[key]
         for column, d in sorted(dist.items()):
@@ -92,7 +95,7 @@ def main(argv: list[str]) -> int:
                     per_column = isinstance(entries[key].get("band"), dict)
                     entries[key]["spread"] = ({c: round(d, 4) for c, d in sorted(dist.items())} if per_column
                                               else round(max(dist.values()), 4))
-            path.write_text(json.dumps(entries, indent=1) + "\n")
+            path.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
         print(f"spreads written to {CHECKS}")
     return 0
 

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = (
     ("unit tests + notebooks (nbval)",
-     ["-n", "2", "--dist", "loadfile", "-m", "not browser", "--nbval-lax", "--nbval-current-env",
+     ["-n", "2", "--dist", "loadfile", "--durations=12", "-m", "not browser", "--nbval-lax", "--nbval-current-env",
       "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "tests", "notebooks"]),
     ("real-browser checks", ["-m", "browser", "-rs", "tests/test_browser.py"]),
 )

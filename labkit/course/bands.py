@@ -209,7 +209,7 @@ class NotebookChecks:
         entry = self.entries.setdefault(key, {"band": None, "spread": None, "note": "", "values": {}})
         entry["values"] = {k: (None if math.isnan(v) else round(v, 6)) for k, v in got.items()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.entries, indent=1, sort_keys=False) + "\n")
+        self.path.write_text(json.dumps(self.entries, indent=1, ensure_ascii=False) + "\n")
 
     def _log(self, key: str, got: dict[str, float]) -> None:
         log = os.environ.get(LOG_ENV)
