@@ -92,45 +92,57 @@ def _reexecute(env, policy, state: tuple, t, first, *, seed: int) -> tuple[torch
 @register("c3")
 def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
        default="policy", n_continuations: int = 8, seed: int = 0, truth=None, critic=None, pi=None) -> Credit:
-    """C3, contextual counterfactual credit assignment (Chen et al. 2026, arXiv:2603.06859), per turn.
+    """C3 (Chen et al. 2026, arXiv:2603.06859): realised return minus a counterfactual default's, per turn.
+
+    Formula:
+        Contextual counterfactual credit assignment:
 
         credit_t = G_t(tau) - E_{a' ~ d(. | s_t)} E[G_t | s_t, do(a')]
 
-    G_t(tau) is the realised return from turn t on; the expectation is the counterfactual with
-    turn t's action replaced by a default drawn from d. ``default``:
+        G_t(tau) is the realised return from turn t on; the expectation is the counterfactual
+        with turn t's action replaced by a default drawn from d. ``default``:
 
-    * ``"policy"`` (default): a' ~ pi(. | o_t), a fresh action at the frozen context. This is
-      the paper's leave-one-out baseline: the taken action is compared with context-matched
-      alternatives sampled from the same policy and replayed from the same state;
-    * ``"others"``: pi renormalised over the actions other than a_t (strict leave-one-out in
-      action space);
-    * ``"think"`` (or any action id): one fixed default, "think" being ToolWorld's no-op.
+        * ``"policy"`` (default): a' ~ pi(. | o_t), a fresh action at the frozen context. This is
+          the paper's leave-one-out baseline: the taken action is compared with context-matched
+          alternatives sampled from the same policy and replayed from the same state;
+        * ``"others"``: pi renormalised over the actions other than a_t (strict leave-one-out in
+          action space);
+        * ``"think"`` (or any action id): one fixed default, "think" being ToolWorld's no-op.
 
-    ``mode``:
+        ``mode``:
 
-    * ``"reexecute"``: restore s_t (``env.rollout_from``, hidden state from the explicit
-      ``hidden_states``), force a' ~ d, let ``policy`` play on; mean over ``n_continuations``
-      (default 8) replays per turn, all turns of the batch vectorised. Unbiased for the exact
-      value below; equal to it when the world and the policy are deterministic.
-    * ``"exact"``: E[credit | s_t, a_t] = Q(s_t, a_t) - sum_a' d(a') Q(s_t, a') from the DP
-      (``truth`` = ``env.truth(policy)``; ``hidden_states`` needed). For tests; an oracle.
-    * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts predicts the
-      counterfactual from what is observable: sum_a' d(a') Q_hat(o_t, a') with ``critic`` a
-      fitted ``labkit.learn.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay); the default
-      distribution needs the policy table (``pi`` or ``policy``).
+        * ``"reexecute"``: restore s_t (``env.rollout_from``, hidden state from the explicit
+          ``hidden_states``), force a' ~ d, let ``policy`` play on; mean over
+          ``n_continuations`` replays per turn, all turns of the batch vectorised. Unbiased for
+          the exact value below; equal to it when the world and the policy are deterministic.
+        * ``"exact"``: E[credit | s_t, a_t] = Q(s_t, a_t) - sum_a' d(a') Q(s_t, a') from the DP
+          (``truth`` = ``env.truth(policy)``; ``hidden_states`` needed). For tests; an oracle.
+        * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts predicts the
+          counterfactual from what is observable: sum_a' d(a') Q_hat(o_t, a') with ``critic`` a
+          fitted ``labkit.learn.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay); the
+          default distribution needs the policy table (``pi`` or ``policy``).
 
-    Deviations from the paper: C3 intervenes on messages of a Reasoner -> Actor team and keeps
-    the other agent's continuation fixed ("fixed-continuation replay"); here the "decisions" are
-    an agent's turns and the continuation is re-sampled from the policy (the tools are random,
-    so nothing else could be held fixed). The paper's LOO baseline is over K alternatives
-    including the taken one, each of which gets credit; labkit credits the taken action only.
+        ``info``: ``counterfactual`` (B, N) the baseline, ``returns`` (B, N) G_t, ``mode``,
+        ``default``.
 
-    Degenerate input: an empty trajectory has no turns (no credit); groups play no role. A turn
-    with one possible action has credit G_t - Q(s, a_t) in expectation 0 under "policy".
-    Cost (re-execution): ``env_resets`` = restored states (turns x n_continuations),
-    ``env_steps`` = actions taken by the replays, ``policy_forwards`` = the same actions (each
-    needs the policy). Learned: ``aux_calls`` = one critic lookup per turn. ``info``:
-    ``counterfactual`` (B, N) the baseline, ``returns`` (B, N) G_t, ``mode``, ``default``.
+    Defaults:
+        mode = "reexecute", default = "policy", n_continuations = 8, seed = 0.
+
+    Degenerate input:
+        an empty trajectory has no turns (no credit); groups play no role. A turn with one
+        possible action has credit G_t - Q(s, a_t) in expectation 0 under "policy".
+
+    Deviations from the reference:
+        C3 intervenes on messages of a Reasoner -> Actor team and keeps the other agent's
+        continuation fixed ("fixed-continuation replay"); here the "decisions" are an agent's
+        turns and the continuation is re-sampled from the policy (the tools are random, so
+        nothing else could be held fixed). The paper's LOO baseline is over K alternatives
+        including the taken one, each of which gets credit; labkit credits the taken action only.
+
+    Cost:
+        re-execution: ``env_resets`` = restored states (turns x n_continuations), ``env_steps`` =
+        actions taken by the replays, ``policy_forwards`` = the same actions (each needs the
+        policy). Learned: ``aux_calls`` = one critic lookup per turn. Exact: none (an oracle).
     """
     check_choice("mode", mode, C3_MODES)
     r, present = turn_rewards(rollouts)
@@ -188,28 +200,41 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
 @register("ccpo")
 def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
          n_continuations: int = 8, seed: int = 0, truth=None) -> Credit:
-    """CCPO, counterfactual credit policy optimisation (Li et al. 2026, arXiv:2603.21563), per turn.
+    """CCPO (Li et al. 2026, arXiv:2603.21563): the average treatment effect of a turn's action.
+
+    Formula:
+        Counterfactual credit policy optimisation:
 
         credit_t = E[G_t | s_t, do(a_t)] - sum_a pi(a | o_t) E[G_t | s_t, do(a)]
 
-    the average treatment effect of the turn's action against the policy's own mix of actions,
-    both estimated by intervention from the restored state s_t: ``mode="reexecute"`` forces every
-    action a in turn (``n_continuations`` replays each, default 8; the do(a_t) replays are among
-    them) and weights the means by pi exactly; ``mode="exact"`` uses the DP, where the formula is
-    by definition Q(s_t, a_t) - V(s_t) = A(s_t, a_t), the exact advantage (``truth`` =
-    ``env.truth(policy)``). Unlike C3 the first term is itself an interventional mean, not the
-    realised return, so the luck of the tool answers after turn t is averaged out of both terms.
+        the average treatment effect of the turn's action against the policy's own mix of
+        actions, both estimated by intervention from the restored state s_t:
+        ``mode="reexecute"`` forces every action a in turn (``n_continuations`` replays each; the
+        do(a_t) replays are among them) and weights the means by pi exactly; ``mode="exact"``
+        uses the DP, where the formula is by definition Q(s_t, a_t) - V(s_t) = A(s_t, a_t), the
+        exact advantage (``truth`` = ``env.truth(policy)``). Unlike C3 the first term is itself
+        an interventional mean, not the realised return, so the luck of the tool answers after
+        turn t is averaged out of both terms. ``info``: ``do_values`` (B, N, A) E[G | do(a)]
+        estimates, ``baseline`` (B, N).
 
-    The reference code (github.com/bhai114/ccpo) applies the intervention to *roles* of a
-    multi-agent team (joint outcome vs the outcome with one role's contribution removed, an
-    early version splitting it with the two-player Shapley value); labkit applies the same
-    intervention logic per turn of one agent, as the survey (§5.2) describes CCPO's causal view
-    (each action a treatment, the outcome the effect). Its "no unobserved confounders" assumption
-    holds here by construction: the intervention restores the full hidden state.
+    Defaults:
+        mode = "reexecute", n_continuations = 8, seed = 0.
 
-    Degenerate input: as ``c3``. Cost: ``env_resets`` = turns x n_actions x n_continuations
-    (every action is an intervention), ``env_steps`` = ``policy_forwards`` = actions replayed.
-    ``info``: ``do_values`` (B, N, A) E[G | do(a)] estimates, ``baseline`` (B, N).
+    Degenerate input:
+        as ``c3``: an empty trajectory has no turns (no credit); groups play no role.
+
+    Deviations from the reference:
+        the reference code (github.com/bhai114/ccpo) applies the intervention to *roles* of a
+        multi-agent team (joint outcome vs the outcome with one role's contribution removed, an
+        early version splitting it with the two-player Shapley value); labkit applies the same
+        intervention logic per turn of one agent, as the survey (§5.2) describes CCPO's causal
+        view (each action a treatment, the outcome the effect). Its "no unobserved confounders"
+        assumption holds here by construction: the intervention restores the full hidden state.
+
+    Cost:
+        re-execution: ``env_resets`` = turns x n_actions x n_continuations (every action is an
+        intervention), ``env_steps`` = ``policy_forwards`` = actions replayed. Exact: none (an
+        oracle).
     """
     check_choice("mode", mode, CCPO_MODES)
     if env is None:

@@ -28,28 +28,42 @@ def turn_entropy(rollouts: Rollouts, method: str = "carl") -> tuple[torch.Tensor
 @register("carl")
 def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
          base_kwargs: dict[str, Any] | None = None) -> Credit:
-    """CARL, critical-action-focused RL (Shen et al. 2025, arXiv:2512.04949), credit part only.
+    """CARL, critical-action-focused RL (Shen et al. 2025, arXiv:2512.04949): credit on high-entropy turns.
 
+    Formula:
         H_{i,k}  = mean over turn k's positions of the policy entropy
         keep     = the ceil(top_fraction * n) turns with the largest H among all n turns in the batch
         A_{i,t}  = A^base_{i,t} if t lies in a kept turn, else 0
 
-    The base credit is any registered estimator (default ``grpo``; ``base_kwargs`` are passed to
-    it). Zero credit means the turn's tokens get no gradient: CARL reports ~72 % fewer updates
-    at equal performance. top_fraction defaults to 0.3.
+        The base credit is any registered estimator (default ``grpo``; ``base_kwargs`` are passed
+        to it). Zero credit means the turn's tokens get no gradient: CARL reports ~72 % fewer
+        updates at equal performance. Ties in entropy are broken by position (row-major:
+        trajectory, then turn), so exactly ceil(top_fraction * n) turns are kept.
+        ``top_fraction = 1`` returns the base credit. Returns turn-level credit when the base
+        credit is constant within every turn (episode- and turn-level bases), else token-level
+        credit. ``info``: ``kept`` (B, N) bool, ``turn_entropy`` (B, N), ``share_updated``
+        (kept / all turns), ``entropy_threshold`` (entropy of the least uncertain kept turn),
+        ``base`` (name) and ``base_info``.
 
-    Deliberate simplifications: the paper also re-samples (branches) rollouts from high-entropy
-    states and gives those actions their own action-level rewards; labkit keeps only the
-    selective-update part, on a fixed batch, and selects a fixed fraction rather than an
-    entropy threshold. No public code was found, so conventions are labkit's own.
-    Ties in entropy are broken by position (row-major: trajectory, then turn), so exactly
-    ceil(top_fraction * n) turns are kept. ``top_fraction = 1`` returns the base credit.
-    Degenerate input: a batch with one turn keeps it; all-equal entropies keep the first turns.
+    Defaults:
+        base = "grpo", top_fraction = 0.3, base_kwargs = None.
 
-    Returns turn-level credit when the base credit is constant within every turn (episode- and
-    turn-level bases), else token-level credit. ``info``: ``kept`` (B, N) bool, ``turn_entropy``
-    (B, N), ``share_updated`` (kept / all turns), ``entropy_threshold`` (entropy of the least
-    uncertain kept turn), ``base`` (name) and ``base_info``.
+    Degenerate input:
+        a batch with one turn keeps it; all-equal entropies keep the first turns (row-major).
+        Groups of one, zero variance etc. are whatever the base estimator does with them.
+        Rollouts without ``entropies`` raise a ValueError naming ``entropies``; ``base="carl"``
+        or an unknown base name raises a ValueError naming ``base``.
+
+    Deviations from the reference:
+        credit part only. Deliberate simplifications: the paper also re-samples (branches)
+        rollouts from high-entropy states and gives those actions their own action-level
+        rewards; labkit keeps only the selective-update part, on a fixed batch, and selects a
+        fixed fraction rather than an entropy threshold. No public code was found, so
+        conventions are labkit's own.
+
+    Cost:
+        the base estimator's cost, passed through unchanged; the entropies are read from the
+        sampled batch.
     """
     top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
     if not isinstance(base, str):

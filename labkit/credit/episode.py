@@ -48,7 +48,7 @@ def reinforce(rollouts: Rollouts) -> Credit:
 
 @register("reinforce_baseline")
 def reinforce_baseline(rollouts: Rollouts) -> Credit:
-    """REINFORCE with a mean baseline.
+    """REINFORCE with a mean baseline (Williams 1992): the score minus the batch mean.
 
     Formula:
         A_i = s_i - mean_j s_j over the whole batch (groups ignored). The mean includes s_i

@@ -82,35 +82,45 @@ def anchor_groups(rollouts: Rollouts) -> pd.DataFrame:
 @register("gigpo")
 def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: str = "mean_norm",
           eps: float = 1e-6) -> Credit:
-    """GiGPO, group-in-group policy optimisation (Feng et al. 2025, arXiv:2505.10978; verl-agent).
+    """GiGPO, group-in-group policy optimisation (Feng et al. 2025, arXiv:2505.10978): turn credit.
 
+    Formula:
         episode term  A^E_i   = s_i - mean_{group(i)} s              (norm = "mean_norm")
                               = (s_i - mean) / (std + eps)           (norm = "mean_std_norm")
         step returns  R_{i,k} = r_{i,k} + gamma R_{i,k+1}            (over turns, R past the end = 0)
         step term     A^S_{i,k} = R_{i,k} - mean_{anchor(i,k)} R     (or / (std + eps) likewise)
         A_{i,k} = A^E_i + omega * A^S_{i,k}
 
-    s_i is the trajectory's total reward, groups are ``group_ids``; an anchor group is the set
-    of turns (from any trajectory of the same task group, repeat visits within one trajectory
-    included) whose anchor key is identical. Every token of turn k takes A_{i,k}. Stds are
-    unbiased, eps = 1e-6, omega = 1, gamma = 0.95 as in verl-agent's examples.
+        s_i is the trajectory's total reward, groups are ``group_ids``; an anchor group is the set
+        of turns (from any trajectory of the same task group, repeat visits within one trajectory
+        included) whose anchor key is identical. Every token of turn k takes A_{i,k}.
+        ``info``: ``anchor_index`` (B, N) anchor-group id per turn, ``anchor_sizes`` (size of
+        each group), ``turn_anchor_size`` (B, N), ``singleton_share`` (share of anchor groups of
+        size 1), ``singleton_turn_share`` (share of turns that sit in one), ``episode_term``,
+        ``step_term``, ``step_returns`` (all (B, N) except the episode term (B,)).
 
-    Degenerate input (verl-agent's conventions): a task group of one has mean 0 and std 1, so its
-    episode term is the raw score (/(1 + eps)); an anchor group of one has step term 0 (no
-    comparison possible); an anchor group whose returns are all equal has step term 0. With
-    every anchor group a singleton, or omega = 0, GiGPO is exactly ``dr_grpo`` (mean_norm) or
-    ``grpo`` with the same eps (mean_std_norm).
+    Defaults:
+        stds are unbiased, eps = 1e-6, omega = 1, gamma = 0.95 as in verl-agent's examples;
+        norm = "mean_norm".
 
-    Deliberate differences from verl-agent: (1) its episode term by default pools one entry per
-    *step row* (``compute_mean_std_cross_steps``), so longer trajectories weigh more in the group
-    mean; labkit uses one score per trajectory, the paper's Eq. 3. (2) Only exact key matching
-    (verl-agent optionally merges text observations with similarity >= 0.95). (3) Rewards are
-    read per turn from the token rewards, discounting once per turn, not per token.
+    Degenerate input:
+        verl-agent's conventions: a task group of one has mean 0 and std 1, so its episode term
+        is the raw score (/(1 + eps)); an anchor group of one has step term 0 (no comparison
+        possible); an anchor group whose returns are all equal has step term 0. With every
+        anchor group a singleton, or omega = 0, GiGPO is exactly ``dr_grpo`` (mean_norm) or
+        ``grpo`` with the same eps (mean_std_norm). A trajectory with no generated turn gets 0.
+        Rollouts without ``anchor_keys`` raise a ValueError naming ``anchor_keys``.
 
-    ``info``: ``anchor_index`` (B, N) anchor-group id per turn, ``anchor_sizes`` (size of each
-    group), ``turn_anchor_size`` (B, N), ``singleton_share`` (share of anchor groups of size 1),
-    ``singleton_turn_share`` (share of turns that sit in one), ``episode_term``, ``step_term``,
-    ``step_returns`` (all (B, N) except the episode term (B,)).
+    Deviations from the reference:
+        deliberate differences from verl-agent: (1) its episode term by default pools one entry
+        per *step row* (``compute_mean_std_cross_steps``), so longer trajectories weigh more in
+        the group mean; labkit uses one score per trajectory, the paper's Eq. 3. (2) Only exact
+        key matching (verl-agent optionally merges text observations with similarity >= 0.95).
+        (3) Rewards are read per turn from the token rewards, discounting once per turn, not per
+        token.
+
+    Cost:
+        none beyond the sampled batch.
     """
     omega = check_number("omega", omega, low=0.0)
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)

@@ -68,35 +68,45 @@ def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tup
 @register("hca")
 def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
         max_ratio: float | None = None) -> Credit:
-    """Return-conditioned hindsight credit assignment (Harutyunyan et al. 2019, arXiv:1912.02503).
+    """Return-conditioned hindsight credit assignment (Harutyunyan et al. 2019, arXiv:1912.02503): (1 - pi / h) Z.
 
+    Formula:
         credit_t = (1 - pi(a_t | s_t) / h(a_t | s_t, Z)) * Z
 
-    Z is the binary outcome of the trajectory (default: its total reward, which must be 0 / 1;
-    or ``outcome=`` (B,)). ``hindsight`` is h(a_t | ., Z) of every turn's action, (B, N) with N
-    the batch's largest number of turns, or a callable ``rollouts -> (B, N)``: e.g.
-    ``exact_hindsight(...)`` (oracle) or a fitted ``LearnedHindsight`` (counted on what the
-    agent sees). pi(a_t | s_t) comes from ``pi`` (an (n_obs, n_actions) table) or else from
-    ``rollouts.logprobs``. ``max_ratio`` (default None = no clipping) caps pi / h.
+        Z is the binary outcome of the trajectory. Why it is unbiased with the exact h. By Bayes,
+        h(a | s, z) = pi(a | s) P(z | s, a) / P(z | s), so E[credit | s, a] = sum_z P(z | s, a) z
+        - sum_z P(z | s) z = Q(s, a) - V(s) = A(s, a), the advantage of the success probability
+        (equal to ToolWorld's exact A when success pays 1 and nothing else is rewarded),
+        wherever Q(s, a) > 0. The outcome's luck is averaged out by the ratio, not by a
+        baseline. Support caveat: an action after which success is impossible (Q(s, a) = 0,
+        e.g. submitting an unfixed bug) never appears in a successful episode, so its credit is
+        always 0, not -V(s): HCA cannot blame what no success carries (the paper assumes h > 0
+        wherever pi > 0). With a binary Z every failed trajectory gets credit 0 (its information
+        is in the ratios of the successful ones). ``info``: ``ratio`` (pi / h, (B, N)),
+        ``hindsight`` (h), ``outcome``.
 
-    Why it is unbiased with the exact h. By Bayes, h(a | s, z) = pi(a | s) P(z | s, a) / P(z | s),
-    so E[credit | s, a] = sum_z P(z | s, a) z - sum_z P(z | s) z = Q(s, a) - V(s) = A(s, a), the
-    advantage of the success probability (equal to ToolWorld's exact A when success pays 1 and
-    nothing else is rewarded), wherever Q(s, a) > 0. The outcome's luck is averaged out by the
-    ratio, not by a baseline. Support caveat: an action after which success is impossible
-    (Q(s, a) = 0, e.g. submitting an unfixed bug) never appears in a successful episode, so its
-    credit is always 0, not -V(s): HCA cannot blame what no success carries (the paper assumes
-    h > 0 wherever pi > 0).
-    With a binary Z every failed trajectory gets credit 0 (its information is in the ratios of the
-    successful ones). The paper also has state-conditioned HCA (h(a | s, s')); labkit implements
-    the return-conditioned form only, with Z = the whole episode's outcome (the return from every
-    turn on when only the end is rewarded).
+    Defaults:
+        Z = the trajectory's total reward, which must be 0 / 1 (or pass ``outcome=`` (B,)).
+        ``hindsight`` (required) is h(a_t | ., Z) of every turn's action, (B, N) with N the
+        batch's largest number of turns, or a callable ``rollouts -> (B, N)``: e.g.
+        ``exact_hindsight(...)`` (oracle) or a fitted ``LearnedHindsight`` (counted on what the
+        agent sees). pi(a_t | s_t) comes from ``pi`` (an (n_obs, n_actions) table) or else from
+        ``rollouts.logprobs``. ``max_ratio`` (default None = no clipping) caps pi / h.
 
-    Degenerate input: groups play no role (a group of one is fine); a batch with no success gives
-    credit 0 everywhere; h = 0 for an action of a trajectory whose Z = 1 is impossible for the
-    exact h and for ``LearnedHindsight`` (it counts the action) and raises a ValueError if passed.
-    Cost: none beyond the rollouts (h is a table lookup); a callable h counts as one auxiliary
-    call per trajectory. ``info``: ``ratio`` (pi / h, (B, N)), ``hindsight`` (h), ``outcome``.
+    Degenerate input:
+        groups play no role (a group of one is fine); a batch with no success gives credit 0
+        everywhere; absent turns get 0. h = 0 for an action of a trajectory whose Z = 1 is
+        impossible for the exact h and for ``LearnedHindsight`` (it counts the action) and
+        raises a ValueError if passed; a non-binary outcome raises a ValueError.
+
+    Deviations from the reference:
+        the paper also has state-conditioned HCA (h(a | s, s')); labkit implements the
+        return-conditioned form only, with Z = the whole episode's outcome (the return from
+        every turn on when only the end is rewarded).
+
+    Cost:
+        none beyond the rollouts (h is a table lookup); a callable h counts as one auxiliary
+        call per trajectory (``aux_calls`` = B).
     """
     _, _, present = turn_table(rollouts)
     z = binary_outcome(rollouts, outcome)
@@ -118,7 +128,10 @@ def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
 @register("hcapo")
 def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, omega: float = 1.0,
           rho_max: float = 5.0, do_no_harm: bool = True, eps: float = 1e-6) -> Credit:
-    """HCAPO, hindsight credit assignment for long-horizon LLM agents (Tan et al. 2026, arXiv:2603.08754).
+    """HCAPO (Tan et al. 2026, arXiv:2603.08754): GRPO plus a hindsight-ratio step term, per turn.
+
+    Formula:
+        Hindsight credit assignment for long-horizon LLM agents:
 
         hindsight ratio     rho_t   = min(h(a_t | s_t, Z) / pi(a_t | s_t), rho_max)
         refined step Q      Q^H_t   = rho_t * Z                 (HCA: Q(s, a) = E_{Z|s}[rho Z])
@@ -127,28 +140,38 @@ def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, om
         do-no-harm mask     A^S_t   = max(A^S_t, 0) in successful trajectories (``do_no_harm``)
         multi-scale         A_t     = A^GRPO_i + omega * A^S_t
 
-    A^GRPO_i is ``grpo`` on the trajectory outcomes (trajectory scale); the step term moves the
-    turns of a successful trajectory whose action the hindsight model finds more likely given
-    success. Defaults: omega = 1, rho_max = 5, do_no_harm = True, eps = 1e-6 (GRPO's).
+        A^GRPO_i is ``grpo`` on the trajectory outcomes (trajectory scale); the step term moves
+        the turns of a successful trajectory whose action the hindsight model finds more likely
+        given success. ``info``: ``rho`` (B, N), ``step_term`` (B, N), ``episode_term`` (B,),
+        ``hindsight``.
 
-    STAND-IN: in the paper the hindsight probability P(a_t | context, outcome) comes from the LLM
-    itself as a post-hoc critic (generative verification: the policy re-scores its own action with
-    the successful outcome in the prompt). Here it comes from ``hindsight``: a model fitted on
-    rollouts (``LearnedHindsight``) or the exact DP (``exact_hindsight``, oracle); in short, the
-    outcome-conditioned action probability comes from a model fitted on rollouts (exact on
-    tabular environments).
+    Defaults:
+        omega = 1, rho_max = 5, do_no_harm = True, eps = 1e-6 (GRPO's). ``hindsight``,
+        ``outcome`` and ``pi`` as in ``hca``.
 
-    Where labkit may differ from the paper: only the abstract and third-party summaries of the
-    paper were readable here, which name the hindsight ratio, the refined step Q, the
-    multi-scale (trajectory GRPO + step) advantage, a "do-no-harm" mask that zeroes negative
-    hindsight signals in successful trials, and temporal smoothing across adjacent
-    reasoning / action steps. The formulas above are labkit's reconstruction from HCA's identity,
-    not checked against the paper's equations; temporal smoothing is not applied (a ToolWorld
-    turn is one action).
+    Degenerate input:
+        the GRPO term follows ``grpo`` (a group of one: raw score / (1 + eps); an all-equal group: 0); failed
+        trajectories have step term 0 (Z = 0), so they carry only the GRPO term. Absent turns
+        get 0; a non-binary outcome raises a ValueError.
 
-    Degenerate input: a group of one / an all-equal group follow ``grpo`` (raw score / 0); failed
-    trajectories have step term 0 (Z = 0), so they carry only the GRPO term. Cost: as ``hca``.
-    ``info``: ``rho`` (B, N), ``step_term`` (B, N), ``episode_term`` (B,), ``hindsight``.
+    Deviations from the reference:
+        STAND-IN: in the paper the hindsight probability P(a_t | context, outcome) comes from the
+        LLM itself as a post-hoc critic (generative verification: the policy re-scores its own
+        action with the successful outcome in the prompt). Here it comes from ``hindsight``: a
+        model fitted on rollouts (``LearnedHindsight``) or the exact DP (``exact_hindsight``,
+        oracle); in short, the outcome-conditioned action probability comes from a model fitted
+        on rollouts (exact on tabular environments).
+        Where labkit may differ from the paper: only the abstract and third-party summaries of
+        the paper were readable here, which name the hindsight ratio, the refined step Q, the
+        multi-scale (trajectory GRPO + step) advantage, a "do-no-harm" mask that zeroes negative
+        hindsight signals in successful trials, and temporal smoothing across adjacent
+        reasoning / action steps. The formulas above are labkit's reconstruction from HCA's
+        identity, not checked against the paper's equations; temporal smoothing is not applied
+        (a ToolWorld turn is one action).
+
+    Cost:
+        as ``hca``: none beyond the rollouts; a callable h counts as one auxiliary call per
+        trajectory (``aux_calls`` = B).
     """
     omega = check_number("omega", omega, low=0.0)
     rho_max = check_number("rho_max", rho_max, low=1.0)

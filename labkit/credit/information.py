@@ -22,11 +22,12 @@ IGPO_FINALS = ("outcome", "ig_plus_outcome", "ig")
 @register("igpo")
 def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, eps: float = 1e-6,
          final: str = "outcome", normalize: bool = True) -> Credit:
-    """IGPO, information-gain policy optimisation (Wang et al. 2025, arXiv:2510.14967).
+    """IGPO, information-gain policy optimisation (Wang et al. 2025, arXiv:2510.14967): turn information gain.
 
-    ``success_prob`` (B, N + 1), N = the batch's largest number of turns, or a callable
-    ``rollouts -> (B, N + 1)``: p_{i,0} before the first turn, p_{i,k} after turn k. For a
-    trajectory with n_i turns, p_{i,0..n_i} are read and later columns ignored.
+    Formula:
+        ``success_prob`` (B, N + 1), N = the batch's largest number of turns: p_{i,0} before the
+        first turn, p_{i,k} after turn k. For a trajectory with n_i turns, p_{i,0..n_i} are read
+        and later columns ignored.
 
         r_{i,k} = p_{i,k} - p_{i,k-1}                    for turns k < n_i (information gain)
         r_{i,n} = s_i                                    final = "outcome" (the paper)
@@ -36,23 +37,33 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
                                                             trajectories of task group g
         A_{i,k} = sum_{j >= k} gamma^{j-k} r~_{i,j}
 
-    and every token of turn k takes A_{i,k}. s_i is the trajectory's total reward.
-    Defaults: gamma = 1, eps = 1e-6, unbiased std (as ``grpo``), final = "outcome".
+        and every token of turn k takes A_{i,k}. s_i is the trajectory's total reward.
+        With final = "ig" and normalize=False the credits telescope: A_{i,k} = s_i - p_{i,k-1} at
+        gamma = 1, the outcome minus the value before turn k. ``info``: ``ig`` raw turn rewards r,
+        ``turn_rewards`` normalised r~, ``success_prob``.
 
-    STAND-IN: in the paper p_k is the policy's own teacher-forced probability of the ground-truth
-    answer given the context after turn k (exp of the mean token log-prob). labkit has no answer
-    to teacher-force in a tabular task, so p_k is a stand-in: the success probability of the
-    state after turn k, from exact DP (``labkit.envs.tabular``) or Monte Carlo. That stand-in is far
-    better informed than a policy's belief, so IGPO looks better here than it may in practice.
-    With final = "ig" and normalize=False the credits telescope: A_{i,k} = s_i - p_{i,k-1} at
-    gamma = 1, the outcome minus the value before turn k.
+    Defaults:
+        gamma = 1, eps = 1e-6, unbiased std (as ``grpo``), final = "outcome", normalize = True.
+        ``success_prob`` (required) is the (B, N + 1) tensor or a callable ``rollouts -> (B, N + 1)``.
 
-    The pooled group normalisation is our reading of the paper (Sec. 3), not checked against
-    its code. Degenerate input: a pool with one entry (one one-turn trajectory) gets mean 0 and
-    std 1 (``grpo``'s singleton rule); a pool whose rewards are all equal gets 0;
-    ``normalize=False`` skips the step. Cost: a callable is counted as one policy forward per
-    probability read (the paper's teacher-forced passes); a tensor costs nothing here.
-    ``info``: ``ig`` raw turn rewards r, ``turn_rewards`` normalised r~, ``success_prob``.
+    Degenerate input:
+        a pool with one entry (one one-turn trajectory) gets mean 0 and std 1 (``grpo``'s
+        singleton rule); a pool whose rewards are all equal gets 0; ``normalize=False`` skips
+        the step. A trajectory with no generated turn gets 0 (it has nothing to credit).
+
+    Deviations from the reference:
+        STAND-IN: in the paper p_k is the policy's own teacher-forced probability of the
+        ground-truth answer given the context after turn k (exp of the mean token log-prob).
+        labkit has no answer to teacher-force in a tabular task, so p_k is a stand-in: the
+        success probability of the state after turn k, from exact DP (``labkit.envs.tabular``)
+        or Monte Carlo. That stand-in is far better informed than a policy's belief, so IGPO
+        looks better here than it may in practice. The pooled group normalisation is our
+        reading of the paper (Sec. 3), not checked against its code.
+
+    Cost:
+        a callable is counted as one policy forward per probability read (the paper's
+        teacher-forced passes: ``policy_forwards`` = sum over trajectories of n_i + 1); a tensor
+        costs nothing here.
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     eps = check_number("eps", eps, low=0.0)

@@ -38,33 +38,45 @@ MAPPA_NORMS = ("global", "none")
 @register("mappa")
 def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: str = "global",
           outcome_weight: float = 0.0, eps: float = 1e-8) -> Credit:
-    """MAPPA, per-action process rewards from AI feedback (Li et al. 2026, arXiv:2601.23228).
+    """MAPPA (Li et al. 2026, arXiv:2601.23228): per-action process rewards from AI feedback, batch-whitened.
 
-    ``judge_scores`` (B, T) or a callable rollouts -> (B, T): the coach's score of the action at
-    every generated position (read only where ``mask`` is True; MAPPA's coach gives 0..10 after
-    seeing the agent's role, input, action and the tool / environment feedback). Each action is
-    its own training sample with reward s_{b,t}; MAPPA trains with REINFORCE++, whose advantage
-    is the reward whitened over the whole batch (no task groups: agents downstream of others see
-    different inputs, so a group of identical prompts does not exist):
+    Formula:
+        ``judge_scores`` s: the coach's score of the action at every generated position (read
+        only where ``mask`` is True; MAPPA's coach gives 0..10 after seeing the agent's role,
+        input, action and the tool / environment feedback). Each action is its own training
+        sample with reward s_{b,t}; MAPPA trains with REINFORCE++, whose advantage is the reward
+        whitened over the whole batch (no task groups: agents downstream of others see
+        different inputs, so a group of identical prompts does not exist):
 
         r_{b,t} = s_{b,t} + outcome_weight * s_b              (s_b = trajectory b's total reward)
         A_{b,t} = (r_{b,t} - mean r) / sqrt(var r + eps)      over all generated positions
                                                               normalize="global" (default)
         A_{b,t} = r_{b,t}                                     normalize="none"
 
-    Credit is per position (level "token"; each TeamTask position is one action). The
-    per-action-sample reading and the batch-wide whitening are our reading of the paper
-    (REINFORCE++ with global normalisation), not checked against its code.
-    In MAPPA the outcome reaches the actions only through the coach (it sees the final result
-    when scoring the last action); ``outcome_weight`` (default 0) is labkit's explicit knob for
-    mixing it in. The 0..10 scale does not matter after whitening. Whitening follows REINFORCE++
-    (OpenRLHF): biased (population) variance, eps = 1e-8 inside the square root, the same
-    ``labkit.core.stats.whiten`` that ``reinforce_pp`` uses. Degenerate input: a batch with one
-    action, or all-equal rewards, gives 0 (0 / sqrt(eps)); a batch with no action gives 0.
-    STAND-IN: the coach is an LLM in the paper; in labkit ``judge_scores`` usually comes from
-    ``noisy_oracle`` applied to an exact per-action quality. Not modelled: REINFORCE++'s KL term.
-    Cost: a callable judge costs one ``aux_calls`` per scored action; a tensor costs nothing here.
-    ``info``: ``scores`` s (B, T), ``reward`` r.
+        Credit is per position (level "token"; each TeamTask position is one action). The 0..10
+        scale does not matter after whitening. ``info``: ``scores`` s (B, T), ``reward`` r.
+
+    Defaults:
+        normalize = "global", outcome_weight = 0, eps = 1e-8. Whitening follows REINFORCE++
+        (OpenRLHF): biased (population) variance, eps = 1e-8 inside the square root, the same
+        ``labkit.core.stats.whiten`` that ``reinforce_pp`` uses. ``judge_scores`` (required) is
+        (B, T) or a callable rollouts -> (B, T).
+
+    Degenerate input:
+        a batch with one action, or all-equal rewards, gives 0 (0 / sqrt(eps)); a batch with no
+        action gives 0. ``judge_scores=None`` raises a ValueError naming ``judge_scores``.
+
+    Deviations from the reference:
+        the per-action-sample reading and the batch-wide whitening are our reading of the paper
+        (REINFORCE++ with global normalisation), not checked against its code. In MAPPA the
+        outcome reaches the actions only through the coach (it sees the final result when
+        scoring the last action); ``outcome_weight`` (default 0) is labkit's explicit knob for
+        mixing it in. STAND-IN: the coach is an LLM in the paper; in labkit ``judge_scores``
+        usually comes from ``noisy_oracle`` applied to an exact per-action quality. Not
+        modelled: REINFORCE++'s KL term.
+
+    Cost:
+        a callable judge costs one ``aux_calls`` per scored action; a tensor costs nothing here.
     """
     check_choice("normalize", normalize, MAPPA_NORMS)
     outcome_weight = check_number("outcome_weight", outcome_weight)
@@ -88,29 +100,42 @@ LLM_MCA_RESCALE = ("none", "team")
 @register("llm_mca")
 def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: str = "none",
             team_reward=None) -> Credit:
-    """LLM-MCA, per-agent credit from a centralised LLM critic (Nagpal et al. 2025, arXiv:2502.16863).
+    """LLM-MCA (Nagpal et al. 2025, arXiv:2502.16863): per-agent credit from a centralised LLM critic.
 
-    ``judge_credit`` (B, n) or a callable rollouts -> (B, n): the critic's reported contribution
-    c_{b,i} of agent i in trajectory b. The paper's critic reads all agents' trajectories and the
-    team reward and numerically decomposes that reward into per-agent rewards, which then train
-    each agent's policy in place of the shared reward.
+    Formula:
+        ``judge_credit`` c: the critic's reported contribution c_{b,i} of agent i in trajectory b.
+        The paper's critic reads all agents' trajectories and the team reward and numerically
+        decomposes that reward into per-agent rewards, which then train each agent's policy in
+        place of the shared reward.
 
         A_{b,i} = c_{b,i}                                     rescale="none" (default)
         A_{b,i} = c_{b,i} * R_b / sum_j c_{b,j}               rescale="team": force the report to
                                                               add up to the team reward R_b
 
-    Every position of agent i gets A_{b,i} (level "agent"). ``team_reward`` (B,) is needed for
-    rescale="team" (default: each trajectory's total reward, ``rollouts.scores``; labkit never
-    reads ``rollouts.truth``). Degenerate input: with rescale="team", a row whose reported credits
-    sum to 0 cannot be rescaled and keeps its raw report (listed in ``info["unscaled_rows"]``).
-    Whether the paper forces the report to add up to the team reward is not settled by our
-    reading; the default keeps the report as is, rescale="team" enforces it.
-    Where labkit differs: the paper's critic gives per-timestep credit and the agents are trained
-    with a MARL algorithm on it; here one number per agent per trajectory, used as the advantage.
-    STAND-IN: the critic is an LLM in the paper; here ``judge_credit`` usually comes from
-    ``noisy_oracle`` applied to the exact Shapley values of each trajectory.
-    Cost: a callable judge costs one ``aux_calls`` per trajectory; a tensor costs nothing here.
-    ``info``: ``report`` c (B, n).
+        Every position of agent i gets A_{b,i} (level "agent"). ``info``: ``report`` c (B, n),
+        ``unscaled_rows``.
+
+    Defaults:
+        rescale = "none". ``judge_credit`` (required) is (B, n) or a callable rollouts -> (B, n).
+        ``team_reward`` (B,) is used by rescale="team" (default: each trajectory's total
+        reward, ``rollouts.scores``; labkit never reads ``rollouts.truth``).
+
+    Degenerate input:
+        with rescale="team", a row whose reported credits sum to 0 cannot be rescaled and keeps
+        its raw report (listed in ``info["unscaled_rows"]``). Agents absent from a trajectory get
+        0. ``judge_credit=None``, a wrong shape or a non-finite report raise a ValueError naming
+        ``judge_credit``.
+
+    Deviations from the reference:
+        whether the paper forces the report to add up to the team reward is not settled by our
+        reading; the default keeps the report as is, rescale="team" enforces it. Where labkit
+        differs: the paper's critic gives per-timestep credit and the agents are trained with a
+        MARL algorithm on it; here one number per agent per trajectory, used as the advantage.
+        STAND-IN: the critic is an LLM in the paper; here ``judge_credit`` usually comes from
+        ``noisy_oracle`` applied to the exact Shapley values of each trajectory.
+
+    Cost:
+        a callable judge costs one ``aux_calls`` per trajectory; a tensor costs nothing here.
     """
     check_choice("rescale", rescale, LLM_MCA_RESCALE)
     n = n_agents_of(rollouts)

@@ -44,18 +44,31 @@ def _step_values(rollouts: Rollouts, value_fn: ValueFn, k: int) -> tuple[torch.T
 @register("vineppo")
 def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float = 1.0,
             whiten_advantages: bool = False) -> Credit:
-    """VinePPO step credit (Kazemnejad et al. 2024, arXiv:2410.01679).
+    """VinePPO (Kazemnejad et al. 2024, arXiv:2410.01679): step credit from Monte Carlo values of prefixes.
 
+    Formula:
         V_i = mean reward of k continuations sampled from the prefix before step i,  V_S = 0
         A_i = r_i + gamma * V_{i+1} - V_i         (r_i: reward received inside step i)
 
-    and every token of step i takes A_i. Defaults as the paper: k = 9, gamma = 1 (applied per
-    step). Unbiased values make A_i an unbiased (noisy) estimate of the step's true advantage,
-    with no critic to learn. Cost: whatever ``value_fn`` reports (k continuations per step).
-    Deliberate difference: VinePPO whitens advantages over the batch; labkit does only with
-    ``whiten_advantages=True``. Degenerate input: a one-step trajectory gets r - V_0; with k = 1
-    values are single-sample and very noisy (the notebook's K slider shows how noisy).
-    ``info["step_values"]`` holds the V_i estimates.
+        and every token of step i takes A_i. Unbiased values make A_i an unbiased (noisy)
+        estimate of the step's true advantage, with no critic to learn. ``info["step_values"]``
+        holds the V_i estimates.
+
+    Defaults:
+        as the paper: k = 9, gamma = 1 (applied per step); whiten_advantages = False.
+        ``value_fn`` (required) is the continuation sampler (see the module docstring).
+
+    Degenerate input:
+        a one-step trajectory gets r - V_0; with k = 1 values are single-sample and very noisy
+        (the notebook's K slider shows how noisy). Absent steps (padding) get 0. With
+        ``whiten_advantages=True`` a batch with one generated token (or all-equal advantages)
+        gets 0 everywhere (0 / sqrt(eps)). Groups play no role.
+
+    Deviations from the reference:
+        VinePPO whitens advantages over the batch; labkit does only with ``whiten_advantages=True``.
+
+    Cost:
+        whatever ``value_fn`` reports (k continuations per step); an exact value_fn costs nothing.
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     v_start, v_next, r_step, cost = _step_values(rollouts, value_fn, k)

@@ -262,25 +262,37 @@ def _group_index(rollouts: Rollouts) -> torch.Tensor:
 @register("shapley")
 def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
             n_permutations: int = 200, seed: int = 0, antithetic: bool = False) -> Credit:
-    """Shapley credit over agents (Shapley 1953; survey Sec. 6, e.g. SHARP arXiv:2602.08335).
+    """Shapley credit over agents (Shapley 1953; survey Sec. 6, e.g. SHARP arXiv:2602.08335): Shapley values.
 
-    ``coalition_values`` (B, 2**n) — v_b(S) for trajectory b, column = bitmask of the agents kept
-    (absent agents replaced by a default, as the environment defines) — or a callable
-    rollouts -> (B, 2**n). n = ``rollouts.info["n_agents"]`` or the largest agent id + 1.
+    Formula:
+        ``coalition_values`` (B, 2**n) — v_b(S) for trajectory b, column = bitmask of the agents
+        kept (absent agents replaced by a default, as the environment defines) — or a callable
+        rollouts -> (B, 2**n). n = ``rollouts.info["n_agents"]`` or the largest agent id + 1.
 
         phi_{b,i} = sum_{S subset N\\{i}} |S|!(n-|S|-1)!/n! (v_b(S+i) - v_b(S))      method="exact"
         phi_{b,i} ~ mean over P random orderings of v_b(pred + i) - v_b(pred)     method="sampled"
 
-    Every position of agent i in trajectory b gets phi_{b,i} (level "agent"). Efficient:
-    sum_i phi_{b,i} = v_b(N) - v_b(empty), so the team outcome is split, not copied.
-    No group baseline and no normalisation (use ``sharp`` for that).
-    Defaults: exact; sampled uses ``n_permutations=200``, ``seed=0``, no antithetic pairs.
-    Degenerate input: a one-agent team gets v(N) - v(empty); an agent absent from a trajectory
-    has no position, so its phi is kept in ``values`` but painted nowhere.
-    Cost: ``env_steps`` = coalition values the method reads, summed over trajectories (2**n per
-    trajectory when exact; the distinct coalitions the sampled orderings visit otherwise) — one
-    re-executed team episode per coalition value, whether the table is given or computed.
-    ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory.
+        Every position of agent i in trajectory b gets phi_{b,i} (level "agent"). Efficient:
+        sum_i phi_{b,i} = v_b(N) - v_b(empty), so the team outcome is split, not copied.
+        No group baseline and no normalisation (use ``sharp`` for that).
+        ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory.
+
+    Defaults:
+        method = "exact"; sampled uses ``n_permutations=200``, ``seed=0``, no antithetic pairs.
+
+    Degenerate input:
+        a one-agent team gets v(N) - v(empty); an agent absent from a trajectory has no
+        position, so its phi is kept in ``values`` but painted nowhere. Groups play no role.
+        ``coalition_values=None`` raises a ValueError naming ``coalition_values``.
+
+    Deviations from the reference:
+        none: the textbook definition; method="sampled" is permutation sampling (Castro et al.
+        2009, ``sampled_shapley``).
+
+    Cost:
+        ``env_steps`` = coalition values the method reads, summed over trajectories (2**n per
+        trajectory when exact; the distinct coalitions the sampled orderings visit otherwise) —
+        one re-executed team episode per coalition value, whether the table is given or computed.
     """
     check_choice("method", method, ("exact", "sampled"))
     n = n_agents_of(rollouts)
@@ -297,15 +309,28 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
 @register("leave_one_out")
 def leave_one_out_credit(rollouts: Rollouts, *, coalition_values: CoalitionValues = None) -> Credit:
     """Leave-one-out / difference-reward credit over agents (Wolpert & Tumer 2002; C3's
-    leave-one-out, arXiv:2603.06859 as catalogued by the survey).
+    leave-one-out, arXiv:2603.06859 as catalogued by the survey): d_i = v(N) - v(N \\ {i}).
 
+    Formula:
         d_{b,i} = v_b(N) - v_b(N \\ {i})
 
-    ``coalition_values`` as in ``shapley`` (only the grand coalition and the n coalitions with
-    one agent removed are read). Not efficient: redundant agents all get 0 (each is
-    replaceable), complementary agents each get the whole team value.
-    Degenerate input: a one-agent team gets v(N) - v(empty). No normalisation.
-    Cost: ``env_steps`` = (n + 1) per trajectory. ``info``: ``loo`` (B, n).
+        ``coalition_values`` as in ``shapley`` (only the grand coalition and the n coalitions
+        with one agent removed are read). Not efficient: redundant agents all get 0 (each is
+        replaceable), complementary agents each get the whole team value. Every position of
+        agent i in trajectory b gets d_{b,i} (level "agent"). ``info``: ``loo`` (B, n).
+
+    Defaults:
+        no options besides ``coalition_values`` (required). No normalisation.
+
+    Degenerate input:
+        a one-agent team gets v(N) - v(empty). Groups play no role.
+        ``coalition_values=None`` raises a ValueError naming ``coalition_values``.
+
+    Deviations from the reference:
+        none: the definition of the difference reward.
+
+    Cost:
+        ``env_steps`` = (n + 1) per trajectory (the coalition values read, as in ``shapley``).
     """
     n = n_agents_of(rollouts)
     v = _coalition_table(rollouts, coalition_values, n)
@@ -321,26 +346,41 @@ POOL_UNITS = ("step", "trajectory")
 @register("dr_mas")
 def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", eps: float = 1e-6,
            normalize_std: bool = True) -> Credit:
-    """Dr. MAS agent-wise advantage normalisation (Feng et al. 2026, arXiv:2602.08847).
+    """Dr. MAS (Feng et al. 2026, arXiv:2602.08847): agent-wise advantage normalisation.
 
-    R_{b,i} = agent i's reward in trajectory b (the rewards on agent i's positions, summed).
+    Formula:
+        R_{b,i} = agent i's reward in trajectory b (the rewards on agent i's positions, summed).
 
         normalize="agent" (Dr. MAS):   A_{b,i} = (R_{b,i} - mu_{g,i}) / (sigma_{g,i} + eps)
         normalize="global" (baseline): A_{b,i} = (R_{b,i} - mu_g) / (sigma_g + eps)
 
-    mu_{g,i}, sigma_{g,i}: mean and unbiased std of agent i's rewards over the trajectories of task
-    group g; mu_g, sigma_g: over every agent of every trajectory of g (the plain multi-agent GRPO
-    the paper fixes: one baseline for agents whose reward distributions differ, so one agent's
-    advantages are all shifted one way and its gradient norm inflates).
-    ``unit="step"`` (default, the paper's Eq. 5): statistics are over agent i's actions, so a
-    trajectory where agent i acted k times counts k times; ``unit="trajectory"``: once (the
-    step pooling is our reading of Eq. 5, where the pool of agent k is its set of actions Y_k).
-    The method label is "dr_mas", or "ma_grpo" for normalize="global".
-    Every position of agent i in trajectory b gets A_{b,i} (level "agent").
-    Defaults: eps = 1e-6, unbiased std (as ``grpo``). ``normalize_std=False`` drops the division.
-    Degenerate input (``grpo``'s rule): a pool with one sample gets mean 0 and std 1; a pool whose
-    rewards are all equal gives 0. Agents that did not act in a trajectory get nothing.
-    ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n).
+        mu_{g,i}, sigma_{g,i}: mean and unbiased std of agent i's rewards over the trajectories of
+        task group g; mu_g, sigma_g: over every agent of every trajectory of g (the plain
+        multi-agent GRPO the paper fixes: one baseline for agents whose reward distributions
+        differ, so one agent's advantages are all shifted one way and its gradient norm
+        inflates). ``unit="step"`` (the paper's Eq. 5): statistics are over agent i's actions,
+        so a trajectory where agent i acted k times counts k times; ``unit="trajectory"``: once.
+        The method label is "dr_mas", or "ma_grpo" for normalize="global".
+        Every position of agent i in trajectory b gets A_{b,i} (level "agent").
+        ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n).
+
+    Defaults:
+        normalize = "agent", unit = "step", eps = 1e-6, unbiased std (as ``grpo``).
+        ``normalize_std=False`` drops the division.
+
+    Degenerate input:
+        ``grpo``'s rule: a pool with one sample gets mean 0 and std 1 (its raw reward /
+        (1 + eps)); a pool whose rewards are all equal gives 0. With ``unit="step"`` a sample is
+        an action: in a task group of one trajectory, an agent that acted there k >= 2 times
+        forms a pool of k equal samples and gets 0, one that acted once gets its raw reward /
+        (1 + eps). Agents that did not act in a trajectory get nothing.
+
+    Deviations from the reference:
+        the step pooling is our reading of Eq. 5, where the pool of agent k is its set of
+        actions Y_k.
+
+    Cost:
+        none beyond the sampled batch.
     """
     check_choice("normalize", normalize, DR_MAS_NORMS)
     check_choice("unit", unit, POOL_UNITS)
@@ -360,28 +400,40 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
           team_reward=None, w_global: float = 1.0, w_shapley: float = 1.0, w_process: float = 1.0,
           method: str = "exact", n_permutations: int = 200, seed: int = 0, eps: float = 1e-6,
           normalize: bool = True) -> Credit:
-    """SHARP, Shapley-based hierarchical attribution (Li et al. 2026, arXiv:2602.08335).
+    """SHARP, Shapley-based hierarchical attribution (Li et al. 2026, arXiv:2602.08335): per-agent credit.
 
-    Each agent's reward has three parts, then advantages are normalised per agent:
+    Formula:
+        Each agent's reward has three parts, then advantages are normalised per agent:
 
         r_{b,i} = w_global * R_b + w_shapley * phi_{b,i} + w_process * p_{b,i}
         A_{b,i} = (r_{b,i} - mean_{g,i} r) / (std_{g,i} r + eps)     over the trajectories of task
                                                                      group g in which agent i acted
 
-    R_b: the team outcome ("global broadcast-accuracy reward"), by default the grand-coalition
-    column v_b(N) of ``coalition_values``; pass ``team_reward`` (B,) to override (labkit never
-    reads ``rollouts.truth``). phi_{b,i}: exact (or permutation-sampled) Shapley value of agent i
-    in v_b ("marginal-credit reward"). p_{b,i}: ``process_rewards`` (B, n) (the paper's
-    tool-process reward for execution efficiency); None = no process term.
-    Defaults: all three weights 1, exact Shapley, eps = 1e-6, unbiased std.
-    Identities: with w_shapley = w_process = 0 this is Dr. MAS (``dr_mas(unit="trajectory")``) on
-    the team reward broadcast to every agent; with normalize=False and w_global = w_process = 0
-    it is ``shapley``.
-    Degenerate input (``grpo``'s rule): a (group, agent) pool of one trajectory gets mean 0, std 1;
-    an all-equal pool gives 0. Where labkit differs: the paper estimates phi from a handful of
-    masked-agent re-runs and its weights are tuned per benchmark; here phi comes from the given
-    coalition table, and the weights are plain arguments. Cost: as ``shapley``.
-    ``info``: ``reward`` r, ``phi``, ``team_reward``, ``pool_mean``, ``pool_std``.
+        R_b: the team outcome ("global broadcast-accuracy reward"), by default the
+        grand-coalition column v_b(N) of ``coalition_values``; pass ``team_reward`` (B,) to
+        override (labkit never reads ``rollouts.truth``). phi_{b,i}: exact (or
+        permutation-sampled) Shapley value of agent i in v_b ("marginal-credit reward").
+        p_{b,i}: ``process_rewards`` (B, n) (the paper's tool-process reward for execution
+        efficiency); None = no process term. Identities: with w_shapley = w_process = 0 this is
+        Dr. MAS (``dr_mas(unit="trajectory")``) on the team reward broadcast to every agent;
+        with normalize=False and w_global = w_process = 0 it is ``shapley``.
+        ``info``: ``reward`` r, ``phi``, ``team_reward``, ``pool_mean``, ``pool_std``.
+
+    Defaults:
+        all three weights 1, exact Shapley (``n_permutations=200``, ``seed=0`` when sampled),
+        eps = 1e-6, unbiased std, normalize = True.
+
+    Degenerate input:
+        ``grpo``'s rule: a (group, agent) pool of one trajectory gets mean 0, std 1; an
+        all-equal pool gives 0. Agents that did not act in a trajectory get nothing.
+
+    Deviations from the reference:
+        the paper estimates phi from a handful of masked-agent re-runs and its weights are
+        tuned per benchmark; here phi comes from the given coalition table, and the weights are
+        plain arguments.
+
+    Cost:
+        as ``shapley``: ``env_steps`` = coalition values read, summed over trajectories.
     """
     for name, w in (("w_global", w_global), ("w_shapley", w_shapley), ("w_process", w_process)):
         check_number(name, w)
@@ -424,34 +476,45 @@ M_GRPO_SUB_GROUPS = ("agent", "pooled")
 def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent",
            d_max: int | None = None, seed: int = 0, eps: float = 1e-6) -> Credit:
     """M-GRPO, hierarchical group-relative advantages for a main agent and its sub-agents
-    (Hong et al. 2025, arXiv:2511.13288).
+    (Hong et al. 2025, arXiv:2511.13288): per-agent GRPO credit.
 
-    With R_{b,i} the per-agent reward (agent i's rewards in trajectory b, summed):
+    Formula:
+        With R_{b,i} the per-agent reward (agent i's rewards in trajectory b, summed):
 
         main agent m:  A_{b,m} = (R_{b,m} - mean_g R_m) / (std_g R_m + eps)   over task group g
         sub-agents:    A_{b,i} = (R_{b,i} - mean_P R)  / (std_P R + eps)      over a sub-agent pool P
 
-    ``sub_groups="agent"`` (default): P = the trajectories of group g in which sub-agent i acted,
-    one pool per (task, sub-agent) — each role is its own sub-agent model. Then the main agent is
-    normalised like any other agent and the credit equals ``dr_mas(unit="trajectory")``: the
-    hierarchy only matters when the sub-agent calls share one pool.
-    ``sub_groups="pooled"``: the paper's setting of ONE sub-agent model invoked a variable number
-    of times per rollout. All sub-agent invocations of task g form one pool, after the paper's
-    trajectory alignment: every rollout contributes exactly D invocations (D = ``d_max``, default
-    the largest count in the group) — rollouts with fewer duplicate randomly chosen invocations
-    of their own, rollouts with more randomly drop the excess (``seed``). Dropped invocations are
-    not trained on (credit 0, flagged in ``info["dropped"]``); duplicates only reweight the pool.
-    In labkit an "invocation" is a sub-agent that acted in the row (one reward each). The
-    alignment rule (duplicate / drop at random to a fixed D) is our reading of the paper's
-    Sec. 3, not checked against its code.
-    Defaults: main_agent 0, eps = 1e-6, unbiased std. Degenerate input (``grpo``'s rule): a pool
-    of one sample gets mean 0, std 1; an all-equal pool gives 0; a row with no sub-agent adds
-    nothing to the sub-agent pool.
-    Simplified here: the paper's sub-agent reward mixes format, the main agent's final correctness
-    and an expert (LLM) score of the sub-agent's output, and its main-agent reward mixes format and
-    correctness; labkit takes both from the per-agent rewards in ``rollouts`` (mix them upstream
-    if wanted). The decoupled multi-server training (shared statistics store) is not modelled.
-    ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``, ``dropped`` (B, n) bool.
+        ``sub_groups="agent"``: P = the trajectories of group g in which sub-agent i acted, one
+        pool per (task, sub-agent) — each role is its own sub-agent model. Then the main agent is
+        normalised like any other agent and the credit equals ``dr_mas(unit="trajectory")``: the
+        hierarchy only matters when the sub-agent calls share one pool.
+        ``sub_groups="pooled"``: the paper's setting of ONE sub-agent model invoked a variable
+        number of times per rollout. All sub-agent invocations of task g form one pool, after
+        the paper's trajectory alignment: every rollout contributes exactly D invocations
+        (D = ``d_max``, default the largest count in the group) — rollouts with fewer duplicate
+        randomly chosen invocations of their own, rollouts with more randomly drop the excess
+        (``seed``). Dropped invocations are not trained on (credit 0, flagged in
+        ``info["dropped"]``); duplicates only reweight the pool. In labkit an "invocation" is a
+        sub-agent that acted in the row (one reward each).
+        ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``, ``dropped`` (B, n) bool.
+
+    Defaults:
+        main_agent = 0, sub_groups = "agent", d_max = None, seed = 0, eps = 1e-6, unbiased std.
+
+    Degenerate input:
+        ``grpo``'s rule: a pool of one sample gets mean 0, std 1; an all-equal pool gives 0; a
+        row with no sub-agent adds nothing to the sub-agent pool.
+
+    Deviations from the reference:
+        the alignment rule (duplicate / drop at random to a fixed D) is our reading of the
+        paper's Sec. 3, not checked against its code. Simplified here: the paper's sub-agent
+        reward mixes format, the main agent's final correctness and an expert (LLM) score of the
+        sub-agent's output, and its main-agent reward mixes format and correctness; labkit takes
+        both from the per-agent rewards in ``rollouts`` (mix them upstream if wanted). The
+        decoupled multi-server training (shared statistics store) is not modelled.
+
+    Cost:
+        none beyond the sampled batch.
     """
     check_choice("sub_groups", sub_groups, M_GRPO_SUB_GROUPS)
     eps = check_number("eps", eps, low=0.0)
@@ -500,32 +563,42 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
 @register("scar")
 def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
          n_permutations: int = 200, seed: int = 0) -> Credit:
-    """SCAR, Shapley credit over reasoning segments (Cao et al. 2025, arXiv:2505.20417).
+    """SCAR (Cao et al. 2025, arXiv:2505.20417): Shapley credit over the reasoning segments of a trajectory.
 
-    Players are the steps (segments) of a trajectory: ``rollouts.step_ids``. M = the batch's
-    largest number of steps; ``coalition_values`` (B, 2**M) or a callable rollouts -> (B, 2**M):
-    v_b(S) = the value (reward-model score / success probability) of trajectory b when only the
-    segments in bitmask S are kept. For a row with m_b < M steps, bits >= m_b are absent players:
-    labkit reads v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits are ignored
-    — so absent segments are null players and get exactly 0.
+    Formula:
+        Players are the steps (segments) of a trajectory: ``rollouts.step_ids``. M = the batch's
+        largest number of steps; ``coalition_values`` (B, 2**M) or a callable rollouts -> (B, 2**M):
+        v_b(S) = the value (reward-model score / success probability) of trajectory b when only
+        the segments in bitmask S are kept. For a row with m_b < M steps, bits >= m_b are absent
+        players: labkit reads v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits
+        are ignored — so absent segments are null players and get exactly 0.
 
         phi_{b,k} = sum_{S subset [m_b] \\ {k}} |S|!(m_b-|S|-1)!/m_b! (v_b(S+k) - v_b(S))
 
-    Credit of step k = phi_{b,k} (level "step"), the dense reward SCAR puts on segment k; the
-    segment rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
-    redistribute the sequence reward exactly (the paper's potential-based-shaping argument for an
-    unchanged optimal policy). No baseline or normalisation here; feed phi as rewards to a
-    return/advantage estimator if wanted.
-    Defaults: exact; ``method="sampled"`` uses ``n_permutations=200`` orderings, ``seed=0``.
-    Degenerate input: a one-step row gets v(all) - v(none); rows with no step get nothing.
-    Where labkit differs: the paper segments adaptively (tokens, spans, sentences) and uses Owen
-    values (a hierarchical approximation) to stay cheap; labkit takes given segments and
-    computes exact (or permutation-sampled) Shapley values. The paper's value is a reward model
-    scoring the partial text; in the lab it is the verifier's success rate of the tiny LM's
-    continuations (``ArithmeticLM.segment_coalition_values``, notebook 09).
-    Cost: ``aux_calls`` = coalition values read (2**m_b per row when exact; the distinct
-    coalitions visited when sampled) — one value-model evaluation per coalition.
-    ``info``: ``phi`` (B, M), ``n_steps`` (B,).
+        Credit of step k = phi_{b,k} (level "step"), the dense reward SCAR puts on segment k; the
+        segment rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
+        redistribute the sequence reward exactly (the paper's potential-based-shaping argument
+        for an unchanged optimal policy). No baseline or normalisation here; feed phi as rewards
+        to a return/advantage estimator if wanted. ``info``: ``phi`` (B, M), ``n_steps`` (B,).
+
+    Defaults:
+        method = "exact"; ``method="sampled"`` uses ``n_permutations=200`` orderings, ``seed=0``.
+
+    Degenerate input:
+        a one-step row gets v(all) - v(none); rows with no step get nothing. Groups play no
+        role. More than 24 segments (``MAX_PLAYERS``) raise a ValueError naming
+        ``coalition_values``.
+
+    Deviations from the reference:
+        the paper segments adaptively (tokens, spans, sentences) and uses Owen values (a
+        hierarchical approximation) to stay cheap; labkit takes given segments and computes
+        exact (or permutation-sampled) Shapley values. The paper's value is a reward model
+        scoring the partial text; in the lab it is the verifier's success rate of the tiny LM's
+        continuations (``ArithmeticLM.segment_coalition_values``, notebook 09).
+
+    Cost:
+        ``aux_calls`` = coalition values read (2**m_b per row when exact; the distinct
+        coalitions visited when sampled) — one value-model evaluation per coalition.
     """
     check_choice("method", method, ("exact", "sampled"))
     n_steps = rollouts.n_steps.clamp(min=0)

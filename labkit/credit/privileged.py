@@ -26,26 +26,41 @@ from labkit.core.turns import turn_table
 # --------------------------------------------------------------------------- SWEET-RL critic
 @register("sweet_rl")
 def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Credit:
-    """SWEET-RL, step-wise evaluation from training-time information (Zhou et al. 2025, arXiv:2503.15478).
+    """SWEET-RL (Zhou et al. 2025, arXiv:2503.15478): a privileged turn critic's advantage of the action.
+
+    Formula:
+        Step-wise evaluation from training-time information:
 
         credit_t = A_c(k_t, a_t) - sum_a pi(a | o_t) A_c(k_t, a)      (``pi`` given)
                  = A_c(k_t, a_t)                                      (``pi=None``, the paper's)
         preference at turn t: (argmax_a A_c(k_t, a), argmin_a A_c(k_t, a)) over all candidates
 
-    ``critic`` is a fitted ``labkit.learn.critics.BTCritic``: privileged (k_t = the hidden state, passed explicitly as
-    ``hidden_states``) or not (k_t = the observation). SWEET-RL trains the actor with DPO on the
-    preference pairs (best vs worst of the candidate actions sampled at the turn, ranked by the
-    critic); ``info["preferences"]`` holds them, (B, N, 2) action ids (chosen, rejected), -1
-    where there is no turn. The per-turn credit is what a policy-gradient learner can use
-    instead. Centring by pi makes the credit an advantage under the current policy (the
-    critic's raw values are only defined up to a constant per key).
+        SWEET-RL trains the actor with DPO on the preference pairs (best vs worst of the
+        candidate actions sampled at the turn, ranked by the critic); ``info["preferences"]``
+        holds them, (B, N, 2) action ids (chosen, rejected), -1 where there is no turn. The
+        per-turn credit is what a policy-gradient learner can use instead. Centring by pi makes
+        the credit an advantage under the current policy (the critic's raw values are only
+        defined up to a constant per key). ``info["informative"]`` marks turns whose best and
+        worst candidates differ.
 
-    Deviations: candidates are all of ToolWorld's actions (the paper samples a few from the
-    actor); the critic is a table, not an LLM; ties (e.g. a key never seen in training: all 0)
-    choose the lowest action id for both ends, so ``info["informative"]`` marks turns whose
-    best and worst candidates differ. Degenerate input: a critic fitted on groups with equal
-    outcomes stays 0 and gives credit 0 everywhere. Cost: ``aux_calls`` = turns x candidates
-    (one critic evaluation each).
+    Defaults:
+        pi = None (the paper's uncentred credit). ``critic`` (required) is a fitted
+        ``labkit.learn.critics.BTCritic``: privileged (k_t = the hidden state, passed explicitly
+        as ``hidden_states``) or not (k_t = the observation).
+
+    Degenerate input:
+        a critic fitted on groups with equal outcomes stays 0 and gives credit 0 everywhere;
+        ties (e.g. a key never seen in training: all 0) choose the lowest action id for both
+        ends of the preference pair (not informative). Absent turns get credit 0 and
+        preference (-1, -1). A critic without ``scores``, ``n_actions`` and ``privileged``
+        raises a ValueError naming ``critic``.
+
+    Deviations from the reference:
+        candidates are all of ToolWorld's actions (the paper samples a few from the actor); the
+        critic is a table, not an LLM.
+
+    Cost:
+        ``aux_calls`` = turns x candidates (one critic evaluation each).
     """
     if not all(hasattr(critic, a) for a in ("scores", "n_actions", "privileged")):
         raise ValueError(f"critic: expected a fitted turn-advantage critic with scores(rollouts, hidden_states), "
@@ -71,28 +86,39 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
 # --------------------------------------------------------------------------- CriticSearch
 @register("critic_search")
 def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
-    """CriticSearch-style retrospective dense turn rewards (Zhang et al. 2025, arXiv:2511.12159).
+    """CriticSearch-style (Zhang et al. 2025, arXiv:2511.12159): GRPO plus retrospective dense turn rewards.
 
+    Formula:
         turn reward     r_t  = verdict_t in {0 (bad), 1 (good)}
         turn term       A^T_t = (r_t - mean_g r) / (std_g r + eps)   pooled over every turn of
                                                                      the task group g
         hybrid          A_t  = A^GRPO_i + alpha * A^T_t
 
-    A^GRPO_i is ``grpo`` on the trajectory outcomes: the critic's turn rewards complement the
-    global reward, and the combination is optimised with GRPO, as the paper describes its hybrid
-    advantage. ``verdicts`` (B, N) with N the batch's largest number of turns, or a callable
-    ``rollouts -> (B, N)`` (the judge). Defaults: alpha = 1, eps = 1e-6, unbiased std.
+        A^GRPO_i is ``grpo`` on the trajectory outcomes: the critic's turn rewards complement the
+        global reward, and the combination is optimised with GRPO, as the paper describes its
+        hybrid advantage. ``info``: ``turn_rewards`` (B, N), ``turn_term`` (B, N),
+        ``episode_term`` (B,).
 
-    STAND-IN: the paper's frozen critique LLM, reading the full trajectory and the gold answer,
-    is replaced by ``labkit.learn.judges.stand_in_judge``: verdicts simulated from the exact turn advantage (the
-    privileged knowledge) with a seeded error rate. The exact reward mapping and normalisation
-    are labkit's reading of the paper's summary (turn rewards from binary verdicts, group
-    normalisation as in GRPO), not checked against its equations.
+    Defaults:
+        alpha = 1, eps = 1e-6, unbiased std. ``verdicts`` (required) is (B, N) with N the
+        batch's largest number of turns, or a callable ``rollouts -> (B, N)`` (the judge).
 
-    Degenerate input: a pool of turns whose verdicts are all equal gets turn term 0; a group of
-    one trajectory with one turn gets mean 0 / std 1 (GRPO's singleton rule). Cost: one judge
-    call per trajectory (the critic reads the whole trajectory once), ``aux_calls`` = B.
-    ``info``: ``turn_rewards`` (B, N), ``turn_term`` (B, N), ``episode_term`` (B,).
+    Degenerate input:
+        a pool of turns whose verdicts are all equal gets turn term 0; a group of one
+        trajectory with one turn gets mean 0 / std 1 (GRPO's singleton rule) in both terms, i.e.
+        score / (1 + eps) + alpha * verdict / (1 + eps). Absent turns get 0.
+
+    Deviations from the reference:
+        STAND-IN: the paper's frozen critique LLM, reading the full trajectory and the gold
+        answer, is replaced by ``labkit.learn.judges.stand_in_judge``: verdicts simulated from
+        the exact turn advantage (the privileged knowledge) with a seeded error rate. The exact
+        reward mapping and normalisation are labkit's reading of the paper's summary (turn
+        rewards from binary verdicts, group normalisation as in GRPO), not checked against its
+        equations.
+
+    Cost:
+        one judge call per trajectory (the critic reads the whole trajectory once),
+        ``aux_calls`` = B, counted whether ``verdicts`` is a tensor or a callable.
     """
     alpha = check_number("alpha", alpha, low=0.0)
     eps = check_number("eps", eps, low=0.0)

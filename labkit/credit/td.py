@@ -45,16 +45,34 @@ def _gae_recursion(r: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, gamma: 
 @register("gae")
 def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0,
         whiten_advantages: bool = False) -> Credit:
-    """Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438), token level.
+    """Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438): discounted TD errors.
 
-    Formula in the module docstring. Follows verl's ``compute_gae_advantage_return``: positions
-    off the mask (tool output) carry the next value and the running advantage through unchanged,
-    and there is no bootstrap past a trajectory's last generated token (terminal V = 0).
-    Defaults gamma = lam = 1 as in verl. ``info["returns"]`` = A + V, the critic's regression
-    target. Deliberate difference: verl always whitens the advantages over the batch; labkit
-    only does so with ``whiten_advantages=True``, so by default the credit keeps the scale of
-    the exact advantage it is scored against. Degenerate input: a one-token trajectory gets
-    A = r - V; an all-masked row gets 0.
+    Formula:
+        delta_t = r_t + gamma * V_{t'} - V_t          (t' = the next generated position; V = 0 past the end)
+        A_t     = delta_t + gamma * lam * A_{t'}
+        (as in the module docstring). Follows verl's ``compute_gae_advantage_return``: positions
+        off the mask (tool output) carry the next value and the running advantage through
+        unchanged, and there is no bootstrap past a trajectory's last generated token (terminal
+        V = 0). lam = 1 gives the Monte Carlo return minus V; lam = 0 the one-step TD error
+        (``td0``). ``info["returns"]`` = A + V, the critic's regression target.
+
+    Defaults:
+        gamma = lam = 1 as in verl; whiten_advantages = False. ``values`` (required) is a (B, T)
+        tensor or a callable ``critic(rollouts) -> (B, T)``.
+
+    Degenerate input:
+        a one-token trajectory gets A = r - V; an all-masked row gets 0. With
+        ``whiten_advantages=True`` a batch with one generated token (or all-equal advantages)
+        gets 0 everywhere (``labkit.core.stats.whiten``: 0 / sqrt(eps)). Groups play no role.
+
+    Deviations from the reference:
+        verl always whitens the advantages over the batch; labkit only does so with
+        ``whiten_advantages=True``, so by default the credit keeps the scale of the exact
+        advantage it is scored against.
+
+    Cost:
+        a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
+        tensor costs nothing here.
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     lam = check_number("lam", lam, low=0.0, high=1.0)
@@ -69,10 +87,26 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
 
 @register("td0")
 def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
-    """One-step TD error as credit: A_t = r_t + gamma V_{t'} - V_t (GAE with lam = 0).
+    """One-step TD error (Sutton 1988; Schulman et al. 2016, arXiv:1506.02438): GAE with lam = 0.
 
-    With exact values its expectation given (s_t, a_t) is the exact advantage; with a learned
-    critic it inherits the critic's error at every step. Same mask conventions as ``gae``.
+    Formula:
+        A_t = r_t + gamma * V_{t'} - V_t      (t' = the next generated position; V = 0 past the end)
+        This is ``gae`` with lam = 0. With exact values its expectation given (s_t, a_t) is the
+        exact advantage; with a learned critic it inherits the critic's error at every step.
+        Same mask conventions as ``gae``.
+
+    Defaults:
+        gamma = 1; ``values`` (required) as in ``gae``.
+
+    Degenerate input:
+        as ``gae``: a one-token trajectory gets r - V; an all-masked row gets 0. Groups play no role.
+
+    Deviations from the reference:
+        never whitened (verl's GAE whitens over the batch; ``td0`` has no whitening option).
+
+    Cost:
+        as ``gae``: a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B);
+        a values tensor costs nothing here.
     """
     credit = gae(rollouts, values=values, gamma=gamma, lam=0.0)
     credit.method = "td0"
@@ -96,20 +130,34 @@ def _resolve_turn_values(rollouts: Rollouts, values: Values, present: torch.Tens
 
 @register("turn_gae")
 def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0) -> Credit:
-    """GAE over turns instead of tokens (Turn-PPO, arXiv:2512.17008; AgentPRM, arXiv:2511.08325).
+    """Turn-level GAE (Turn-PPO, arXiv:2512.17008; AgentPRM, arXiv:2511.08325): GAE over turns, not tokens.
 
+    Formula:
         r_k     = reward received inside turn k,      V_k = the critic's value before turn k
         delta_k = r_k + gamma * V_{k+1} - V_k         (V = 0 after the last turn: no bootstrap)
         A_k     = delta_k + gamma * lam * A_{k+1}
 
-    and every token of turn k takes A_k. ``values`` is a (B, n_turns) tensor (n_turns = the
-    batch's largest turn count; entries past a trajectory's last turn are ignored) or a callable
-    ``critic(rollouts) -> (B, n_turns)``, counted as one auxiliary call per trajectory.
-    One discount per turn, not per token: a long tool call does not shrink the future more than
-    a short one, which is the point of the turn-level MDP. Defaults gamma = lam = 1 (as ``gae``);
-    no whitening. With every turn one token it equals token-level ``gae``; with gamma = lam = 1
-    it is the reward-to-go minus V_k. ``info["returns"]`` (B, n_turns) = A + V, the critic's
-    regression target. Degenerate input: a one-turn trajectory gets r - V_0; absent turns 0.
+        and every token of turn k takes A_k. One discount per turn, not per token: a long tool
+        call does not shrink the future more than a short one, which is the point of the
+        turn-level MDP. With every turn one token it equals token-level ``gae``; with
+        gamma = lam = 1 it is the reward-to-go minus V_k. ``info["returns"]`` (B, n_turns) = A + V,
+        the critic's regression target.
+
+    Defaults:
+        gamma = lam = 1 (as ``gae``); no whitening. ``values`` is a (B, n_turns) tensor
+        (n_turns = the batch's largest turn count; entries past a trajectory's last turn are
+        ignored) or a callable ``critic(rollouts) -> (B, n_turns)``.
+
+    Degenerate input:
+        a one-turn trajectory gets r - V_0; absent turns get 0. Groups play no role.
+
+    Deviations from the reference:
+        none documented beyond the choice of no whitening (verl's token-level GAE whitens over
+        the batch; this estimator has no whitening option).
+
+    Cost:
+        a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
+        tensor costs nothing here.
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     lam = check_number("lam", lam, low=0.0, high=1.0)
@@ -126,16 +174,31 @@ def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: flo
 
 @register("archer")
 def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=None) -> Credit:
-    """ARCHER's turn-level advantage (Zhou et al. 2024, arXiv:2402.19446): A_k = Q(o_k, a_k) - V(o_k).
+    """ARCHER (Zhou et al. 2024, arXiv:2402.19446): turn-level advantage A_k = Q(o_k, a_k) - V(o_k).
 
-    Q and V come from an off-policy turn-level TD critic: either ``critic`` (anything with
-    ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
-    ``labkit.learn.critics.TurnQCritic``; ``pi`` is passed on) or the two (B, n_turns) tensors
-    ``q_values`` and ``v_values``, not both. Every token of turn k takes A_k. ARCHER then trains
-    the token-level policy against this turn advantage (its low-level REINFORCE/PPO step); that
-    part is the training loop's. With an exact critic the expectation of A_k over pi is 0 at
-    every observation. Degenerate input: absent turns get 0; entries past a trajectory's last
-    turn are ignored. Cost: a critic counts one auxiliary call per trajectory.
+    Formula:
+        A_k = Q(o_k, a_k) - V(o_k)       from an off-policy turn-level TD critic
+        and every token of turn k takes A_k. With an exact critic the expectation of A_k over pi
+        is 0 at every observation.
+
+    Defaults:
+        no numeric options. Q and V come either from ``critic`` (anything with
+        ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
+        ``labkit.learn.critics.TurnQCritic``; ``pi`` is passed on) or from the two (B, n_turns)
+        tensors ``q_values`` and ``v_values``, not both.
+
+    Degenerate input:
+        absent turns get 0; entries past a trajectory's last turn are ignored. Groups play no
+        role. Passing ``critic`` together with ``q_values`` / ``v_values``, or only one of the two
+        tensors, raises a ValueError.
+
+    Deviations from the reference:
+        ARCHER then trains the token-level policy against this turn advantage (its low-level
+        REINFORCE/PPO step); that part is the training loop's, not this estimator's.
+
+    Cost:
+        a critic counts one auxiliary call per trajectory (``aux_calls`` = B); the two tensors
+        cost nothing here.
     """
     _, present = rollouts.view(rollouts.rewards, "turn", "sum")
     if critic is not None:
