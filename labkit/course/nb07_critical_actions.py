@@ -444,8 +444,8 @@ CREDIT_METHODS = ("grpo", "carl", "igpo", "ig")
 
 
 def turn_credit_panels(rollouts: Rollouts, truth, success_prob: torch.Tensor, *,
-                  methods: Sequence[str] = CREDIT_METHODS, top_fraction: float = 0.3, gamma: float = 1.0,
-                  rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+                       methods: Sequence[str] = CREDIT_METHODS, top_fraction: float = 0.3, gamma: float = 1.0,
+                       rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
     """(len(rows), T) credit of each method next to exact A, titled for ``viz.compare_heatmaps``.
 
     ``methods`` from "grpo", "carl" (top ``top_fraction`` of turns by entropy), "igpo" (with the
@@ -478,7 +478,7 @@ def _agreement(credit: torch.Tensor, exact: torch.Tensor, rollouts: Rollouts) ->
 
 
 def turn_credit_agreement(rollouts: Rollouts, truth, success_prob: torch.Tensor, *, top_fraction: float = 0.3,
-                     gamma: float = 1.0) -> pd.DataFrame:
+                          gamma: float = 1.0) -> pd.DataFrame:
     """How each method's turn credit agrees with the exact advantage over a whole batch.
 
     One row per panel of ``turn_credit_panels`` (except exact A itself): ``pearson`` and

@@ -192,7 +192,7 @@ def _team_on_last(ro: Rollouts) -> torch.Tensor:
 
 
 def agent_credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_size: int = 8, seed: int = 0,
-                     judge_noise: float = 0.3, methods: Mapping[str, Callable] | None = None) -> dict:
+                           judge_noise: float = 0.3, methods: Mapping[str, Callable] | None = None) -> dict:
     """Each estimator's per-agent credit against the exact per-trajectory Shapley value.
 
     Returns ``rollouts``, ``phi`` (B, n) exact Shapley, ``credit`` {method: (B, n)} and
