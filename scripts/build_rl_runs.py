@@ -26,7 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labkit import experiments as ex  # noqa: E402
+from labkit.course import nb03_vineppo as nb03  # noqa: E402
 from labkit.learn.loop import compare, summarise  # noqa: E402
 
 OUT = ROOT / "data" / "rl_runs"
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
     start = time.perf_counter()
     settings = dict(iterations=args.iterations, lr=args.lr, epochs=args.epochs, minibatches=args.minibatches,
                     eval_every=args.eval_every)
-    curves = compare(ex.lm_rl_setup(), ex.lm_rl_runs(k=args.k, methods=args.methods), seeds=args.seeds, **settings)
+    curves = compare(nb03.lm_rl_setup(), nb03.lm_rl_runs(k=args.k, methods=args.methods), seeds=args.seeds, **settings)
     OUT.mkdir(parents=True, exist_ok=True)
     csv, meta_file = OUT / "curves.csv", OUT / "meta.json"
     if csv.is_file():  # keep the other methods' runs

@@ -194,7 +194,7 @@ def test_c3_learned_uses_the_critic(world):
 
 # --------------------------------------------------------------------------- SWEET-RL and CriticSearch
 def test_privileged_critic_ranks_better_than_observation_critic():
-    from labkit.hindsight_experiments import critic_ranking
+    from labkit.course.nb08_hindsight_counterfactual import critic_ranking
 
     env = ToolWorld(4, max_turns=15, mislead=0.3, noise=0.3, flaky=0.3)
     policy = env.scripted_policy(2.0)

@@ -2,10 +2,13 @@
 
 Layers, lowest first; a module may import only from its own layer and the ones below:
 
-    core  <-  policies  <-  envs  <-  credit  <-  learn  <-  top-level runner modules / course
+    core  <-  policies  <-  envs  <-  credit  <-  learn  <-  course
 
 ``viz`` and ``scoring`` sit beside the stack and may import ``core`` only. ``survey`` is a
 stand-alone leaf (data and drawing of the field's taxonomy) and imports nothing of labkit but itself.
+``course`` (one runner module per notebook) is the top layer and the only one that may import
+several of them at once (the stack, ``scoring``, ``viz``, ``survey``); no runner module lives
+outside it, and a notebook's module imports from an earlier notebook's module only.
 A second rule: no module imports a private (``_name``) object from a module outside its own
 package.
 """
@@ -16,8 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "labkit"
 RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4}
-TOP = 5  # runner modules (experiments, agent_experiments, ...), transitional re-exports, course
+TOP = 5  # course: the runner module of every notebook
 ONLY_CORE = {"viz", "scoring"}
+TOP_LEVEL_FILES = {"__init__.py", "scoring.py"}  # everything else lives in a package
 
 
 def _modules():
@@ -80,7 +84,7 @@ def test_imports_point_down_the_layers(path, module):
                 assert _area(t) in ("core", area), f"{where}: {area} may import labkit.core only"
                 continue
             if _area(t) in ONLY_CORE | {"survey"}:
-                assert _rank(module) >= TOP or area == _area(t), f"{where}: only runner modules use {_area(t)}"
+                assert area == "course" or area == _area(t), f"{where}: only labkit.course uses {_area(t)}"
                 continue
             if module == "labkit":  # the package root re-exports the core data structures
                 assert _area(t) == "core", where
@@ -98,3 +102,30 @@ def test_no_private_imports_across_packages(path, module):
         if target_pkg != own and not target.startswith(own + "."):
             assert not private_names, f"{module}:{line} imports private {private_names} from {target}"
             assert not private_module, f"{module}:{line} imports from the private module {target}"
+
+
+def test_no_runner_module_outside_the_course():
+    top = {p.name for p in ROOT.glob("*.py")}
+    assert top <= TOP_LEVEL_FILES, f"labkit/ top level holds {sorted(top - TOP_LEVEL_FILES)}: runners go in labkit/course/"
+    assert not list(ROOT.rglob("*_experiments.py")), "runner modules are named after their notebook, in labkit/course/"
+    for path, module in MODULES:
+        if module != "labkit" and _area(module) not in RANK and _area(module) not in ONLY_CORE | {"survey"}:
+            assert _area(module) == "course", f"{module}: a module above learn must live in labkit.course"
+
+
+COURSE = [(p, m) for p, m in MODULES if _area(m) == "course" and m.rsplit(".", 1)[-1].startswith("nb")]
+
+
+def test_the_course_has_one_runner_module_per_notebook():
+    notebooks = {p.stem.split("_", 1)[0] for p in (ROOT.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")} - {"00"}
+    modules = {m.rsplit(".", 1)[-1][2:4] for _, m in COURSE}
+    assert modules == notebooks
+
+
+@pytest.mark.parametrize("path,module", COURSE, ids=[m for _, m in COURSE])
+def test_a_lesson_imports_only_earlier_lessons(path, module):
+    own = module.rsplit(".", 1)[-1][2:4]
+    for target, _, line in _imports(path, module):
+        last = target.rsplit(".", 1)[-1]
+        if target.startswith("labkit.course.nb"):
+            assert last[2:4] < own, f"{module}:{line} imports {target}: a lesson builds on earlier lessons only"

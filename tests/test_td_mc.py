@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from labkit import experiments as ex
+from labkit.course import nb01_reinforce_variance as nb01
 from labkit.credit import estimate
 from labkit.credit.mc import math_shepherd, vineppo
 from labkit.credit.td import gae, td0
@@ -27,7 +27,7 @@ def test_gae_hand_computed_with_a_masked_tool_position():
 
 
 def test_gae_with_gamma_lambda_one_is_return_minus_value():
-    env, pol, tr = ex.chain_setup(9, noise_std=0.5, slip=0.2, init_std=0.5)
+    env, pol, tr = nb01.chain_setup(9, noise_std=0.5, slip=0.2, init_std=0.5)
     ro = env.sample(pol, 32, seed=0)
     V = tr.value(ro)
     assert torch.allclose(gae(ro, values=V).token, ro.returns() - V, atol=1e-12)
@@ -37,7 +37,7 @@ def test_gae_with_gamma_lambda_one_is_return_minus_value():
 
 
 def test_td0_with_exact_values_is_unbiased_for_the_advantage():
-    env, pol, tr = ex.chain_setup(6, noise_std=0.5, slip=0.3, init_std=0.8, policy_seed=3)
+    env, pol, tr = nb01.chain_setup(6, noise_std=0.5, slip=0.3, init_std=0.8, policy_seed=3)
     ro = env.sample(pol, 40000, seed=1)
     credit = td0(ro, values=tr.value(ro)).token
     true = tr.advantage(ro)
@@ -50,7 +50,7 @@ def test_td0_with_exact_values_is_unbiased_for_the_advantage():
 
 
 def test_vineppo_with_exact_values_equals_the_exact_advantage_without_noise():
-    env, pol, tr = ex.chain_setup(10, n_bifurcations=3, init_std=0.7, policy_seed=2)
+    env, pol, tr = nb01.chain_setup(10, n_bifurcations=3, init_std=0.7, policy_seed=2)
     ro = env.sample(pol, 64, seed=0)
     c = vineppo(ro, value_fn=tr.step_value_fn())
     assert torch.allclose(c.token, tr.advantage(ro), atol=1e-12)
@@ -58,7 +58,7 @@ def test_vineppo_with_exact_values_equals_the_exact_advantage_without_noise():
 
 
 def test_vineppo_values_converge_to_truth_as_k_grows():
-    env, pol, tr = ex.chain_setup(12, init_std=0.5, policy_seed=1, slip=0.1)
+    env, pol, tr = nb01.chain_setup(12, init_std=0.5, policy_seed=1, slip=0.1)
     ro = env.sample(pol, 32, seed=0)
     exact = ro.view(tr.value(ro), "step", "first")[0]
     errors = {}
@@ -71,7 +71,7 @@ def test_vineppo_values_converge_to_truth_as_k_grows():
 
 
 def test_math_shepherd_labels():
-    env, pol, tr = ex.chain_setup(8, n_bifurcations=2, init_std=0.5, policy_seed=4)
+    env, pol, tr = nb01.chain_setup(8, n_bifurcations=2, init_std=0.5, policy_seed=4)
     ro = env.sample(pol, 64, seed=0)
     soft = math_shepherd(ro, value_fn=tr.step_value_fn(), mode="soft")
     # with exact values the soft label of step t is Q(s_t, a_t) (no noise, no slip here)
@@ -85,7 +85,7 @@ def test_math_shepherd_labels():
 
 
 def test_math_shepherd_hard_mode_rejects_non_binary_rewards():
-    env, pol, tr = ex.chain_setup(6, init_std=0.5, policy_seed=2)
+    env, pol, tr = nb01.chain_setup(6, init_std=0.5, policy_seed=2)
     ro = env.sample(pol, 8, seed=0)
     scaled = ro.with_(rewards=ro.rewards * 2.5)
     with pytest.raises(ValueError, match=r"^rollouts\.rewards: .*\{0, 1\}"):
@@ -93,14 +93,14 @@ def test_math_shepherd_hard_mode_rejects_non_binary_rewards():
     soft = math_shepherd(scaled, value_fn=tr.step_value_fn(), mode="soft")  # soft mode takes any reward
     assert soft.level == "step"
     # a one-step trajectory is labelled with its own outcome
-    one = ex.chain_setup(1, n_bifurcations=1, init_std=0.5, policy_seed=2)
+    one = nb01.chain_setup(1, n_bifurcations=1, init_std=0.5, policy_seed=2)
     ro1 = one[0].sample(one[1], 8, seed=0)
     lab = math_shepherd(ro1, value_fn=one[2].step_value_fn(), mode="hard")
     assert torch.equal(lab.values[:, 0], ro1.scores.to(lab.values.dtype))
 
 
 def test_bad_inputs_are_named():
-    env, pol, tr = ex.chain_setup(5)
+    env, pol, tr = nb01.chain_setup(5)
     ro = env.sample(pol, 4, seed=0)
     with pytest.raises(ValueError, match="values"):
         gae(ro, values=torch.zeros(4, 3))
@@ -119,7 +119,7 @@ def test_bad_inputs_are_named():
 
 
 def test_registered_by_name():
-    env, pol, tr = ex.chain_setup(5)
+    env, pol, tr = nb01.chain_setup(5)
     ro = env.sample(pol, 4, seed=0)
     assert estimate("vineppo", ro, value_fn=tr.step_value_fn()).method == "vineppo"
     assert estimate("td0", ro, values=tr.value(ro)).method == "td0"

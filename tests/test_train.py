@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from labkit import experiments as ex
+from labkit.course import nb01_reinforce_variance as nb01
 from labkit.credit import get_estimator
 from labkit.core.rollouts import Credit
 from labkit.envs.arithmetic.learner import LMLearner
@@ -14,7 +14,7 @@ from labkit.policies.lm import sequence_logprobs
 
 
 def chain_learner(seed=0, horizon=12, batch_size=32):
-    env, policy, _ = ex.chain_setup(horizon=horizon, n_bifurcations=2, env_seed=0, policy_seed=seed)
+    env, policy, _ = nb01.chain_setup(horizon=horizon, n_bifurcations=2, env_seed=0, policy_seed=seed)
     return ChainLearner(env, policy, batch_size=batch_size, group_size=8)
 
 

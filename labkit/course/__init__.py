@@ -1,7 +1,9 @@
-"""The course layer: what the notebooks call.
+"""The course layer: what the notebooks call (the top layer of labkit: it may import every other).
 
-``bands`` holds the notebook checks (exact numbers as text, learned ones within a measured
-band) and the thread setting the test matrix can override.
+One runner module per notebook, named after it (``nb01_reinforce_variance`` ...
+``nb09_multiagent``; a notebook imports its own as ``lesson``), the worlds they share in
+``presets``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
+measured band) and the thread setting the test matrix can override.
 """
 from labkit.course.bands import NotebookChecks, tidy, use_threads
 

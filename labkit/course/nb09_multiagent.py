@@ -1,9 +1,12 @@
-"""Experiment runners for notebook 09 (multi-agent credit) on ``TeamTask``.
+"""Notebook 09, multi-agent credit: when a team shares one reward, how much did each agent
+contribute? Exact and sampled Shapley against leave-one-out on designed games, estimators
+(SHARP, M-GRPO, Dr. MAS, stand-in judges) against exact per-trajectory Shapley, Dr. MAS's
+per-agent normalisation of the gradient, and Shapley over an LM's reasoning segments (SCAR).
 
-Every runner is seeded and returns a DataFrame (or a dict of them); the notebook charts them in
-one line. Exact quantities come from ``TeamTask``: coalition values v(S) by enumeration, the
-exact team success J and its exact gradient per agent, so each comparison is against the truth
-of the policies that produced the data, not against another estimate.
+Runners on ``TeamTask``: coalition values v(S) by enumeration, the exact team success J and its
+exact gradient per agent, so each comparison is against the truth of the policies that produced
+the data, not against another estimate. Every runner is seeded and returns a DataFrame (or a
+dict of them).
 """
 from __future__ import annotations
 
@@ -16,13 +19,15 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.course.nb02_critics_gae import first_error_hit_rate, truth_step_advantage  # Defined in nb02
 from labkit.credit import get_estimator
 from labkit.credit import multiagent as ma
-from labkit.learn import judges
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
+from labkit.learn import judges
 from labkit.learn.loop import policy_loss, train
-from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
+
 
 DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
 
@@ -132,8 +137,6 @@ def error_summary(errors: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- comparing credit
-
-
 def agent_credit(rollouts: Rollouts, credit: Credit, n: int) -> torch.Tensor:
     """An estimator's credit per (trajectory, agent), (B, n): its agent-level values, or the
     mean credit over the agent's positions for a token-level estimator."""
@@ -188,8 +191,8 @@ def _team_on_last(ro: Rollouts) -> torch.Tensor:
     return r
 
 
-def credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_size: int = 8, seed: int = 0,
-                     judge_noise: float = 0.3, methods: Mapping[str, Callable] | None = None) -> dict:
+def agent_credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_size: int = 8, seed: int = 0,
+                           judge_noise: float = 0.3, methods: Mapping[str, Callable] | None = None) -> dict:
     """Each estimator's per-agent credit against the exact per-trajectory Shapley value.
 
     Returns ``rollouts``, ``phi`` (B, n) exact Shapley, ``credit`` {method: (B, n)} and
@@ -229,7 +232,7 @@ def judge_noise_sweep(env: TeamTask, policies, noises: Sequence[float] = (0.0, 0
         noise = check_number("noises", noise, low=0.0)
         allm = credit_methods(env, judge_noise=noise, seed=seed)
         pick = {k: v for k, v in allm.items() if "stand-in" in k}
-        st = credit_agreement(env, policies, n_tasks=n_tasks, group_size=group_size, seed=seed, methods=pick)["stats"]
+        st = agent_credit_agreement(env, policies, n_tasks=n_tasks, group_size=group_size, seed=seed, methods=pick)["stats"]
         st.insert(0, "noise", noise)
         rows.append(st[["noise", "method", "corr_pooled", "corr_within_agent", "sign_agree"]])
     return pd.concat(rows, ignore_index=True)
@@ -391,7 +394,7 @@ def short_labels(rollouts: Rollouts) -> list[list[str]]:
 
 
 def heatmap_panels(result: dict, methods: Sequence[str], rows: Sequence[int]) -> dict[str, torch.Tensor]:
-    """(len(rows), n) panels for ``viz.compare_heatmaps`` from a ``credit_agreement`` result:
+    """(len(rows), n) panels for ``viz.compare_heatmaps`` from a ``agent_credit_agreement`` result:
     exact Shapley first, then the named methods."""
     rows = list(rows)
     panels = {"exact Shapley": result["phi"][rows]}
@@ -400,3 +403,75 @@ def heatmap_panels(result: dict, methods: Sequence[str], rows: Sequence[int]) ->
             raise ValueError(f"methods: {m!r} is not in this result; known: {list(result['credit'])}")
         panels[m] = result["credit"][m][rows]
     return panels
+
+
+# --------------------------------------------------------------------------- segments as players (SCAR, on notebook 02's tiny LM)
+def _segment_roles(rollouts: Rollouts) -> torch.Tensor:
+    """Each step's role in its completion, (B, S) long: 0 first step, 1 middle, 2 last
+    computation step, 3 the answer (the final segment); -1 where there is no step."""
+    n = rollouts.n_steps
+    S = int(n.max())
+    idx = torch.arange(S).expand(len(n), S)
+    roles = torch.full((len(n), S), 1, dtype=torch.long)
+    roles[idx == 0] = 0
+    roles[idx == (n - 2)[:, None]] = 2
+    roles[idx == (n - 1)[:, None]] = 3
+    return torch.where(idx < n[:, None], roles, -1)
+
+
+SEGMENT_ROLE_NAMES = ("first step", "middle step", "last step", "answer")
+
+
+def segment_shapley_study(env, rollouts: Rollouts, *, k: int = 8, games: Sequence[str] = ("resample", "delete"),
+                          seed: int = 0) -> dict:
+    """SCAR on the tiny LM: exact Shapley over the reasoning segments of ``rollouts`` (from
+    ``load_reference``, which carries the 256-vine step values) for each segment ``game``
+    (see ``ArithmeticLM.segment_coalition_values``), next to segment leave-one-out and the
+    Monte Carlo step advantage (``truth_step_advantage``, VinePPO's formula with cached values).
+
+    Returns a dict: ``summary`` (one row per game and method: correlation with the truth over all
+    steps (0 for a constant credit), first-wrong-step hit rate, ``efficiency_gap`` = the largest
+    |sum of a row's credit - (reward - v(empty))| (0 for Shapley, not for leave-one-out), cost
+    in sampled sequences and token positions, seconds), ``by_role`` (mean credit per segment role:
+    first / middle / last computation step / answer, per game and method, and the truth),
+    ``credits`` ({"shapley <game>": (B, T), "leave-one-out <game>": (B, T), "MC advantage": (B, T)})
+    and ``values`` ({game: (B, 2**M)}).
+    """
+    import time
+
+    from labkit.credit import estimate
+    from labkit.credit.multiagent import leave_one_out
+
+    k = check_int("k", k, low=1)
+    truth = truth_step_advantage(rollouts)
+    truth_steps, present = rollouts.view(truth, "step", "mean")
+    roles = _segment_roles(rollouts)
+    credits, values, rows = {"MC advantage": truth}, {}, []
+    by_role = [{"method": "MC advantage", "game": "-",
+                **{name: float(truth_steps[roles == r].mean()) for r, name in enumerate(SEGMENT_ROLE_NAMES)}}]
+
+    for game in games:
+        start = time.perf_counter()
+        table, cost = env.segment_coalition_values(rollouts, k, game=game, seed=seed)
+        seconds = time.perf_counter() - start
+        values[game] = table
+        phi = estimate("scar", rollouts, coalition_values=table)
+        n_steps = int(rollouts.n_steps.max())
+        loo = leave_one_out(table)[:, :n_steps]
+        loo = torch.where(present, loo, 0)
+        for method, step_credit in (("shapley", phi.values[:, :n_steps]), ("leave-one-out", loo)):
+            token = rollouts.broadcast(step_credit, "step")
+            credits[f"{method} {game}"] = token
+            rows.append({"game": game, "method": method, "corr_with_truth": pearson(step_credit[present], truth_steps[present], constant=0.0),
+                         "first_error_hit": first_error_hit_rate(token, rollouts)["hit_rate"],
+                         "efficiency_gap": float((torch.where(present, step_credit, 0).sum(1)
+                                                   - (table[:, -1] - table[:, 0])).abs().max()),
+                         "sequences": cost.policy_forwards, "token_positions": cost.policy_tokens,
+                         "seconds": seconds})
+            by_role.append({"method": method, "game": game,
+                            **{name: float(step_credit[roles == r].mean()) for r, name in enumerate(SEGMENT_ROLE_NAMES)}})
+    summary = pd.DataFrame(rows)
+    truth_hits = first_error_hit_rate(truth, rollouts)
+    summary.attrs.update(truth_first_error_hit=truth_hits["hit_rate"], chance_first_error_hit=truth_hits["chance"],
+                         rollouts_with_error=truth_hits["rollouts"])
+    return {"summary": summary, "by_role": pd.DataFrame(by_role), "credits": credits, "values": values}

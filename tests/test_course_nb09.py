@@ -1,42 +1,67 @@
-"""The runners behind notebook 09, at small sizes: they measure what they say."""
+"""Notebook 09's runners (labkit.course.nb09_multiagent) at small sizes: they measure what they say."""
 import math
 
 import pytest
 import torch
 
-from labkit import multiagent_experiments as mx
+from labkit.course import nb09_multiagent as lesson
 from labkit.envs import TeamTask
+from labkit.envs.arithmetic.truth import load_reference
+
+
+@pytest.fixture(scope="module")
+def reference(lm_env):
+    return load_reference(lm_env)[0]
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_segment_shapley_study_is_efficient_and_reports_both_games(lm_env, reference):
+    few = reference.select(list(range(4)) + list(range(28, 32)))  # 4- and 3-segment completions
+    out = lesson.segment_shapley_study(lm_env, few, k=2, seed=0)
+    summary = out["summary"]
+    assert set(summary["game"]) == {"resample", "delete"} and set(summary["method"]) == {"shapley", "leave-one-out"}
+    # Shapley splits exactly reward - v(empty); leave-one-out does not have to
+    assert (summary.loc[summary["method"] == "shapley", "efficiency_gap"] < 1e-9).all()
+    table = out["values"]["delete"]
+    assert torch.equal(table[:, -1], few.scores.double())
+    # the delete game grades a kept answer as is: with every computation step cut out it is wrong
+    assert bool((table[torch.arange(8), 2 ** (few.n_steps - 1)] == 0).all())
+    for name, credit in out["credits"].items():
+        assert credit.shape == few.mask.shape, name
+        assert bool((credit[~few.mask] == 0).all()), name
+    assert list(out["by_role"].columns[2:]) == list(lesson.SEGMENT_ROLE_NAMES)
+    assert summary["sequences"].min() > 0 and summary["corr_with_truth"].between(-1, 1).all()
 
 
 def test_designed_games_reproduce_the_textbook_games():
-    df = mx.designed_games()
+    df = lesson.designed_games()
     d = df.set_index(["case", "agent"])
     assert d.loc[("redundancy", "planner"), "shapley"] == pytest.approx(2 / 3, abs=1e-3)
     assert d.loc[("redundancy", "solver 1"), "loo"] == pytest.approx(0.0, abs=1e-3)
     assert d.loc[("free_riding", "free rider"), "shapley"] == pytest.approx(0.0, abs=1e-12)
     assert d.loc[("sabotage", "saboteur"), "shapley"] < 0
-    eff = mx.efficiency_table(df).set_index("case")
+    eff = lesson.efficiency_table(df).set_index("case")
     assert torch.allclose(torch.tensor(eff.sum_shapley.values), torch.tensor(eff.v_full.values), atol=1e-9)
     assert eff.loc["complementarity", "sum_loo"] == pytest.approx(3.0, abs=1e-3)
-    long = mx.credit_long(df)
+    long = lesson.credit_long(df)
     assert len(long) == 2 * len(df) and set(long.method) == {"Shapley", "leave-one-out"}
     with pytest.raises(ValueError, match="cases"):
-        mx.designed_games(("nope",))
+        lesson.designed_games(("nope",))
 
 
 def test_coalition_table_names_every_coalition():
     env = TeamTask.preset("free_riding")
-    t = mx.coalition_table(env, env.truth(env.scripted_policies(12.0)).values)
+    t = lesson.coalition_table(env, env.truth(env.scripted_policies(12.0)).values)
     assert list(t.coalition[:3]) == ["{}", "{planner}", "{solver}"] and t.v.iloc[3] == pytest.approx(1.0, abs=1e-3)
     with pytest.raises(ValueError, match="values"):
-        mx.coalition_table(env, torch.zeros(4))
+        lesson.coalition_table(env, torch.zeros(4))
 
 
 @pytest.mark.parametrize("knobs", [dict(sabotage=0.0, catch=0.0, p_plan=0.0, unchecked_pass=0.0),
                                    dict(sabotage=1.0, catch=1.0, p_plan=1.0, unchecked_pass=1.0),
                                    dict(sabotage=1.0, catch=0.0, p_plan=1.0, unchecked_pass=0.0)])
 def test_mixed_team_credit_survives_the_slider_extremes(knobs):
-    df = mx.mixed_team_credit(**knobs)
+    df = lesson.mixed_team_credit(**knobs)
     assert len(df) == 6 and df[["shapley", "loo"]].notna().all().all()
     assert df.shapley.sum() == pytest.approx(df.v_full.iloc[0], abs=1e-9)
     assert df.set_index("agent").loc["free rider", "shapley"] == pytest.approx(0.0, abs=1e-12)
@@ -45,8 +70,8 @@ def test_mixed_team_credit_survives_the_slider_extremes(knobs):
 def test_sampled_shapley_error_shrinks_with_the_budget():
     env = TeamTask()
     values = env.truth(env.scripted_policies(2.0)).values
-    err = mx.sampled_shapley_error(values, budgets=(1, 4, 64), seeds=range(6))
-    s = mx.error_summary(err).set_index("budget")
+    err = lesson.sampled_shapley_error(values, budgets=(1, 4, 64), seeds=range(6))
+    s = lesson.error_summary(err).set_index("budget")
     assert s.mae_mean[64] < s.mae_mean[4] < s.mae_mean[1]
     assert err.efficiency_gap.max() < 1e-12
     assert (s.n_evaluations <= 64).all() and s.n_evaluations.is_monotonic_increasing
@@ -55,22 +80,22 @@ def test_sampled_shapley_error_shrinks_with_the_budget():
 def test_credit_agreement_scores_estimators_against_exact_shapley():
     env = TeamTask()
     pols = env.scripted_policies(2.0)
-    res = mx.credit_agreement(env, pols, n_tasks=8, group_size=4, seed=1)
+    res = lesson.agent_credit_agreement(env, pols, n_tasks=8, group_size=4, seed=1)
     st = res["stats"].set_index("method")
     assert st.loc["Shapley (exact)", "corr_pooled"] == pytest.approx(1.0)
     assert st.loc["leave-one-out", "mean_free rider"] == 0.0
     # with a shared team reward, Dr. MAS and M-GRPO reduce to GRPO on the team reward
     for m in ("Dr. MAS", "M-GRPO"):
         assert torch.allclose(res["credit"][m], res["credit"]["GRPO (team reward)"], atol=1e-9)
-    sweep = mx.judge_noise_sweep(env, pols, noises=(0.0, 1.0), n_tasks=8, group_size=4).set_index(["noise", "method"])
+    sweep = lesson.judge_noise_sweep(env, pols, noises=(0.0, 1.0), n_tasks=8, group_size=4).set_index(["noise", "method"])
     assert sweep.loc[(0.0, "LLM-MCA (stand-in critic)"), "corr_pooled"] == pytest.approx(1.0)
     assert sweep.loc[(1.0, "LLM-MCA (stand-in critic)"), "corr_pooled"] < 0.6
 
 
 def test_agentwise_normalisation_calibrates_the_per_agent_gradient():
     env = TeamTask(reward="heterogeneous")
-    scales = mx.gradient_scales(env, env.make_policies(), n_batches=12, seed=0)
-    s = mx.scale_summary(scales).set_index("normalize")
+    scales = lesson.gradient_scales(env, env.make_policies(), n_batches=12, seed=0)
+    s = lesson.scale_summary(scales).set_index("normalize")
     assert s.scale_spread["agent"] < s.scale_spread["global"]
     assert s.batch_cosine_mean["agent"] > s.batch_cosine_mean["global"] + 0.1
     g = scales.set_index(["normalize", "agent"])
@@ -81,11 +106,11 @@ def test_agentwise_normalisation_calibrates_the_per_agent_gradient():
 
 
 def test_drmas_training_runs_and_summarises():
-    curves, grads = mx.drmas_training(seeds=(0, 1), iterations=20, eval_every=10, progress=False)
+    curves, grads = lesson.drmas_training(seeds=(0, 1), iterations=20, eval_every=10, progress=False)
     assert set(curves.label) == {"global", "agent"} and len(curves) == 2 * 2 * 21
     assert set(grads.columns) >= {"normalize", "seed", "agent", "grad_norm"} and len(grads) == 2 * 2 * 20 * 6
-    summ = mx.drmas_summary(curves, grads).set_index("normalize")
+    summ = lesson.drmas_summary(curves, grads).set_index("normalize")
     assert summ.J_final_mean["agent"] > summ.J_final_mean["global"]
     assert (summ.seeds == 2).all() and math.isfinite(summ.grad_norm_max_over_median["global"])
-    table = mx.agent_grad_table(grads)
+    table = lesson.agent_grad_table(grads)
     assert list(table.index) == TeamTask().agent_names and set(table.columns) == {"global", "agent"}

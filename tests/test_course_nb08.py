@@ -1,38 +1,38 @@
-"""Runners behind notebook 08 at small sizes."""
+"""Notebook 08's runners (labkit.course.nb08_hindsight_counterfactual) at small sizes."""
 import pytest
 import torch
 
-from labkit import hindsight_experiments as hx
 from labkit.core.rollouts import Credit
+from labkit.course import nb08_hindsight_counterfactual as lesson
 
 
 @pytest.fixture(scope="module")
 def small():
-    env, policy = hx.setup(0.3, n_files=3, max_turns=10)
+    env, policy = lesson.setup(0.3, n_files=3, max_turns=10)
     truth = env.truth(policy)
-    models = hx.fit_models(env, policy, n_tasks=24, group_size=4, seed=9)
+    models = lesson.fit_models(env, policy, n_tasks=24, group_size=4, seed=9)
     ro = env.sample(policy, 6, group_size=4, seed=0)
-    credits = hx.all_credits(env, policy, ro, models, truth, n_continuations=2)
+    credits = lesson.all_credits(env, policy, ro, models, truth, n_continuations=2)
     return env, policy, truth, models, ro, credits
 
 
 def test_all_credits_and_costs(small):
     env, policy, truth, models, ro, credits = small
-    assert list(credits) == list(hx.METHODS)
+    assert list(credits) == list(lesson.METHODS)
     for c in credits.values():
         assert isinstance(c, Credit) and c.token.shape == ro.mask.shape
-    costs = hx.cost_table(credits, ro).set_index("method")
+    costs = lesson.cost_table(credits, ro).set_index("method")
     assert costs.loc["GRPO", "env_steps"] == 0
     assert costs.loc["CCPO, re-execution", "env_resets"] > costs.loc["C3, re-execution", "env_resets"] > 0
     with pytest.raises(ValueError, match="methods"):
-        hx.all_credits(env, policy, ro, models, truth, methods=["nope"])
+        lesson.all_credits(env, policy, ro, models, truth, methods=["nope"])
 
 
 def test_luck_regression_reference_points(small):
     env, policy, truth, models, ro, credits = small
     exact = Credit.from_tokens(ro, truth.advantage(ro), "exact")
     outcome = Credit.from_tokens(ro, ro.returns().double() - truth.value(ro), "return minus value")
-    df = hx.luck_regression(ro, truth, {"GRPO": credits["GRPO"], "exact": exact, "G - V": outcome}).set_index("method")
+    df = lesson.luck_regression(ro, truth, {"GRPO": credits["GRPO"], "exact": exact, "G - V": outcome}).set_index("method")
     assert df.loc["GRPO", "luck_removed"] == pytest.approx(0.0)
     assert df.loc["exact", "luck_removed"] == pytest.approx(1.0, abs=1e-9)
     assert df.loc["exact", "corr_exact"] == pytest.approx(1.0) and df.loc["exact", "sign_agree"] == 1.0
@@ -44,22 +44,22 @@ def test_luck_regression_reference_points(small):
 
 def test_critic_ranking_and_transcript(small):
     env, policy, truth, models, ro, credits = small
-    df = hx.critic_ranking(ro, truth, {"p": models["critic_privileged"], "o": models["critic_observation"]})
+    df = lesson.critic_ranking(ro, truth, {"p": models["critic_privileged"], "o": models["critic_observation"]})
     assert set(df.columns) >= {"pairwise_acc", "pref_correct", "top1"}
     assert df.pairwise_acc.between(0, 1).all()
     row = int(ro.truth["success"].nonzero()[0])
-    t = hx.transcript_table(ro, truth, credits, row)
+    t = lesson.transcript_table(ro, truth, credits, row)
     assert len(t) == int(ro.mask[row].sum()) and "GRPO" in t.columns and "CCPO" in t.columns
     fails = env.sample(policy, 2, group_size=2, seed=1)
     fails.truth["success"] = torch.zeros(4, dtype=torch.bool)
     with pytest.raises(ValueError, match="rollouts"):
-        hx.lucky_row(fails, truth)
+        lesson.lucky_row(fails, truth)
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.5, 1.0])
 def test_noise_view_extremes(noise):
-    v = hx.noise_view(noise, methods=["GRPO", "HCA, exact h", "CCPO, re-execution"], n_tasks=2, group_size=3,
-                      history_tasks=4, show=4, n_continuations=1, n_files=3, max_turns=6)
+    v = lesson.noise_view(noise, methods=["GRPO", "HCA, exact h", "CCPO, re-execution"], n_tasks=2, group_size=3,
+                          history_tasks=4, show=4, n_continuations=1, n_files=3, max_turns=6)
     assert len(v["rows"]) == 4 and list(v["panels"])[0].startswith("exact advantage")
     for p in v["panels"].values():
         assert p.shape == (4, 6)
@@ -67,8 +67,8 @@ def test_noise_view_extremes(noise):
 
 
 def test_noise_sweep_small():
-    df = hx.noise_sweep((0.0, 0.3), n_tasks=2, group_size=3, history_tasks=4, n_continuations=1,
-                        methods=["GRPO", "CCPO, re-execution"], n_files=3, max_turns=6)
+    df = lesson.noise_sweep((0.0, 0.3), n_tasks=2, group_size=3, history_tasks=4, n_continuations=1,
+                            methods=["GRPO", "CCPO, re-execution"], n_files=3, max_turns=6)
     assert list(df.noise) == [0.0, 0.0, 0.3, 0.3] and "luck_share" in df.columns
     with pytest.raises(ValueError, match="noises"):
-        hx.noise_sweep(())
+        lesson.noise_sweep(())

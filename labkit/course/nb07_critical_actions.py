@@ -1,7 +1,7 @@
-"""Experiment runners for notebook 07: critical actions (CARL) and information gain (IGPO) on ToolWorld.
-
-Two questions, both answered against the exact truth of ``ToolWorld`` (backward induction under
-the current policy):
+"""Notebook 07, critical actions and information: does the policy's entropy find the turns that
+decide the outcome, how few updates can CARL get away with, and how close is IGPO's
+information-gain credit to the true advantage? Both are answered against the exact truth of
+``ToolWorld`` (backward induction under the current policy).
 
 * **Is the policy's entropy a good signal of which turns matter?** CARL (arXiv 2512.04949)
   updates only the most uncertain turns. ``entropy_vs_truth`` scores its selection against the
@@ -13,7 +13,7 @@ the current policy):
 * **How close is information-gain credit to the true advantage?** IGPO (arXiv 2510.14967) rewards
   each turn by how much it raised the probability of success. ``dp_success_prob`` supplies that
   probability from the exact DP (a STAND-IN: the paper teacher-forces the answer under the
-  policy); ``credit_agreement`` and ``credit_panels`` compare the credits with exact A.
+  policy); ``turn_credit_agreement`` and ``turn_credit_panels`` compare the credits with exact A.
 
 Every runner is seeded and returns plain data (pandas DataFrames, dicts of tensors); the ones that
 loop take ``progress`` and show a tqdm bar.
@@ -28,22 +28,27 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import top_fraction as top_fraction_mask
+from labkit.course.presets import NB07_WARMUP_ITERATIONS, NB07_WORLD
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
-from labkit.core.rollouts import Credit, Rollouts
-from labkit.core.stats import top_fraction as top_fraction_mask
-from labkit.envs.toolworld.labels import SHORT_ACTIONS, turn_labels  # noqa: F401  (notebooks call ca.turn_labels)
+from labkit.envs.toolworld.labels import turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.scoring import pearson, rank_correlation, recall_at_k
 
+
 RULES = ("entropy", "exact_advantage", "random")
+
+
 RULE_NAMES = {"entropy": "CARL: highest entropy", "exact_advantage": "oracle: largest exact |A|",
               "random": "random turns", "all": "GRPO: every turn"}
 
 
 # --------------------------------------------------------------------------- set-up
-def toolworld_setup(n_files: int = 5, *, max_turns: int = 30, warmup_iterations: int = 20, seed: int = 0,
-                    n_tasks: int = 8, group_size: int = 8, **env_kwargs):
+def toolworld_setup(n_files: int = NB07_WORLD.n_files, *, max_turns: int = NB07_WORLD.max_turns,
+                    warmup_iterations: int = NB07_WARMUP_ITERATIONS, seed: int = 0, n_tasks: int = 8,
+                    group_size: int = 8, **env_kwargs):
     """A ToolWorld and a partially trained policy for it: ``(env, policy)``.
 
     The env has ``step_cost = 0`` and ``wrong_submit = 0`` unless ``env_kwargs`` say otherwise
@@ -200,9 +205,10 @@ def where_carl_looks(env, rollouts: Rollouts, truth, *, top_fraction: float = 0.
     return out.sort_values("entropy", ascending=False).reset_index()
 
 
-def entropy_proxy_over_training(n_files: int = 5, *, max_turns: int = 30, stages: Sequence[int] = (0, 20, 40, 60),
-                                top_fraction: float = 0.3, n_tasks: int = 32, group_size: int = 8,
-                                seed: int = 0, progress: bool = True, **env_kwargs) -> pd.DataFrame:
+def entropy_proxy_over_training(n_files: int = NB07_WORLD.n_files, *, max_turns: int = NB07_WORLD.max_turns,
+                                stages: Sequence[int] = (0, 20, 40, 60), top_fraction: float = 0.3,
+                                n_tasks: int = 32, group_size: int = 8, seed: int = 0, progress: bool = True,
+                                **env_kwargs) -> pd.DataFrame:
     """``entropy_vs_truth`` at several points of one GRPO training run from the uniform policy.
 
     ``stages`` are cumulative training iterations (increasing, first may be 0). The run is
@@ -437,9 +443,9 @@ def information_gain(rollouts: Rollouts, success_prob: torch.Tensor) -> torch.Te
 CREDIT_METHODS = ("grpo", "carl", "igpo", "ig")
 
 
-def credit_panels(rollouts: Rollouts, truth, success_prob: torch.Tensor, *,
-                  methods: Sequence[str] = CREDIT_METHODS, top_fraction: float = 0.3, gamma: float = 1.0,
-                  rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+def turn_credit_panels(rollouts: Rollouts, truth, success_prob: torch.Tensor, *,
+                       methods: Sequence[str] = CREDIT_METHODS, top_fraction: float = 0.3, gamma: float = 1.0,
+                       rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
     """(len(rows), T) credit of each method next to exact A, titled for ``viz.compare_heatmaps``.
 
     ``methods`` from "grpo", "carl" (top ``top_fraction`` of turns by entropy), "igpo" (with the
@@ -471,11 +477,11 @@ def _agreement(credit: torch.Tensor, exact: torch.Tensor, rollouts: Rollouts) ->
             "decisive_recall": recall_at_k(credit, m, rollouts.truth["decisive"] & m)}
 
 
-def credit_agreement(rollouts: Rollouts, truth, success_prob: torch.Tensor, *, top_fraction: float = 0.3,
-                     gamma: float = 1.0) -> pd.DataFrame:
+def turn_credit_agreement(rollouts: Rollouts, truth, success_prob: torch.Tensor, *, top_fraction: float = 0.3,
+                          gamma: float = 1.0) -> pd.DataFrame:
     """How each method's turn credit agrees with the exact advantage over a whole batch.
 
-    One row per panel of ``credit_panels`` (except exact A itself): ``pearson`` and
+    One row per panel of ``turn_credit_panels`` (except exact A itself): ``pearson`` and
     ``spearman`` correlation with exact A over every played turn, and ``decisive_recall``:
     the share of each trajectory's decisive turns among its turns with the largest |credit|
     (``labkit.scoring.recall_at_k``; ties count in expectation, so credit that is constant
@@ -483,14 +489,14 @@ def credit_agreement(rollouts: Rollouts, truth, success_prob: torch.Tensor, *, t
     """
     if "decisive" not in rollouts.truth:
         raise ValueError("rollouts: need truth['decisive'] (sample with ToolWorld.sample)")
-    panels = credit_panels(rollouts, truth, success_prob, top_fraction=top_fraction, gamma=gamma)
+    panels = turn_credit_panels(rollouts, truth, success_prob, top_fraction=top_fraction, gamma=gamma)
     exact = panels.pop("exact advantage A")
     return pd.DataFrame([{"method": name, **_agreement(credit, exact, rollouts)} for name, credit in panels.items()])
 
 
 def igpo_gamma_sweep(rollouts: Rollouts, truth, success_prob: torch.Tensor,
                      gammas: Sequence[float] = (0.0, 0.5, 0.9, 1.0)) -> pd.DataFrame:
-    """IGPO's agreement with exact A (as in ``credit_agreement``) as its turn discount varies.
+    """IGPO's agreement with exact A (as in ``turn_credit_agreement``) as its turn discount varies.
 
     IGPO credits turn k with sum_(j >= k) gamma^(j - k) r~_j: at gamma = 0 a turn keeps only its
     own (normalised) information gain, at gamma = 1 it adds every later turn's. One row per gamma.

@@ -1,31 +1,34 @@
-"""Experiment runners for the agentic notebooks (05 why agents are harder, 06 GiGPO) on ToolWorld.
+"""Notebook 05, why agents are harder: with stochastic tools, partial observability and long
+horizons, how much of an outcome is luck rather than skill, and what does GRPO's outcome credit
+then pay for? And what is the "echo trap" that training can fall into?
 
-Each runner is seeded and returns plain data (DataFrames, dicts of tensors); notebooks call them
-in one line and chart the result. Exact quantities come from ``ToolWorld.truth`` (dynamic
-programming over the hidden state), so every comparison here is against the true advantage of the
-policy that produced the batch, not against another estimate.
+Runners on ToolWorld; exact quantities come from ``ToolWorld.truth`` (dynamic programming over
+the hidden state), so every comparison is against the true advantage of the policy that produced
+the batch, not against another estimate. Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from functools import partial
 from typing import Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
-from labkit.credit import get_estimator
-from labkit.credit.group import anchor_groups, starpo_filter
-from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (ax.turn_labels)
 from labkit.core.rollouts import Credit, Rollouts
-from labkit.scoring import pearson
+from labkit.course.presets import NB05_AGENT_STRENGTH, NB05_ECHO_WORLD, NB05_WORLD
+from labkit.credit import get_estimator
+from labkit.credit.group import starpo_filter
+from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.learn.loop import train
+from labkit.scoring import pearson
 
 
 # --------------------------------------------------------------------------- worlds and policies
-def noisy_world(noise: float = 0.2, max_turns: int = 30, *, n_files: int = 5, **kw) -> ToolWorld:
+def noisy_world(noise: float = NB05_WORLD.noise, max_turns: int = NB05_WORLD.max_turns, *,
+                n_files: int = NB05_WORLD.n_files, **kw) -> ToolWorld:
     """A ToolWorld whose three unreliable tools share one noise level: search misleads, a file
     read misjudges and the test suite flips, each with probability ``noise``."""
     noise = check_number("noise", noise, low=0.0, high=1.0)
@@ -43,7 +46,7 @@ def exact_credit(env: ToolWorld, policy) -> callable:
     return exact
 
 
-# --------------------------------------------------------------------------- notebook 05
+# --------------------------------------------------------------------------- luck against skill
 def credit_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0,
                     estimators: Sequence[str] = ("grpo",)) -> dict:
     """Sample a batch, compute each estimator's credit and the exact per-turn truth.
@@ -87,8 +90,9 @@ def luck_summary(rollouts: Rollouts, skill: torch.Tensor, luck: torch.Tensor) ->
 
 
 def noise_horizon_sweep(noises: Iterable[float] = (0.0, 0.1, 0.2, 0.3, 0.4),
-                        horizons: Iterable[int] = (10, 20, 30, 50), *, strength: float = 3.0,
-                        n_tasks: int = 16, group_size: int = 8, seed: int = 0, progress: bool = True) -> pd.DataFrame:
+                        horizons: Iterable[int] = (10, 20, 30, 50), *, strength: float = NB05_AGENT_STRENGTH,
+                        n_tasks: int = 16, group_size: int = 8, seed: int = 0,
+                        progress: bool = True) -> pd.DataFrame:
     """GRPO credit against the exact advantage, and the luck share, over tool noise x horizon.
 
     The agent is ``scripted_policy(strength)`` (a half-trained agent: the sensible action is the
@@ -108,7 +112,9 @@ def noise_horizon_sweep(noises: Iterable[float] = (0.0, 0.1, 0.2, 0.3, 0.4),
     return pd.DataFrame(rows)
 
 
-ECHO_WORLD = dict(n_files=6, max_turns=40, mislead=0.4, noise=0.3, flaky=0.3, wrong_submit=3.0)
+# --------------------------------------------------------------------------- the echo trap
+# echo_world's ToolWorld arguments as a dict (presets.NB05_ECHO_WORLD says why these values)
+ECHO_WORLD = asdict(NB05_ECHO_WORLD)
 
 
 def echo_world(**overrides) -> ToolWorld:
@@ -173,86 +179,3 @@ def echo_trap_runs(*, seeds: Sequence[int] = (0, 1, 2), iterations: int = 100, l
             bar.update()
     bar.close()
     return pd.concat(curves, ignore_index=True), pd.DataFrame(final)
-
-
-# --------------------------------------------------------------------------- notebook 06
-def anchor_statistics(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0) -> dict:
-    """Anchor groups of one sampled batch: the ``anchor_groups`` table, a size histogram
-    (``sizes``: size, groups, turns), the singleton share of groups and of turns."""
-    ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
-    groups = anchor_groups(ro)
-    hist = groups.groupby("size").size().rename("groups").reset_index()
-    hist["turns"] = hist["size"] * hist["groups"]
-    return {"rollouts": ro, "groups": groups, "sizes": hist,
-            "singleton_share": float((groups["size"] == 1).mean()),
-            "singleton_turn_share": float(hist.loc[hist["size"] == 1, "turns"].sum() / hist.turns.sum())}
-
-
-def gigpo_terms_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0,
-                         omega: float = 1.0, gamma: float = 0.95, norm: str = "mean_norm") -> dict:
-    """Correlation with the exact advantage of GiGPO's episode term, its step term and their sum,
-    and of GRPO's credit, over every played turn of one batch (and over turns in anchor groups
-    of two or more only, where the step term exists)."""
-    ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
-    exact = env.truth(policy).advantage(ro)
-    g = get_estimator("gigpo")(ro, omega=omega, gamma=gamma, norm=norm)
-    m = ro.mask
-    # one position per turn in ToolWorld: turn-level info (B, N) pads to the positions (B, T)
-    def pad(x):
-        return torch.nn.functional.pad(x, (0, m.shape[1] - x.shape[1]))
-    shared = m & (pad(g.info["turn_anchor_size"]) > 1)
-    step = pad(g.info["step_term"])
-    episode = g.info["episode_term"][:, None].expand_as(step)
-    terms = {"GiGPO step term": step, "GiGPO episode term": episode, "GiGPO (episode + omega x step)": g.token,
-             "GRPO": get_estimator("grpo")(ro).token}
-    rows = [{"credit": k, "corr_all_turns": pearson(v[m], exact[m]), "corr_shared_anchors": pearson(v[shared], exact[shared])}
-            for k, v in terms.items()]
-    return {"rollouts": ro, "exact": exact, "terms": terms, "table": pd.DataFrame(rows),
-            "shared_turn_share": float(shared.sum() / m.sum())}
-
-
-def success_at_budget(curves: pd.DataFrame, budget: float) -> pd.DataFrame:
-    """Exact success of every (label, seed) run at ``budget`` env steps, by linear interpolation
-    between its evaluation points (a run that stopped short of the budget gives NaN)."""
-    budget = check_number("budget", budget, low=0.0)
-    rows = []
-    for (label, seed), run in curves.dropna(subset=["success"]).groupby(["label", "seed"]):
-        x, y = run.env_steps.to_numpy(float), run.success.to_numpy(float)
-        rows.append({"label": label, "seed": seed,
-                     "success": float(np.interp(budget, x, y)) if budget <= x.max() else float("nan")})
-    return pd.DataFrame(rows)
-
-
-def grpo_vs_gigpo_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2, 3, 4), iterations: int = 60,
-                       lr: float = 0.1, n_tasks: int = 8, group_size: int = 8, eval_every: int = 5,
-                       kind: str = "grpo", gigpo_kwargs: dict | None = None, progress: bool = True) -> pd.DataFrame:
-    """GRPO and GiGPO from the same uniform agent, same seeds, same batch shape and loss ``kind``
-    (``train``'s: "grpo" averages within each episode then over episodes, "ppo_clip" over all
-    turns of the batch); stacked curves. Compare them against ``env_steps``: GiGPO's shorter
-    episodes sample fewer steps per batch."""
-    runs = {"GRPO": get_estimator("grpo"),
-            "GiGPO": partial(get_estimator("gigpo"), **(gigpo_kwargs or {}))}
-    curves = []
-    bar = tqdm(total=len(runs) * len(seeds), desc="runs", disable=not progress)
-    for label, est in runs.items():
-        for s in seeds:
-            learner = ToolLearner(env, env.make_policy(), n_tasks=n_tasks, group_size=group_size)
-            curves.append(train(learner, est, iterations=iterations, kind=kind, lr=lr, eval_every=eval_every,
-                                seed=s, label=label, progress=False))
-            bar.update()
-    bar.close()
-    return pd.concat(curves, ignore_index=True)
-
-
-def env_step_band(curves: pd.DataFrame, *, points: int = 20) -> pd.DataFrame:
-    """Mean, min and max over seeds of exact success on a common env-step grid, per label (for a
-    line chart with a band); the grid stops where the shortest run of the label stops."""
-    points = check_int("points", points, low=2)
-    out = []
-    for label, runs in curves.dropna(subset=["success"]).groupby("label"):
-        top = runs.groupby("seed").env_steps.max().min()
-        grid = np.linspace(0, top, points)
-        ys = np.stack([np.interp(grid, r.env_steps, r.success) for _, r in runs.groupby("seed")])
-        out.append(pd.DataFrame({"label": label, "env_steps": grid.round(), "mean": ys.mean(0),
-                                 "min": ys.min(0), "max": ys.max(0)}))
-    return pd.concat(out, ignore_index=True)

@@ -1,7 +1,5 @@
-"""Experiment runners for notebook 08: hindsight, counterfactual and privileged-critic credit on ToolWorld.
-
-One question runs through the notebook: in a noisy world, outcome-based credit (GRPO) pays an
-action for the luck that followed it. How much of that luck does each hindsight /
+"""Notebook 08, hindsight and counterfactuals: in a noisy world, outcome-based credit (GRPO) pays
+an action for the luck that followed it. How much of that luck does each hindsight /
 counterfactual / privileged method remove? ToolWorld's exact truth splits every turn into
 
     skill_t = A_t(s_t, a_t)                       what the choice was worth (exact advantage)
@@ -12,7 +10,7 @@ question has a number: ``luck_regression`` (its docstring defines it precisely).
 
 The runners: ``setup`` (world + agent), ``fit_models`` (every learned model, fitted on a
 history batch of the same agent), ``all_credits`` (every method on one batch),
-``luck_regression``, ``agreement``, ``cost_table``, ``critic_ranking`` (SWEET-RL's critic with and
+``luck_regression``, ``cost_table``, ``critic_ranking`` (SWEET-RL's critic with and
 without the hidden state), ``transcript_table`` / ``lucky_row`` (a lucky episode turn by
 turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All seeded.
 """
@@ -24,12 +22,15 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import check_int, check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.course.nb05_why_agents_harder import luck_summary, noisy_world  # Defined in nb05
+from labkit.course.presets import NB08_AGENT_STRENGTH, NB08_WORLD
 from labkit.credit import get_estimator
-from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (hx.turn_labels)
+from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
-from labkit.core.rollouts import Credit, Rollouts
 from labkit.scoring import pearson
+
 
 # display name -> (short name for tables, what it needs beyond the rollouts)
 METHODS = {
@@ -47,7 +48,8 @@ METHODS = {
 
 
 # --------------------------------------------------------------------------- set-up
-def setup(noise: float = 0.3, *, n_files: int = 5, max_turns: int = 20, strength: float = 2.0):
+def setup(noise: float = NB08_WORLD.noise, *, n_files: int = NB08_WORLD.n_files,
+          max_turns: int = NB08_WORLD.max_turns, strength: float = NB08_AGENT_STRENGTH):
     """A noisy ToolWorld and a half-trained agent: ``(env, policy)``.
 
     The three tools share one error rate ``noise`` (search misleads, a file read misjudges, the
@@ -55,8 +57,6 @@ def setup(noise: float = 0.3, *, n_files: int = 5, max_turns: int = 20, strength
     is the success flag (binary, as HCA's exact h needs). The agent is
     ``env.scripted_policy(strength)``: the sensible action is the most likely one, not a sure one.
     """
-    from labkit.agent_experiments import noisy_world
-
     noise = check_number("noise", noise, low=0.0, high=1.0)
     env = noisy_world(noise, max_turns, n_files=n_files)
     return env, env.scripted_policy(check_number("strength", strength))
@@ -276,6 +276,7 @@ def turn_panels(rollouts: Rollouts, truth, credits: Mapping[str, Credit], rows: 
     return panels
 
 
+# --------------------------------------------------------------------------- the noise slider and sweep
 def _world_batch(noise, n_tasks, group_size, history_tasks, n_continuations, seed, methods, setup_kw):
     """A fresh world at ``noise``, models fitted on a history (seed + 1000), a batch (seed) and
     every method's credit on it: what the slider and the sweep both start from."""
@@ -310,8 +311,6 @@ def noise_sweep(noises: Sequence[float] = (0.1, 0.3, 0.5), *, n_tasks: int = 16,
     (``n_tasks`` x ``group_size``, seed ``seed``) per level; the rows of every level stacked, with
     a ``noise`` column and the level's ``luck_share`` (var of summed luck / var of summed
     skill + luck per trajectory, as in notebook 05)."""
-    from labkit.agent_experiments import luck_summary
-
     noises = [check_number("noises", x, low=0.0, high=1.0) for x in noises]
     if not noises:
         raise ValueError("noises: need at least one noise level")

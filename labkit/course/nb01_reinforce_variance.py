@@ -1,0 +1,110 @@
+"""Notebook 01, REINFORCE and its variance: why does one outcome reward at the end of a long
+trajectory make a noisy policy gradient, and how much do baselines (RLOO, GRPO, ...) help?
+
+Runners on a ``BifurcationChain`` whose exact truth (values, advantages, gradient) comes from
+dynamic programming: the chain and policy (``chain_setup``), each estimator's credit next to the
+exact advantage, and the gradient-quality sweep. Each runner is seeded, returns plain data (a
+pandas DataFrame or dict of tensors), and shows a progress bar when it loops over settings.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.course.presets import NB01_CHAIN
+from labkit.credit import get_estimator
+from labkit.envs import BifurcationChain
+from labkit.envs.tabular import Truth, exact_truth
+from labkit.policies import TabularSoftmaxPolicy
+from labkit.scoring import gradient_study, score_credit
+
+
+EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
+
+
+def chain_setup(horizon: int, *, n_bifurcations: int = NB01_CHAIN.n_bifurcations,
+                noise_std: float = NB01_CHAIN.noise_std, slip: float = NB01_CHAIN.slip,
+                p_correct: float | None = None, init_std: float = NB01_CHAIN.init_std, env_seed: int = 0,
+                policy_seed: int = 0) -> tuple[BifurcationChain, TabularSoftmaxPolicy, Truth]:
+    """A BifurcationChain, a tabular policy for it, and the exact truth under that policy.
+
+    ``p_correct`` (optional) sets the policy's probability of the right token at every
+    bifurcation (the other tokens share the rest), which fixes the success rate at
+    p_correct ** n_bifurcations when there is no slip. Otherwise logits are N(0, init_std^2).
+    """
+    env = BifurcationChain(horizon=horizon, n_bifurcations=n_bifurcations, noise_std=noise_std,
+                           slip=slip, seed=env_seed)
+    policy = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=init_std, seed=policy_seed)
+    if p_correct is not None:
+        p_correct = check_number("p_correct", p_correct, low=0.0, high=1.0, low_open=True, high_open=True)
+        for t in env.bifurcations:
+            probs = torch.full((env.n_actions,), (1 - p_correct) / (env.n_actions - 1), dtype=torch.float64)
+            probs[env.correct[t]] = p_correct
+            policy.set_probs(env.state_index(t, 1), probs)
+    return env, policy, exact_truth(env.mdp(), policy)
+
+
+def episode_credit_panels(rollouts: Rollouts, truth: Truth, estimators: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Per-position credit of each estimator next to the exact advantage, for a heatmap."""
+    panels = {"exact advantage": truth.advantage(rollouts)}
+    for name in estimators:
+        panels[name] = get_estimator(name)(rollouts).token
+    return panels
+
+
+def credit_scores(rollouts: Rollouts, truth: Truth, estimators: Sequence[str]) -> pd.DataFrame:
+    """Per-position metrics (rank correlation, sign agreement, recall@k, error) per estimator."""
+    adv = truth.advantage(rollouts)
+    targets = rollouts.truth.get("decisive")
+    rows = []
+    for name in estimators:
+        credit: Credit = get_estimator(name)(rollouts)
+        rows.append({"estimator": name, **score_credit(credit, rollouts, adv, targets=targets)})
+    return pd.DataFrame(rows)
+
+
+SWEEPABLE = ("horizon", "n_bifurcations", "noise_std", "slip", "p_correct", "batch_size")
+
+
+def gradient_sweep(vary: str, values: Iterable, estimators: Sequence[str] = EPISODE_ESTIMATORS, *,
+                   horizon: int = NB01_CHAIN.horizon, n_bifurcations: int = NB01_CHAIN.n_bifurcations,
+                   noise_std: float = NB01_CHAIN.noise_std, slip: float = NB01_CHAIN.slip,
+                   p_correct: float | None = None, init_std: float = NB01_CHAIN.init_std, batch_size: int = 32,
+                   group_size: int = 8, n_batches: int = 100, seed: int = 0,
+                   progress: bool = True) -> pd.DataFrame:
+    """Policy-gradient quality of each estimator as one setting ``vary`` takes ``values``.
+
+    For every value: a chain and policy (``chain_setup``), the exact gradient by DP,
+    ``n_batches`` independent batches of ``batch_size`` trajectories in groups of ``group_size``,
+    and ``labkit.scoring.gradient_study`` per estimator. Returns one row per (value, estimator)
+    with cosine, cosine_of_mean, variance, relative_variance, and the exact success rate J.
+    When ``vary="horizon"``, ``n_bifurcations`` is capped at the horizon.
+    """
+    check_choice("vary", vary, SWEEPABLE)
+    values = list(values)
+    if not values:
+        raise ValueError("values: need at least one setting to sweep")
+    rows = []
+    for value in tqdm(values, desc=vary, disable=not progress):
+        setting = dict(horizon=horizon, n_bifurcations=n_bifurcations, noise_std=noise_std, slip=slip,
+                       p_correct=p_correct, batch_size=batch_size)
+        setting[vary] = value
+        T = check_int("horizon", setting["horizon"], low=1)
+        B = check_int("batch_size", setting["batch_size"], low=1)
+        group_size = check_int("group_size", group_size, low=1)
+        if B % group_size:
+            raise ValueError(f"group_size: {group_size} does not divide batch_size {B}")
+        env, policy, truth = chain_setup(T, n_bifurcations=min(setting["n_bifurcations"], T),
+                                         noise_std=setting["noise_std"], slip=setting["slip"],
+                                         p_correct=setting["p_correct"], init_std=init_std,
+                                         env_seed=seed, policy_seed=seed)
+        batches = env.sample(policy, n_batches * B, group_size=group_size, seed=seed + 1).split(n_batches)
+        for name in estimators:
+            stats = gradient_study(policy, batches, get_estimator(name), truth.grad)
+            rows.append({vary: value, "estimator": name, "J": truth.J, **stats})
+    return pd.DataFrame(rows)

@@ -1,0 +1,108 @@
+"""Notebook 06, GiGPO: do anchor-state groups (turns that start from the same observation) give a
+better turn credit than GRPO's one number per episode, and does it train faster per env step?
+
+Runners on ToolWorld (the world: ``presets.NB06_WORLD``): anchor-group statistics, GiGPO's
+episode and step terms against the exact advantage, GRPO-vs-GiGPO learning curves compared at
+equal env steps. Each runner is seeded and returns plain data.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from labkit.core.checks import check_int, check_number
+from labkit.course.nb05_why_agents_harder import noisy_world  # noqa: F401  Defined in nb05
+from labkit.credit import get_estimator
+from labkit.credit.group import anchor_groups
+from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
+from labkit.learn.loop import train
+from labkit.scoring import pearson
+
+
+# --------------------------------------------------------------------------- anchor groups
+def anchor_statistics(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0) -> dict:
+    """Anchor groups of one sampled batch: the ``anchor_groups`` table, a size histogram
+    (``sizes``: size, groups, turns), the singleton share of groups and of turns."""
+    ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    groups = anchor_groups(ro)
+    hist = groups.groupby("size").size().rename("groups").reset_index()
+    hist["turns"] = hist["size"] * hist["groups"]
+    return {"rollouts": ro, "groups": groups, "sizes": hist,
+            "singleton_share": float((groups["size"] == 1).mean()),
+            "singleton_turn_share": float(hist.loc[hist["size"] == 1, "turns"].sum() / hist.turns.sum())}
+
+
+def gigpo_terms_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0,
+                         omega: float = 1.0, gamma: float = 0.95, norm: str = "mean_norm") -> dict:
+    """Correlation with the exact advantage of GiGPO's episode term, its step term and their sum,
+    and of GRPO's credit, over every played turn of one batch (and over turns in anchor groups
+    of two or more only, where the step term exists)."""
+    ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    exact = env.truth(policy).advantage(ro)
+    g = get_estimator("gigpo")(ro, omega=omega, gamma=gamma, norm=norm)
+    m = ro.mask
+    # one position per turn in ToolWorld: turn-level info (B, N) pads to the positions (B, T)
+    def pad(x):
+        return torch.nn.functional.pad(x, (0, m.shape[1] - x.shape[1]))
+    shared = m & (pad(g.info["turn_anchor_size"]) > 1)
+    step = pad(g.info["step_term"])
+    episode = g.info["episode_term"][:, None].expand_as(step)
+    terms = {"GiGPO step term": step, "GiGPO episode term": episode, "GiGPO (episode + omega x step)": g.token,
+             "GRPO": get_estimator("grpo")(ro).token}
+    rows = [{"credit": k, "corr_all_turns": pearson(v[m], exact[m]), "corr_shared_anchors": pearson(v[shared], exact[shared])}
+            for k, v in terms.items()]
+    return {"rollouts": ro, "exact": exact, "terms": terms, "table": pd.DataFrame(rows),
+            "shared_turn_share": float(shared.sum() / m.sum())}
+
+
+# --------------------------------------------------------------------------- GRPO against GiGPO at equal env steps
+def success_at_budget(curves: pd.DataFrame, budget: float) -> pd.DataFrame:
+    """Exact success of every (label, seed) run at ``budget`` env steps, by linear interpolation
+    between its evaluation points (a run that stopped short of the budget gives NaN)."""
+    budget = check_number("budget", budget, low=0.0)
+    rows = []
+    for (label, seed), run in curves.dropna(subset=["success"]).groupby(["label", "seed"]):
+        x, y = run.env_steps.to_numpy(float), run.success.to_numpy(float)
+        rows.append({"label": label, "seed": seed,
+                     "success": float(np.interp(budget, x, y)) if budget <= x.max() else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def grpo_vs_gigpo_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2, 3, 4), iterations: int = 60,
+                       lr: float = 0.1, n_tasks: int = 8, group_size: int = 8, eval_every: int = 5,
+                       kind: str = "grpo", gigpo_kwargs: dict | None = None, progress: bool = True) -> pd.DataFrame:
+    """GRPO and GiGPO from the same uniform agent, same seeds, same batch shape and loss ``kind``
+    (``train``'s: "grpo" averages within each episode then over episodes, "ppo_clip" over all
+    turns of the batch); stacked curves. Compare them against ``env_steps``: GiGPO's shorter
+    episodes sample fewer steps per batch."""
+    runs = {"GRPO": get_estimator("grpo"),
+            "GiGPO": partial(get_estimator("gigpo"), **(gigpo_kwargs or {}))}
+    curves = []
+    bar = tqdm(total=len(runs) * len(seeds), desc="runs", disable=not progress)
+    for label, est in runs.items():
+        for s in seeds:
+            learner = ToolLearner(env, env.make_policy(), n_tasks=n_tasks, group_size=group_size)
+            curves.append(train(learner, est, iterations=iterations, kind=kind, lr=lr, eval_every=eval_every,
+                                seed=s, label=label, progress=False))
+            bar.update()
+    bar.close()
+    return pd.concat(curves, ignore_index=True)
+
+
+def env_step_band(curves: pd.DataFrame, *, points: int = 20) -> pd.DataFrame:
+    """Mean, min and max over seeds of exact success on a common env-step grid, per label (for a
+    line chart with a band); the grid stops where the shortest run of the label stops."""
+    points = check_int("points", points, low=2)
+    out = []
+    for label, runs in curves.dropna(subset=["success"]).groupby("label"):
+        top = runs.groupby("seed").env_steps.max().min()
+        grid = np.linspace(0, top, points)
+        ys = np.stack([np.interp(grid, r.env_steps, r.success) for _, r in runs.groupby("seed")])
+        out.append(pd.DataFrame({"label": label, "env_steps": grid.round(), "mean": ys.mean(0),
+                                 "min": ys.min(0), "max": ys.max(0)}))
+    return pd.concat(out, ignore_index=True)
