@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = {path.stem: read_csv(path) for path in sorted(INVENTORY.glob("*.csv"))}
     load_baselines(INVENTORY / "baselines.csv")
     tables.pop("baselines", None)
+    tables.pop("checklist", None)      # the reporting checklist, loaded by labkit.survey.checklist
     outputs = {OUT_METHODS: to_csv_text(build_methods(catalog, tables))}
     if args.check:
         stale = [p for p, text in outputs.items()

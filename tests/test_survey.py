@@ -319,7 +319,7 @@ def test_build_output_is_byte_identical(build, catalog, tables):
 
 def test_inventory_tables_are_what_methods_csv_shows(methods, tables):
     by_id = methods.set_index("id")
-    assert set(tables) == {"appendix_b", "recent_names", "descriptions", "lab_plan", "baselines"}
+    assert set(tables) == {"appendix_b", "recent_names", "descriptions", "lab_plan", "baselines", "checklist"}
     assert len(tables["appendix_b"]) == 47 and len(tables["recent_names"]) == 26
     for stem in ("appendix_b", "recent_names", "descriptions", "lab_plan"):
         table = tables[stem].set_index("id")
@@ -530,3 +530,18 @@ def test_reporting_checklist():
     assert sum(item.priority == "required" for item in REPORTING_CHECKLIST) == 10
     assert len({item.category for item in REPORTING_CHECKLIST}) == 6
     assert all(item.item.endswith(".") for item in REPORTING_CHECKLIST)
+
+
+def test_checklist_is_data_and_bad_rows_are_named(tmp_path):
+    from labkit.survey.checklist import CHECKLIST_CSV, load_checklist
+    assert load_checklist(CHECKLIST_CSV) == REPORTING_CHECKLIST
+    bad = tmp_path / "checklist.csv"
+    bad.write_text("key,category,priority,item\na,B,required,x\na,B,required,y\n")
+    with pytest.raises(ValueError, match="row 3: duplicate key 'a'"):
+        load_checklist(bad)
+    bad.write_text("key,category,priority,item\na,B,sometimes,x\n")
+    with pytest.raises(ValueError, match="row 2: priority"):
+        load_checklist(bad)
+    bad.write_text("key,category,item\na,B,x\n")
+    with pytest.raises(ValueError, match="columns"):
+        load_checklist(bad)

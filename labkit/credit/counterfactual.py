@@ -76,6 +76,14 @@ def _policy_table(policy, pi) -> torch.Tensor:
     return policy.probs().detach().to(torch.float64)
 
 
+def _replay_settings(policy, pi, n_continuations, seed) -> tuple[torch.Tensor, int, int]:
+    """The checked (policy table, continuations per turn, seed) of a re-executing mode (C3, CCPO)."""
+    if policy is None:
+        raise ValueError("policy: re-execution plays the continuations with the policy")
+    M = check_int("n_continuations", n_continuations, low=1)
+    return _policy_table(policy, pi), M, check_int("seed", seed)
+
+
 def _reexecute(env, policy, state: tuple, t, first, *, seed: int) -> tuple[torch.Tensor, int]:
     """rollout_from in chunks; returns (returns, env_steps)."""
     out, steps = [], 0
@@ -172,11 +180,7 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
             cf = (d * Qs).sum(-1)
             G = Qs.gather(-1, act[..., None]).squeeze(-1)                # E[G_t | s_t, a_t]
         else:
-            if policy is None:
-                raise ValueError("policy: re-execution plays the continuations with the policy")
-            M = check_int("n_continuations", n_continuations, low=1)
-            seed = check_int("seed", seed)
-            table = _policy_table(policy, pi)
+            table, M, seed = _replay_settings(policy, pi, n_continuations, seed)
             d = _default_dist(default, table, o, act)
             idx = present.nonzero()
             n = idx.shape[0]
@@ -246,11 +250,7 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
         table = truth.pi
         do = truth.hidden_q(t, hs)                                        # (B, N, A)
     else:
-        if policy is None:
-            raise ValueError("policy: re-execution plays the continuations with the policy")
-        M = check_int("n_continuations", n_continuations, low=1)
-        seed = check_int("seed", seed)
-        table = _policy_table(policy, None)
+        table, M, seed = _replay_settings(policy, None, n_continuations, seed)
         A = table.shape[1]
         idx = present.nonzero()
         n = idx.shape[0]

@@ -1,12 +1,18 @@
 """The reporting checklist: what a credit-assignment experiment should report.
 
-A paraphrase of the survey's Appendix C, shown in notebook 00.
+A paraphrase of the survey's Appendix C, shown in notebook 00. The items are data, kept in
+``data/inventory/checklist.csv`` (key, category, priority, item) and validated on load.
 """
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["ChecklistItem", "REPORTING_CHECKLIST"]
+__all__ = ["CHECKLIST_CSV", "ChecklistItem", "REPORTING_CHECKLIST", "load_checklist"]
+
+CHECKLIST_CSV = Path(__file__).resolve().parents[2] / "data" / "inventory" / "checklist.csv"
+PRIORITIES = ("required", "recommended")
 
 
 class ChecklistItem(NamedTuple):
@@ -17,41 +23,26 @@ class ChecklistItem(NamedTuple):
     item: str
 
 
-REPORTING_CHECKLIST: tuple[ChecklistItem, ...] = (
-    ChecklistItem("base_model", "Model & data", "required",
-                  "Which base model was trained: its name, parameter count and exact checkpoint."),
-    ChecklistItem("training_data", "Model & data", "required",
-                  "Where the training prompts came from, how many there were, and what was "
-                  "filtered out."),
-    ChecklistItem("granularity", "Credit method", "required",
-                  "The unit that receives credit: token, segment, step, turn or agent."),
-    ChecklistItem("family", "Credit method", "required",
-                  "Which methodology family of the survey's taxonomy the method belongs to."),
-    ChecklistItem("episode_baseline", "Baselines", "required",
-                  "At least one episode-level baseline (GRPO or PPO) started from the same base "
-                  "model."),
-    ChecklistItem("equal_compute", "Baselines", "required",
-                  "Baselines given the same compute budget, or an explicit account of how the "
-                  "budgets differ."),
-    ChecklistItem("ablation", "Baselines", "recommended",
-                  "An ablation that removes only the credit-assignment component, isolating "
-                  "its effect."),
-    ChecklistItem("benchmarks", "Evaluation", "required",
-                  "The benchmarks used and precisely which splits."),
-    ChecklistItem("metric", "Evaluation", "required",
-                  "An exact definition of every reported metric."),
-    ChecklistItem("variance", "Evaluation", "recommended",
-                  "Run-to-run spread: standard deviation over three or more seeds, or "
-                  "confidence intervals."),
-    ChecklistItem("gpu_hours", "Compute", "required",
-                  "Total GPU-hours spent on training."),
-    ChecklistItem("ca_overhead", "Compute", "recommended",
-                  "What credit assignment itself costs: extra forward passes, environment "
-                  "resets or LLM calls."),
-    ChecklistItem("mean_length", "Trajectories", "required",
-                  "Typical trajectory length: tokens for reasoning tasks, turns for agents."),
-    ChecklistItem("length_distribution", "Trajectories", "recommended",
-                  "The spread of trajectory lengths (minimum, median, maximum), not only the "
-                  "average."),
-)
+def load_checklist(path: str | Path | None = None) -> tuple[ChecklistItem, ...]:
+    """The checklist from ``path`` (default ``data/inventory/checklist.csv``), checked: the
+    four columns, unique keys, a known priority and no empty cell, each error naming its row."""
+    path = Path(path) if path is not None else CHECKLIST_CSV
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames != list(ChecklistItem._fields):
+            raise ValueError(f"path: {path} must have the columns {list(ChecklistItem._fields)}, "
+                             f"got {reader.fieldnames}")
+        items = tuple(ChecklistItem(**row) for row in reader)
+    seen: set[str] = set()
+    for n, it in enumerate(items, start=2):       # row 1 is the header
+        if not all(it):
+            raise ValueError(f"{path.name} row {n}: empty cell in {it}")
+        if it.priority not in PRIORITIES:
+            raise ValueError(f"{path.name} row {n}: priority must be one of {PRIORITIES}, got {it.priority!r}")
+        if it.key in seen:
+            raise ValueError(f"{path.name} row {n}: duplicate key {it.key!r}")
+        seen.add(it.key)
+    return items
 
+
+REPORTING_CHECKLIST: tuple[ChecklistItem, ...] = load_checklist()
