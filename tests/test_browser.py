@@ -41,11 +41,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# The whole check (server start, browser, run, slider) must finish within this many seconds;
-# a normal run takes about 30 s on a 2-core machine.
-BUDGET_S = 110
-# A course notebook runs in <= 60 s on its own; allow for server start and a busy machine.
-COURSE_BUDGET_S = 240
+# Hang guards, not speed checks: a check that waits longer than this has hung (a kernel that died,
+# a page that never rendered) and fails instead of blocking the run. They are several times the
+# normal time (about 30 s for the fixture, at most 60 s per course notebook on 2 cores) so a slow
+# laptop or a busy CI machine never trips them; speed is measured by benchmarks/notebook_budget.py.
+BUDGET_S = 300
+COURSE_BUDGET_S = 600
 
 pytestmark = pytest.mark.browser
 
