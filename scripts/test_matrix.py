@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
     for r in rows:
         print(f"{r['config']:14s} {r['passed']:7d} {r['failed']:7d}  {r['seconds']:7.0f} s"
               + ("" if r["ok"] else "   FAILED"))
+    print(f"matrix: {sum(r['passed'] for r in rows)} passed, {sum(r['failed'] for r in rows)} failed")
     return 0 if all(r["ok"] for r in rows) else 1
 
 
