@@ -64,7 +64,7 @@ import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
-from labkit.envs.teamtask.truth import TeamTruth
+from labkit.envs.teamtask.truth import TeamTruth, enumerate_truth
 
 ROLES = ("planner", "solver", "checker", "free_rider", "saboteur")
 TYPE_NAMES = "ABCD"
@@ -229,7 +229,7 @@ class TeamTask:
         return list(policies)
 
     # ---- the rules
-    def _observations(self, task: torch.Tensor, actions: torch.Tensor, agent: int) -> torch.Tensor:
+    def observations(self, task: torch.Tensor, actions: torch.Tensor, agent: int) -> torch.Tensor:
         """What ``agent`` sees given the task types (E,) and the actions of earlier agents."""
         role = self.roles[agent]
         if role == "planner":
@@ -322,7 +322,7 @@ class TeamTask:
         logprobs = torch.zeros(B, n, dtype=torch.float64)
         entropies = torch.zeros(B, n, dtype=torch.float64)
         for i, pol in enumerate(policies):
-            obs = self._observations(task, actions, i)
+            obs = self.observations(task, actions, i)
             a, lp, ent = pol.sample(obs, g)
             actions[:, i], states[:, i] = a, obs
             logprobs[:, i], entropies[:, i] = lp.double(), ent.double()
@@ -485,22 +485,6 @@ class TeamTask:
         return grids[:, 0], grids[:, 1:]
 
     def truth(self, policies) -> TeamTruth:
-        """Exact per-policy quantities by enumerating every task type and joint action.
-
-        P(k, a) = (1/K) prod_i pi_i(a_i | o_i(k, a_<i)); values[S] = sum P(k, a) v_S(k, a);
-        J = values[full team]; ``grads[i]`` = dJ/dlogits of agent i (autograd through P).
-        """
-        policies = self._check_policies(policies)
-        task, actions = self.joint_actions()
-        thetas = [p.logits.detach().to(torch.float64).clone().requires_grad_(True) for p in policies]
-        logp = torch.full((task.shape[0],), -torch.log(torch.tensor(float(self.n_types), dtype=torch.float64)))
-        for i, theta in enumerate(thetas):
-            obs = self._observations(task, actions, i)
-            logp = logp + torch.log_softmax(theta, -1)[obs, actions[:, i]]
-        weight = logp.exp()
-        table = self.success_prob(task, actions, self.coalition_masks())   # (E, 2**n), no grad
-        values = weight @ table
-        J = values[-1]
-        grads = torch.autograd.grad(J, thetas)
-        return TeamTruth(values=values.detach(), J=float(J.detach()), grads=[g.detach() for g in grads],
-                         pi=[torch.softmax(t.detach(), -1) for t in thetas], agent_names=list(self.agent_names))
+        """Exact per-policy quantities by enumerating every task type and joint action
+        (``truth.enumerate_truth``)."""
+        return enumerate_truth(self, self._check_policies(policies))

@@ -71,7 +71,7 @@ import torch
 
 from labkit.core.checks import as_tensor, check_int, check_number
 from labkit.core.rollouts import Rollouts
-from labkit.envs.toolworld.truth import ToolTruth
+from labkit.envs.toolworld.truth import ToolTruth, backward_induction
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
 THINK, SEARCH, RUN_TESTS, SUBMIT = 0, 1, 2, 3
@@ -343,30 +343,9 @@ class ToolWorld:
 
     # ---- exact truth
     def truth(self, policy) -> ToolTruth:
-        """Exact V, Q, A, J and dJ/dlogits under ``policy`` by backward induction over turns."""
+        """Exact V, Q, A, J and dJ/dlogits under ``policy`` (``truth.backward_induction``)."""
         self._check_policy(policy)
-        N, T = self.n_files, self.max_turns
-        K, f_after, R = self.kernel, self.fixed_after, self.expected_reward
-        theta = policy.logits.detach().to(torch.float64).clone().requires_grad_(True)
-        pi = torch.softmax(theta, dim=-1)
-        V_next = torch.zeros(N, 2, self.n_obs, dtype=torch.float64)  # V after the last turn
-        Vs, Qs = [V_next], []
-        for _ in range(T):
-            # W[b, f', a]: expected value of the answer to action a when the flag is now f'.
-            W = torch.einsum("bfao,bfo->bfa", K, V_next)
-            Q = R + W.gather(1, f_after)                     # Q_t(b, f, a), independent of o
-            V_next = torch.einsum("bfa,oa->bfo", Q, pi)      # V_t(b, f, o)
-            Qs.append(Q)
-            Vs.append(V_next)
-        V = torch.stack(Vs[::-1])                            # (T + 1, N, 2, n_obs), V[T] = 0
-        Q = torch.stack(Qs[::-1])                            # (T, N, 2, A)
-        task_values = V[0, :, 0, START]
-        J = task_values.mean()                               # tasks draw b uniformly
-        (grad,) = torch.autograd.grad(J, theta)
-        with torch.no_grad():
-            occupancy = self._occupancy(pi.detach())
-        return ToolTruth(V=V.detach(), Q=Q.detach(), J=float(J.detach()), task_values=task_values.detach(),
-                         grad=grad, occupancy=occupancy, pi=pi.detach(), n_obs=self.n_obs)
+        return backward_induction(self, policy, start_obs=START)
 
     # ---- re-execution (restore a hidden state and play on; used by C3 / CCPO)
     def decode_hidden(self, hidden) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -445,7 +424,7 @@ class ToolWorld:
                 o[go] = (cdf < u).sum(-1).clamp(max=self.n_obs - 1)
         return returns, steps
 
-    def _occupancy(self, pi: torch.Tensor) -> torch.Tensor:
+    def occupancy(self, pi: torch.Tensor) -> torch.Tensor:
         """P(turn t is played in hidden state (b, f, o)), (T, N, 2, n_obs), b uniform."""
         N, T = self.n_files, self.max_turns
         d = torch.zeros(N, 2, self.n_obs, dtype=torch.float64)

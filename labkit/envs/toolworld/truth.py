@@ -1,5 +1,6 @@
-"""Exact truth of a ToolWorld: the time-indexed DP's result (``ToolTruth``, computed by
-``ToolWorld.truth``) and the exact hindsight distribution HCA is scored against.
+"""Exact truth of a ToolWorld: the time-indexed DP (``backward_induction``, which
+``ToolWorld.truth`` runs), its result ``ToolTruth``, and the exact hindsight distribution HCA is
+scored against.
 
 Everything here may read the hidden state: it is the oracle side of the lab. Estimators never
 import it; a caller passes what they need (``hindsight=exact_hindsight(...)``, ``truth=...``).
@@ -105,6 +106,38 @@ class ToolTruth:
 
 
 # --------------------------------------------------------------------------- exact hindsight (HCA oracle)
+def backward_induction(world, policy, *, start_obs: int) -> ToolTruth:
+    """Exact V, Q, A, J and dJ/dlogits of ``world`` under ``policy``, by backward induction over turns.
+
+    ``world`` supplies its one-turn dynamics (``kernel``, ``fixed_after``, ``expected_reward``),
+    its sizes and ``occupancy(pi)``; ``start_obs`` is the observation every task starts from.
+    Because the world's answers depend on (bug, fixed, observation) only, one sweep of T turns
+    over that hidden state gives every Q_t and V_t; autograd through the sweep gives dJ/dlogits.
+    """
+    N, T = world.n_files, world.max_turns
+    K, f_after, R = world.kernel, world.fixed_after, world.expected_reward
+    theta = policy.logits.detach().to(torch.float64).clone().requires_grad_(True)
+    pi = torch.softmax(theta, dim=-1)
+    V_next = torch.zeros(N, 2, world.n_obs, dtype=torch.float64)  # V after the last turn
+    Vs, Qs = [V_next], []
+    for _ in range(T):
+        # W[b, f', a]: expected value of the answer to action a when the flag is now f'.
+        W = torch.einsum("bfao,bfo->bfa", K, V_next)
+        Q = R + W.gather(1, f_after)                     # Q_t(b, f, a), independent of o
+        V_next = torch.einsum("bfa,oa->bfo", Q, pi)      # V_t(b, f, o)
+        Qs.append(Q)
+        Vs.append(V_next)
+    V = torch.stack(Vs[::-1])                            # (T + 1, N, 2, n_obs), V[T] = 0
+    Q = torch.stack(Qs[::-1])                            # (T, N, 2, A)
+    task_values = V[0, :, 0, start_obs]
+    J = task_values.mean()                               # tasks draw b uniformly
+    (grad,) = torch.autograd.grad(J, theta)
+    with torch.no_grad():
+        occupancy = world.occupancy(pi.detach())
+    return ToolTruth(V=V.detach(), Q=Q.detach(), J=float(J.detach()), task_values=task_values.detach(),
+                     grad=grad, occupancy=occupancy, pi=pi.detach(), n_obs=world.n_obs)
+
+
 def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor, outcome=None) -> torch.Tensor:
     """Exact h(a_t | s_t, Z) of every turn's action, (B, N), from the DP (uses the HIDDEN state).
 
