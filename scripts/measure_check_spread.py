@@ -13,7 +13,6 @@ data/notebook_checks/*.json, where the band's note says how the band was chosen 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -28,16 +27,10 @@ CHECKS = ROOT / "data" / "notebook_checks"
 
 
 def execute(notebook: Path, env: dict[str, str]) -> None:
+    """Run ``notebook`` in memory in a kernel started with the environment ``env``."""
     nb = nbformat.read(notebook, as_version=4)
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)           # the kernel process inherits this environment
-    try:
-        NotebookClient(nb, kernel_name="python3", timeout=900,
-                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    NotebookClient(nb, kernel_name="python3", timeout=900,
+                   resources={"metadata": {"path": str(notebook.parent)}}).execute(env=env)
 
 
 def spreads(log: Path) -> dict[tuple[str, str], dict[str, float]]:

@@ -3,7 +3,8 @@
     python scripts/run_tests.py
 
 1. unit, property and widget tests plus nbval over every notebook, on two workers (nbval
-   needs ``--dist loadfile``), each on one thread (``LABKIT_THREADS=1``: two notebooks asking
+   needs ``--dist loadfile``), each on one thread (configuration ``native:1`` of
+   scripts/matrix_configs.py: this CPU's kernels, ``LABKIT_THREADS=1``; two notebooks asking
    for two threads each on a 2-core machine were measured 10x slower), with banded notebook
    checks strict (``LABKIT_STRICT_CHECKS=1``);
 2. alone, the real-browser checks: a course notebook in a browser next to another worker's
@@ -22,19 +23,20 @@ import sys
 import time
 from pathlib import Path
 
+from matrix_configs import environment
+
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = (  # (name, pytest arguments, threads per worker or None to leave the machine's default)
+PARTS = (  # (name, pytest arguments, CPU configuration (scripts/matrix_configs.py) or None: as is)
     ("unit tests + notebooks (nbval)",
      ["-n", "2", "--dist", "loadfile", "--durations=12", "-m", "not browser", "--nbval-lax", "--nbval-current-env",
-      "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "tests", "notebooks"], "1"),
+      "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "tests", "notebooks"], "native:1"),
     ("real-browser checks", ["-m", "browser", "-rs", "tests/test_browser.py"], None),
 )
 
 
-def run(args: list[str], threads: str | None) -> tuple[int, str, float]:
-    env = dict(os.environ, LABKIT_STRICT_CHECKS="1")
-    if threads:
-        env.update(LABKIT_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+def run(args: list[str], config: str | None) -> tuple[int, str, float]:
+    env = environment(config) if config else dict(os.environ)
+    env["LABKIT_STRICT_CHECKS"] = "1"
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -52,9 +54,9 @@ def summary_line(output: str) -> str:
 
 def main() -> int:
     rows, ok = [], True
-    for name, args, threads in PARTS:
+    for name, args, config in PARTS:
         print(f"\n=== make test: {name}", flush=True)
-        code, output, seconds = run(args, threads)
+        code, output, seconds = run(args, config)
         ok &= code in (0, 5) if name.startswith("real-browser") else code == 0
         reasons = sorted({m.strip() for m in re.findall(r"SKIPPED \[\d+\] [^:]+:\d+: (.+)", output)})
         rows.append((name, summary_line(output), seconds, reasons))
