@@ -16,8 +16,8 @@ import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
-from labkit.core.stats import whiten
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import group_normalize, whiten
+from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
 
 ValueFn = Callable[[Rollouts, int], tuple[torch.Tensor, Cost]]
 
@@ -126,3 +126,276 @@ def math_shepherd(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 8, mode: st
     present = rollouts.view(rollouts.rewards, "step", "sum")[1]
     label = torch.where(present, label, 0)
     return Credit.from_level(rollouts, label, "step", f"math_shepherd_{mode}", cost=cost, k=k)
+
+
+# --------------------------------------------------------------------------- segments and trees
+CutValueFn = Callable[[Rollouts, torch.Tensor, int], tuple[torch.Tensor, Cost]]
+TreeLeaf = tuple[int, int, list[int], float]
+TreeFn = Callable[[Rollouts, int], tuple[list[TreeLeaf], Cost]]
+SPO_CUTS = ("prob", "interval")
+SPO_CREDIT_ON = ("low_prob", "all")
+TEMPO_NODE_VALUES = ("unbiased", "all_leaves")
+
+
+@register("spo")
+def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "prob", threshold: float = 0.9,
+        interval: int = 5, credit_on: str | None = None) -> Credit:
+    """SPO-chain (Guo et al. 2025, arXiv:2505.23564): segment credit from Monte Carlo values at cut points.
+
+    Formula:
+        Cut points (segment starts). ``cut="prob"`` (the paper's rule): the generated tokens
+        whose sampled probability p_t = exp(logprob_t) is below ``threshold`` are candidates,
+        and every ``interval``-th of them (the 1st, (1+interval)-th, ...) starts a segment, so a
+        segment holds ``interval`` low-probability tokens. ``cut="interval"`` (a dial, not the
+        paper's): a segment starts every ``interval`` generated tokens (0, interval, ...).
+        Tokens before the first cut form a head segment that starts at the response start.
+
+        Values: V(c) = mean reward of k continuations sampled from the prefix that ends just
+        BEFORE the cut token c (``value_fn``); the head segment's start is the response start.
+        Segment j, from c_j up to the next cut c_{j+1}, gets
+
+            A_j = r_j + V(c_{j+1}) - V(c_j)       (r_j: reward inside the segment; after the
+                                                   last segment V = 0, so the last segment
+                                                   gets outcome - V(c_last))
+
+        Which tokens take A_j (``credit_on``): "low_prob" (the paper's probability mask) gives
+        it only to the segment's tokens with p_t < threshold (the cut token itself and any
+        skipped candidates) and 0 to confident tokens, whose gradient would be near zero and
+        mostly noise; "all" gives every token of the segment A_j. ``info``: ``cuts`` (B, T)
+        bool, ``segment_ids`` (B, T), ``segment_values`` (B, N) V at each segment start,
+        ``segment_valued`` (B, N) whether it was sampled, ``segment_advantages`` (B, N),
+        ``credited`` (B, T) bool (tokens that take their segment's A_j).
+
+    Defaults:
+        as SPO-chain on GSM8K: threshold = 0.9, interval = 5 ("int5": a cut every 5th
+        low-probability token), k = 9 continuations per cut; ``credit_on`` None means
+        "low_prob" with ``cut="prob"`` and "all" with ``cut="interval"``. ``value_fn``
+        (required): ``fn(rollouts, cuts, k) -> (values (B, T), Cost)`` with V of the prefix
+        before each position where ``cuts`` is True (``ArithmeticLM.cut_value_fn``).
+
+    Degenerate input:
+        a rollout with no cut point is one segment (the whole response): with "low_prob" it has
+        no credited token and gets 0 (as the reference), with "all" every token gets
+        outcome - V(response start). A cut on every token (``cut="interval"``, interval = 1,
+        or threshold near 1) makes every token its own segment: A_t = r_t + V(t+1) - V(t), a
+        per-token VinePPO. A one-token response gets outcome - V(start) when its token is
+        credited. Groups play no role. Bad threshold (outside (0, 1]), interval < 1, k < 1, a
+        non-callable ``value_fn`` or ``cut="prob"`` without ``rollouts.logprobs`` raise errors
+        naming the argument.
+
+    Deviations from the reference:
+        the reference never samples V at the response start: with its probability mask the head
+        segment (before the first low-probability token) has no credited token. labkit samples
+        it only when the head has a credited token (``credit_on="all"`` or ``cut="interval"``),
+        so the cost equals the reference's in its own setting. Probabilities are those of the
+        sampling policy (``rollouts.logprobs``) rather than a separate actor forward pass. No
+        advantage whitening or PPO clipping (those belong to the training loop).
+
+    Cost:
+        what ``value_fn`` reports: k continuations per distinct prefix at a cut (plus the
+        response start when needed), as ``policy_forwards`` and ``policy_tokens``.
+    """
+    if not callable(value_fn):
+        raise TypeError("value_fn: expected a callable (rollouts, cuts, k) -> (values, cost)")
+    k = check_int("k", k, low=1)
+    check_choice("cut", cut, SPO_CUTS)
+    threshold = check_number("threshold", threshold, low=0.0, high=1.0, low_open=True)
+    interval = check_int("interval", interval, low=1)
+    if credit_on is None:
+        credit_on = "low_prob" if cut == "prob" else "all"
+    check_choice("credit_on", credit_on, SPO_CREDIT_ON)
+    mask = rollouts.mask
+    rank = mask.long().cumsum(1) - 1  # index of each generated token within its response
+    needs_probs = cut == "prob" or credit_on == "low_prob"
+    if needs_probs and rollouts.logprobs is None:
+        raise ValueError(f"rollouts: spo with cut={cut!r}, credit_on={credit_on!r} needs rollouts.logprobs "
+                         "(the sampled tokens' log-probabilities)")
+    low = mask & (rollouts.logprobs.exp() < threshold) if needs_probs else torch.zeros_like(mask)
+    if cut == "prob":
+        nth_low = low.long().cumsum(1) - 1
+        cuts = low & (nth_low % interval == 0)
+    else:
+        cuts = mask & (rank % interval == 0)
+    credited = low if credit_on == "low_prob" else mask.clone()
+    first = mask & (rank == 0)
+    seg_ids = torch.where(mask, (cuts | first).long().cumsum(1) - 1, -1)
+    # the head segment (before the first cut) is valued only if one of its tokens takes credit
+    head = mask & (seg_ids == 0) & ~cuts.long().cumsum(1).bool()
+    head_needed = (head & credited).any(1)
+    query = cuts | (first & head_needed[:, None])
+
+    values, cost = value_fn(rollouts, query.clone(), k)
+    values = as_tensor("value_fn result", values).to(torch.float64)
+    check_shape("value_fn result", values, tuple(mask.shape))
+    check_finite("value_fn result", torch.where(query, values, 0))
+    if not isinstance(cost, Cost):
+        raise TypeError("value_fn: must return (values, Cost)")
+    values = torch.where(query, values, 0)
+
+    N = max(int(seg_ids.max()) + 1, 1)  # at least one column, so an all-empty batch still broadcasts
+    v_start, present = segment_reduce(seg_ids, values, "first", n_segments=N)
+    valued, _ = segment_reduce(seg_ids, query.double(), "first", n_segments=N)
+    valued = valued.bool() & present
+    r_seg, _ = segment_reduce(seg_ids, rollouts.rewards.to(torch.float64), "sum", n_segments=N)
+    nxt = torch.cat([present[:, 1:], torch.zeros_like(present[:, :1])], 1)
+    v_next = torch.where(nxt, torch.cat([v_start[:, 1:], torch.zeros_like(v_start[:, :1])], 1), 0)
+    adv = torch.where(valued, r_seg + v_next - v_start, 0)
+    token = torch.where(credited, segment_broadcast(seg_ids, adv), 0)
+    return Credit.from_tokens(rollouts, token, "spo", cost=cost, cuts=cuts, segment_ids=seg_ids,
+                              segment_values=v_start, segment_valued=valued, segment_advantages=adv,
+                              credited=credited, k=k, cut=cut, threshold=threshold, interval=interval,
+                              credit_on=credit_on)
+
+
+def _check_leaves(leaves, responses: list[list[int]]) -> list[TreeLeaf]:
+    """Validate a tree sampler's extra leaves against the rollouts they hang from."""
+    if isinstance(leaves, (str, bytes)) or not hasattr(leaves, "__iter__"):
+        raise TypeError("tree_fn: must return (leaves, Cost) with leaves a list of (row, fork_len, response_ids, reward)")
+    out = []
+    for i, leaf in enumerate(leaves):
+        if not isinstance(leaf, (tuple, list)) or len(leaf) != 4:
+            raise TypeError(f"tree_fn: leaf {i} is not a (row, fork_len, response_ids, reward) tuple")
+        row, fork_len, ids, reward = leaf
+        row = check_int("tree_fn leaf row", row, low=0, high=len(responses) - 1)
+        fork_len = check_int("tree_fn leaf fork_len", fork_len, low=0, high=len(responses[row]))
+        ids = [int(t) for t in ids]
+        if ids[:fork_len] != responses[row][:fork_len]:
+            raise ValueError(f"tree_fn: leaf {i} does not start with the first {fork_len} response tokens of row {row}")
+        out.append((row, fork_len, ids, check_number("tree_fn leaf reward", reward)))
+    return out
+
+
+@register("tempo")
+def tempo(rollouts: Rollouts, *, tree_fn: TreeFn | None = None, branching: int = 4, eps: float = 1e-6,
+          normalize_std: bool = True, node_values: str = "unbiased") -> Credit:
+    """TEMPO (Tran et al. 2025, arXiv:2509.18314): GRPO plus branch-gated TD credit from a prefix tree.
+
+    Formula:
+        The responses of a group (same prompt), and any extra leaves ``tree_fn`` forks, are
+        merged into a token prefix tree (Prefix-to-Tree): a node is a response prefix, a leaf a
+        finished response with its outcome. A node's value is the mean outcome of the leaves
+        below it (P2T's nonparametric V). For rollout i and its token t, leading from node
+        n_t to node n_{t+1},
+
+            A_{i,t} = A_i^GRPO + 1[n_t has >= 2 children] * (V(n_{t+1}) - V(n_t))
+
+        with A_i^GRPO = (s_i - mean) / (std + eps) over the sequences sampled from the prompt
+        (the group's rollouts, plus any forks drawn at the response start). Where the tree
+        does not branch the TD term is zero and TEMPO is GRPO; at a branching token it is the
+        change in success rate that choosing this child made.
+
+        Two ways to get a tree: (a) ``tree_fn=None``: the group's own rollouts (e.g. 8 per
+        prompt) and their shared prefixes, no extra sampling; (b) ``tree_fn`` (e.g.
+        ``ArithmeticLM.tree_fn``): ``fn(rollouts, branching) -> (leaves, Cost)`` forks
+        ``branching`` continuations at fork points of every rollout; a leaf is ``(row,
+        fork_len, response_ids, reward)``, its first ``fork_len`` tokens copied from rollout
+        ``row``. ``node_values="unbiased"`` (default) averages, at a node of depth d, only the
+        leaves below it that were sampled from depth <= d (fork_len <= d): each is then an
+        unbiased draw of the node's value, whereas a fork made deeper down was forced through
+        the node and follows the rollout's later choices. With (a) every leaf is sampled from
+        the prompt and both rules are P2T's mean. ``"all_leaves"`` averages every leaf below.
+        ``info``: ``node_values`` / ``next_values`` (B, T) V(n_t) / V(n_{t+1}), ``branch``
+        (B, T) bool, ``n_children`` (B, T), ``td`` (B, T), ``group_advantage`` (B,),
+        ``tree_leaves`` (B,) leaves in each rollout's tree.
+
+    Defaults:
+        branching = 4 forks per fork point (used only with ``tree_fn``), eps = 1e-6 and
+        normalize_std = True as GRPO (``labkit.credit.episode.grpo``), node_values = "unbiased".
+
+    Degenerate input:
+        a group of one without ``tree_fn`` is a single path: no branch, TD = 0, and it gets
+        GRPO's group-of-one rule (its raw score; ``labkit.core.stats.group_normalize``). A
+        group whose outcomes are all equal gets 0 everywhere (every node has that value). A
+        one-token response branches at most at its only token. Identical responses share one
+        path. Bad ``branching`` (< 1), a non-callable ``tree_fn``, or leaves that do not
+        start with their rollout's tokens raise errors naming the argument.
+
+    Deviations from the reference:
+        the paper builds trees only from a GRPO group (mode (a)); forking explicit trees (mode
+        (b)) and the "unbiased" leaf rule for them are labkit's, so that rollouts in groups of
+        one get a tree. V averages raw outcomes (the paper's summary describes normalised
+        rewards; for 0/1 outcomes this changes only the scale of the TD term relative to the
+        GRPO term). No token-level loss weighting or clipping (training-loop choices).
+
+    Cost:
+        (a): none beyond the sampled batch. (b): what ``tree_fn`` reports (``policy_forwards``
+        = forked sequences, ``policy_tokens`` = positions processed).
+    """
+    if tree_fn is not None and not callable(tree_fn):
+        raise TypeError("tree_fn: expected None or a callable (rollouts, branching) -> (leaves, cost)")
+    branching = check_int("branching", branching, low=1)
+    eps = check_number("eps", eps, low=0.0)
+    check_choice("node_values", node_values, TEMPO_NODE_VALUES)
+    mask = rollouts.mask
+    B, T = mask.shape
+    responses = [rollouts.tokens[b][mask[b]].tolist() for b in range(B)]
+    scores = rollouts.scores.to(torch.float64)
+    extra: list[TreeLeaf] = []
+    cost = Cost()
+    if tree_fn is not None:
+        leaves, cost = tree_fn(rollouts, branching)
+        if not isinstance(cost, Cost):
+            raise TypeError("tree_fn: must return (leaves, Cost)")
+        extra = _check_leaves(leaves, responses)
+
+    # every sequence of the forest: (group, fork_len, ids, outcome); rollouts first
+    groups = rollouts.group_ids.tolist()
+    seqs = [(groups[b], 0, responses[b], float(scores[b])) for b in range(B)]
+    seqs += [(groups[row], f, ids, r) for row, f, ids, r in extra]
+
+    # the trie: node ids from (parent, token); one root per group
+    child: dict[tuple[int, int], int] = {}
+    roots: dict[int, int] = {}
+    total: list[float] = []
+    count: list[int] = []
+    kids: list[set] = []
+
+    def new_node() -> int:
+        total.append(0.0), count.append(0), kids.append(set())
+        return len(total) - 1
+
+    paths = []
+    leaves_per_group: dict[int, int] = {}
+    for g, f, ids, r in seqs:
+        node = roots[g] if g in roots else roots.setdefault(g, new_node())
+        path = [node]
+        for tok in ids:
+            kids[node].add(tok)
+            nxt = child.get((node, tok))
+            if nxt is None:
+                nxt = child[(node, tok)] = new_node()
+            node = nxt
+            path.append(node)
+        for d, n in enumerate(path):
+            if node_values == "all_leaves" or f <= d:
+                total[n] += r
+                count[n] += 1
+        paths.append(path)
+        leaves_per_group[g] = leaves_per_group.get(g, 0) + 1
+
+    value = torch.tensor([t / max(c, 1) for t, c in zip(total, count)], dtype=torch.float64)
+    n_kids = torch.tensor([len(s) for s in kids], dtype=torch.long)
+    node_v = torch.zeros(B, T, dtype=torch.float64)
+    next_v = torch.zeros(B, T, dtype=torch.float64)
+    n_children = torch.zeros(B, T, dtype=torch.long)
+    for b in range(B):
+        cols = mask[b].nonzero().flatten()
+        path = torch.tensor(paths[b], dtype=torch.long)
+        node_v[b, cols] = value[path[:-1]]
+        next_v[b, cols] = value[path[1:]]
+        n_children[b, cols] = n_kids[path[:-1]]
+    branch = mask & (n_children >= 2)
+    td = torch.where(branch, next_v - node_v, 0)
+
+    # GRPO over what was sampled from the prompt: the group's rollouts and forks at the response start
+    root_vals = [r for (g, f, _, r) in seqs if f == 0]
+    root_groups = [g for (g, f, _, _) in seqs if f == 0]
+    norm = group_normalize(torch.tensor(root_vals, dtype=torch.float64), torch.tensor(root_groups),
+                           eps=eps, normalize_std=normalize_std)
+    group_adv = norm.normalized[:B]  # rollouts come first (fork_len 0)
+    token = torch.where(mask, group_adv[:, None] + td, 0)
+    tree_leaves = torch.tensor([leaves_per_group[g] for g in groups])
+    return Credit.from_tokens(rollouts, token, "tempo", cost=cost, node_values=node_v, next_values=next_v,
+                              branch=branch, n_children=n_children, td=td, group_advantage=group_adv,
+                              tree_leaves=tree_leaves, branching=branching if tree_fn is not None else 0,
+                              node_rule=node_values)

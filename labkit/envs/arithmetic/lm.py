@@ -158,6 +158,128 @@ class ArithmeticLM:
         return value_fn
 
 
+    # ---- segment and tree Monte Carlo (SPO, TEMPO)
+    def fork_completions(self, prefixes: list[list[int]], problems: Sequence[Problem], k: int, *,
+                         seed: int = 0) -> tuple[list[list[list[int]]], torch.Tensor, int]:
+        """``k`` sampled continuations of every prefix, kept (not only their mean reward).
+
+        Returns ``(completions, rewards, forward_tokens)``: ``completions[i][j]`` is continuation j
+        of prefix i (new token ids, eos included), ``rewards`` (n, k) float64 the verifier's
+        reward of prefix-response + continuation, and the token positions the model processed.
+        Same batching as ``prefix_values`` (prefixes bucketed by length so none is cut short);
+        ``prefix_values`` is the row mean of these rewards. TEMPO's tree sampler needs the
+        continuations themselves, to place them in the prefix tree.
+        """
+        k = check_int("k", k, low=1)
+        if len(prefixes) != len(problems):
+            raise ValueError(f"problems: expected one per prefix ({len(prefixes)}), got {len(problems)}")
+        completions: list[list[list[int]]] = [[] for _ in prefixes]
+        rewards = torch.zeros(len(prefixes), k, dtype=torch.float64)
+        if not prefixes:
+            return completions, rewards, 0
+        order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
+        buckets, current = [], [order[0]]
+        for i in order[1:]:
+            if len(prefixes[i]) - len(prefixes[current[0]]) > self.BUCKET_WIDTH:
+                buckets.append(current)
+                current = []
+            current.append(i)
+        buckets.append(current)
+        prompt_lens = [len(self.prompt_ids(p)) for p in problems]
+        forward_tokens = 0
+        for j, bucket in enumerate(buckets):
+            rows = [prefixes[i] for i in bucket]
+            gen = fork(self.model, rows, k, max_new_tokens=self._budget(rows), temperature=self.temperature,
+                       eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed + 7919 * j)
+            forward_tokens += gen.forward_tokens
+            for row, cont in enumerate(gen.completions()):  # prefix-major rows
+                i = bucket[row // k]
+                completions[i].append(cont)
+                rewards[i, row % k] = self.grade(problems[i], prefixes[i][prompt_lens[i]:] + cont).reward
+        return completions, rewards, forward_tokens
+
+    def _response_ids(self, rollouts: Rollouts) -> tuple[list[list[int]], list[list[int]], list[Problem]]:
+        """Per row: the generated token ids (in order), the prompt ids and the problem."""
+        prompts, problems = rollouts.info.get("prompt_ids"), rollouts.info.get("problems")
+        if prompts is None or problems is None:
+            raise ValueError("rollouts: forking needs info['prompt_ids'] and info['problems'] "
+                             "(use ArithmeticLM.rollouts or load_reference)")
+        responses = [rollouts.tokens[b][rollouts.mask[b]].tolist() for b in range(rollouts.batch_size)]
+        return responses, prompts, problems
+
+    def cut_value_fn(self, *, seed: int = 0):
+        """A value sampler for ``labkit.credit.mc.spo``: ``fn(rollouts, cuts, k) -> (values, cost)``.
+
+        ``cuts`` (B, T) bool marks generated positions where a segment begins; ``values[b, t]``
+        is the Monte Carlo value of the prefix that ends just BEFORE position t (prompt + the
+        response up to, not including, token t): the mean reward of ``k`` forked continuations.
+        0 where ``cuts`` is False. Identical prefixes (the same prompt and response start, e.g.
+        the response start of a GRPO group) are sampled once and share their value and cost.
+        Cost: ``policy_forwards`` = distinct prefixes x k, ``policy_tokens`` = positions processed.
+        """
+        def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int) -> tuple[torch.Tensor, Cost]:
+            k_ = check_int("k", k, low=1)
+            responses, prompts, problems = self._response_ids(rollouts)
+            if tuple(cuts.shape) != tuple(rollouts.mask.shape):
+                raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
+            # column -> index among the row's generated tokens (the prefix length in response tokens)
+            rank = rollouts.mask.long().cumsum(1) - 1
+            where = (cuts.bool() & rollouts.mask).nonzero().tolist()
+            index: dict[tuple[int, ...], int] = {}
+            owner: list[Problem] = []
+            cells = []
+            for b, t in where:
+                key = tuple(prompts[b] + responses[b][:int(rank[b, t])])
+                if key not in index:
+                    index[key] = len(index)
+                    owner.append(problems[b])
+                cells.append((b, t, index[key]))
+            vals, tokens = self.prefix_values([list(key) for key in index], owner, k_, seed=seed)
+            values = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+            for b, t, i in cells:
+                values[b, t] = vals[i]
+            return values, Cost(policy_forwards=len(index) * k_, policy_tokens=tokens)
+        return cut_value_fn
+
+    def tree_fn(self, *, seed: int = 0, depth: int | None = None):
+        """A tree sampler for ``labkit.credit.mc.tempo``: ``fn(rollouts, branching) -> (leaves, cost)``.
+
+        Every rollout is turned into a tree: at the start of each of its reasoning steps (the
+        response start included) ``branching`` continuations are forked from the prompt + the
+        response so far. The rollout is one leaf of the tree; the forks are the others.
+        ``depth`` (default None = every step start) limits the fork points to that many step
+        starts, spread evenly from the first step on (the response start is always one).
+
+        ``leaves`` is a list of ``(row, fork_len, response_ids, reward)``: the rollout row the
+        fork belongs to, how many response tokens it shares with that rollout by construction
+        (the fork point), the full response (shared part + continuation) and its reward. Cost:
+        ``policy_forwards`` = forked sequences, ``policy_tokens`` = positions processed.
+        """
+        if depth is not None:
+            depth = check_int("depth", depth, low=1)
+
+        def tree_fn(rollouts: Rollouts, branching: int) -> tuple[list[tuple[int, int, list[int], float]], Cost]:
+            m = check_int("branching", branching, low=1)
+            responses, prompts, problems = self._response_ids(rollouts)
+            rank = rollouts.mask.long().cumsum(1) - 1
+            first_pos, present = rollouts.view(rank.double(), "step", "first")
+            points, prefixes, owners = [], [], []
+            for b in range(rollouts.batch_size):
+                starts = [int(first_pos[b, i]) for i in present[b].nonzero().flatten().tolist()]
+                if depth is not None and len(starts) > depth:
+                    pick = torch.linspace(0, len(starts) - 1, depth).round().long().unique().tolist()
+                    starts = [starts[i] for i in pick]
+                for n in starts:
+                    points.append((b, n))
+                    prefixes.append(prompts[b] + responses[b][:n])
+                    owners.append(problems[b])
+            conts, rewards, tokens = self.fork_completions(prefixes, owners, m, seed=seed)
+            leaves = [(b, n, responses[b][:n] + c, float(r))
+                      for (b, n), row, rs in zip(points, conts, rewards.tolist()) for c, r in zip(row, rs)]
+            return leaves, Cost(policy_forwards=len(prefixes) * m, policy_tokens=tokens)
+        return tree_fn
+
+
     # ---- segments as players (SCAR)
     MAX_SEGMENTS = 10  # 2**10 coalitions per rollout; more is a sign of a malformed completion
     SEGMENT_GAMES = ("resample", "delete")
