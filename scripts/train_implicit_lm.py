@@ -56,6 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=0.1, help="DPO temperature (the implicit reward's scale)")
     p.add_argument("--dpo-steps", type=int, default=150)
     p.add_argument("--dpo-lr", type=float, default=2e-5)
+    p.add_argument("--nll-weight", type=float, default=0.0,
+                   help="add this times the chosen completion's per-token NLL to the DPO loss (0 = pure DPO)")
     p.add_argument("--sft-steps", type=int, default=250)
     p.add_argument("--sft-lr", type=float, default=3e-4)
     p.add_argument("--batch-size", type=int, default=32)
@@ -96,7 +98,8 @@ def main(argv=None) -> None:
     t0 = time.time()
     base = ArithmeticLM.load()
     pad = base.pad_id
-    log: dict = {"recipe": vars(args) | {"out": str(args.out)},
+    out = args.out.resolve()
+    log: dict = {"recipe": vars(args) | {"out": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)},
                  "base_model_sha256": sha256(DEFAULT_LM_PATH / "model.safetensors"),
                  "python": platform.python_version(), "torch": torch.__version__}
 
@@ -143,6 +146,8 @@ def main(argv=None) -> None:
         ll = batch_logprob_sums(policy, [rejected_p[i] for i in idx], [rejected[i] for i in idx], pad)
         margin = args.beta * ((lw - ref_w[idx]) - (ll - ref_l[idx]))
         loss = -torch.nn.functional.logsigmoid(margin).mean()
+        if args.nll_weight:  # keeps the chosen completions likely (DPO alone can lower both sides)
+            loss = loss - args.nll_weight * lw.sum() / sum(len(chosen[i]) for i in idx)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -311,3 +311,38 @@ def test_step_rewrites_on_a_failed_reference_rollout(lm_ref):
     c = int_interventions(sub, rewrite_fn=env.step_rewrite_fn(seed=0), k=2)
     assert c.cost.policy_forwards >= 2 * int(sub.n_steps.sum())
     assert (c.values <= 0).all() and (c.info["interventions"] <= 2).all()
+
+
+def test_stand_in_outcome_model_adapters_on_the_tiny_lm(lm_ref):
+    from labkit.learn.critics import LMCritic
+
+    env, ref = lm_ref
+    sub = ref.select(range(3))
+    critic = LMCritic.from_policy(env.model, seed=0)
+    with torch.no_grad():  # an untrained head is constant (w = 0): give it a direction to attribute to
+        critic.head.weight.normal_(0, 0.1, generator=torch.Generator().manual_seed(0))
+    fn = env.prefix_score_fn(critic)
+    c = red(sub, scores=fn)
+    full = [p + sub.tokens[b][sub.mask[b]].tolist() for b, p in enumerate(sub.info["prompt_ids"])]
+    want = critic.prefix_values(full) - critic.prefix_values(sub.info["prompt_ids"])
+    assert torch.allclose(c.token.sum(1), want, atol=1e-5)            # telescoping on a real scorer
+    assert c.cost.aux_calls == int(sub.mask.sum()) + 3 == fn.calls
+    a = acpo(sub, outcome_model=env.outcome_attribution_fn(critic))
+    assert torch.allclose(a.info["model_scores"].double(), critic.prefix_values(full), atol=1e-5)
+    assert torch.allclose(a.values.sum(1), sub.scores.double(), atol=1e-9)
+    assert a.info["saliency"].abs().sum() > 0
+    with pytest.raises(TypeError, match="^scorer"):
+        env.outcome_attribution_fn(object())
+
+
+def test_tuned_weights_were_built_from_the_shipped_model():
+    import hashlib
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    log = json.loads((root / "data" / "implicit_lm" / "train_log.json").read_text())
+    base = hashlib.sha256((root / "data" / "tiny_lm" / "model.safetensors").read_bytes()).hexdigest()
+    assert log["base_model_sha256"] == base, "data/implicit_lm is stale: rerun scripts/train_implicit_lm.py"
+    for name, digest in log["sha256"].items():
+        assert hashlib.sha256((root / "data" / "implicit_lm" / name).read_bytes()).hexdigest() == digest
