@@ -268,3 +268,90 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
     credit = torch.where(present, taken - baseline, 0.0)
     return Credit.from_level(rollouts, credit, "turn", "ccpo", cost=cost, do_values=do,
                              baseline=torch.where(present, baseline, 0.0), mode=mode)
+
+
+# --------------------------------------------------------------------------- InT
+INT_ROWS = ("failed", "all")
+
+
+@register("int")
+def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str = "failed") -> Credit:
+    """InT, self-proposed interventions (Yang et al. 2026, arXiv:2601.14209): blame a step whose rewrite flips the outcome.
+
+    Formula:
+        For step i of a response with outcome R, the policy rewrites step i k times from the
+        prefix before it and writes on to the end; the rewrites that differ from the original
+        step are the interventions, with outcomes R'_1..R'_m (m <= k):
+
+            flip_i   = mean_j R'_j                   (the outcome once step i is intervened on)
+            credit_i = R - flip_i                    (0 when no rewrite differs: m = 0)
+
+        On a failed response (R = 0) credit_i = -flip_i: the more often replacing step i
+        rescues the answer, the more step i is to blame; a step whose replacements never help
+        gets 0. On this task a correct step has one correct form, so replacing it breaks it and
+        the blame concentrates on the first wrong step. ``rows="all"`` also intervenes on
+        successful responses, where credit_i = 1 - flip_i credits a step whose replacement
+        breaks the success. ``info``: ``flip_rate`` (B, S), ``interventions`` (B, S) m,
+        ``rewritten`` (B, S) bool (cells that were rewritten), ``k``, ``rows``.
+
+    Defaults:
+        k = 4 rewrites per step, rows = "failed" (the paper intervenes on failed traces only;
+        successful responses get 0). ``rewrite_fn`` (required): ``rewrite_fn(rollouts, cells, k)
+        -> (outcomes (n, k), changed (n, k) bool, Cost)`` for the list of ``(row, step)`` cells
+        (for the tiny LM: ``ArithmeticLM.step_rewrite_fn(seed=...)``).
+
+    Degenerate input:
+        a batch with no failed response (under rows="failed") gets zero credit and costs
+        nothing; rollouts with no generated tokens likewise. A step whose k rewrites all repeat
+        the original gets 0 (no intervention found). A one-step failed response is blamed by
+        the rate at which a fresh answer succeeds. A ``rewrite_fn`` returning the wrong shapes
+        raises a ValueError naming ``rewrite_fn``.
+
+    Deviations from the reference:
+        InT has the model, given a reference solution, find the first error of a failed trace
+        and write one corrective step, then fine-tunes on prefix + intervention (SFT before RL).
+        The lab keeps the credit-assignment core: interventions are the policy's own resampled
+        steps (no reference solution shown; an identical rewrite is not counted as an
+        intervention), every step is intervened on rather than only the located first error,
+        and the result is a per-step credit instead of SFT data.
+
+    Cost:
+        what ``rewrite_fn`` reports: ``policy_forwards`` = sequences sampled (rewrites and their
+        continuations), ``policy_tokens`` = token positions processed.
+    """
+    k = check_int("k", k, low=1)
+    check_choice("rows", rows, INT_ROWS)
+    if not callable(rewrite_fn):
+        raise TypeError("rewrite_fn: expected a callable (rollouts, cells, k) -> (outcomes, changed, cost)")
+    R = rollouts.scores.to(torch.float64)
+    if not bool(rollouts.mask.any()):  # nothing generated: no step to intervene on
+        return Credit.from_tokens(rollouts, torch.zeros(rollouts.mask.shape, dtype=torch.float64), "int", k=k,
+                                  rows=rows)
+    present = rollouts.view(rollouts.rewards, "step", "sum")[1]
+    chosen = present & ((R <= 0)[:, None] if rows == "failed" else torch.ones_like(present))
+    cells = chosen.nonzero().tolist()
+    flip = torch.zeros(present.shape, dtype=torch.float64)
+    m = torch.zeros(present.shape, dtype=torch.long)
+    cost = Cost()
+    if cells:
+        out = rewrite_fn(rollouts, [tuple(c) for c in cells], k)
+        if not isinstance(out, tuple) or len(out) != 3:
+            raise ValueError("rewrite_fn: must return (outcomes (n, k), changed (n, k), Cost)")
+        outcomes, changed, cost = out
+        outcomes = as_tensor("rewrite_fn outcomes", outcomes).to(torch.float64)
+        changed = as_tensor("rewrite_fn changed", changed)
+        if tuple(outcomes.shape) != (len(cells), k) or tuple(changed.shape) != (len(cells), k):
+            raise ValueError(f"rewrite_fn: expected outcomes and changed of shape ({len(cells)}, {k}), got "
+                             f"{tuple(outcomes.shape)} and {tuple(changed.shape)}")
+        if not isinstance(cost, Cost):
+            raise TypeError("rewrite_fn: must return a Cost as its third item")
+        changed = changed.bool()
+        n_changed = changed.sum(1)
+        mean = torch.where(changed, outcomes, 0.0).sum(1) / n_changed.clamp(min=1)
+        sel = tuple(torch.tensor(cells).T)
+        m[sel] = n_changed
+        # no differing rewrite: no intervention, the outcome counts as unchanged
+        flip[sel] = torch.where(n_changed > 0, mean, R[sel[0]])
+    credit = torch.where(chosen, R[:, None] - flip, 0.0)
+    return Credit.from_level(rollouts, credit, "step", "int", cost=cost, flip_rate=torch.where(chosen, flip, 0.0),
+                             interventions=m, rewritten=chosen, k=k, rows=rows)

@@ -405,3 +405,186 @@ class ArithmeticLM:
         for c, (b, mask) in enumerate(copies):
             own[b][mask] += float(self.grade(problems[b], texts[c]).reward) / k
         return own, Cost(policy_forwards=n_seqs, policy_tokens=n_tokens)
+
+    # ---- other models' log-probs, tuned models, interventions (implicit and counterfactual credit)
+    TREG_CONDITIONS = {"better": ";", "worse": "#"}  # conditioning token that replaces <bos> (T-REG)
+    TUNED_MODELS = {"dpo": "dpo_model.safetensors", "treg": "treg_model.safetensors"}
+    LOGPROB_ROWS = 256  # rows per no-grad forward in rollout_logprobs (bounds memory)
+
+    def tuned(self, name: str = "dpo", path=None) -> "ArithmeticLM":
+        """A copy of this model with fine-tuned weights from ``data/implicit_lm`` (or ``path``),
+        built by ``scripts/train_implicit_lm.py``: ``"dpo"`` (DPO on verifier preference pairs) or
+        ``"treg"`` (taught the T-REG conditioning tokens). Same config, tokenizer and task; the
+        weights are read from safetensors only."""
+        import copy
+        from pathlib import Path
+
+        from safetensors.torch import load_model
+
+        if name not in self.TUNED_MODELS:
+            raise ValueError(f"name: expected one of {sorted(self.TUNED_MODELS)}, got {name!r}")
+        folder = Path(path) if path is not None else Path(__file__).resolve().parents[3] / "data" / "implicit_lm"
+        file = folder / self.TUNED_MODELS[name]
+        if not file.is_file():
+            raise FileNotFoundError(f"path: no {file.name} in {folder}; run python scripts/train_implicit_lm.py")
+        model = copy.deepcopy(self.model)
+        load_model(model, str(file))
+        model.eval()
+        return ArithmeticLM(model, self.tokenizer, self.task, temperature=self.temperature)
+
+    def condition_prompts(self, prompts: list[list[int]], condition: str | None) -> list[list[int]]:
+        """Prompts with <bos> replaced by the T-REG conditioning token (``TREG_CONDITIONS``), so
+        every other token keeps its position."""
+        if condition is None:
+            return [list(p) for p in prompts]
+        if condition not in self.TREG_CONDITIONS:
+            raise ValueError(f"condition: expected one of {sorted(self.TREG_CONDITIONS)} or None, got {condition!r}")
+        tok = self.tokenizer.encode(self.TREG_CONDITIONS[condition], add_special_tokens=False)[0]
+        return [[tok] + list(p[1:]) for p in prompts]
+
+    def rollout_logprobs(self, rollouts: Rollouts, *, model=None, condition: str | None = None) -> torch.Tensor:
+        """log p(token_t | prompt, tokens before t) of every generated token under ``model``
+        (default: this model), (B, T) float64, 0 off the mask, no grad. ``condition`` puts a
+        T-REG conditioning token in place of <bos> ("better" / "worse"; see ``TREG_CONDITIONS``).
+        The reference log-probs of implicit-reward credit are ``rollout_logprobs(ro)`` of the
+        base model; the tuned policy's are ``tuned("dpo").rollout_logprobs(ro)``."""
+        from labkit.policies.lm import sequence_logprobs
+
+        prompts = rollouts.info.get("prompt_ids")
+        if prompts is None:
+            raise ValueError("rollouts: need info['prompt_ids'] (use ArithmeticLM.rollouts or load_reference)")
+        model = self.model if model is None else model
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model: expected a causal LM (torch module), got {type(model).__name__}")
+        prompts = self.condition_prompts(prompts, condition)
+        out = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                for s in range(0, rollouts.batch_size, self.LOGPROB_ROWS):
+                    rows = slice(s, s + self.LOGPROB_ROWS)
+                    out[rows] = sequence_logprobs(model, prompts[rows], rollouts.tokens[rows], rollouts.mask[rows],
+                                                  pad_id=self.pad_id).double()
+        finally:
+            model.train(was_training)
+        return out
+
+    def step_rewrite_fn(self, *, seed: int = 0):
+        """A ``rewrite_fn`` for InT (``labkit.credit.counterfactual.int_interventions``).
+
+        ``rewrite_fn(rollouts, cells, k) -> (outcomes, changed, cost)``: for every ``(b, i)`` in
+        ``cells``, the model rewrites step i of rollout b ``k`` times from the prefix before it
+        (one step: up to ``;`` or eos) and then writes on to eos; each new completion is graded
+        by the verifier. ``outcomes`` (n, k) float64 are the rewards, ``changed`` (n, k) bool says
+        whether the rewritten step differs from the original one (an intervention; an identical
+        rewrite is a replay). Cost: one policy forward per sampled sequence (rewrites and
+        continuations) and the token positions processed.
+        """
+        seed = check_int("seed", seed)
+
+        def rewrite_fn(rollouts: Rollouts, cells, k: int):
+            k = check_int("k", k, low=1)
+            prompts, problems = rollouts.info.get("prompt_ids"), rollouts.info.get("problems")
+            if prompts is None or problems is None:
+                raise ValueError("rollouts: rewrites need info['prompt_ids'] and info['problems'] "
+                                 "(use ArithmeticLM.rollouts or load_reference)")
+            cells = [(int(b), int(i)) for b, i in cells]
+            n = len(cells)
+            outcomes = torch.zeros(n, k, dtype=torch.float64)
+            changed = torch.zeros(n, k, dtype=torch.bool)
+            if n == 0:
+                return outcomes, changed, Cost()
+            eos, sep = self.tokens.eos, self.tokens.step_sep
+            heads, originals = [], []
+            for b, i in cells:
+                where = (rollouts.step_ids[b] == i).nonzero().flatten()
+                if where.numel() == 0:
+                    raise ValueError(f"cells: rollout {b} has no step {i}")
+                start, stop = int(where[0]), int(where[-1]) + 1
+                heads.append(rollouts.tokens[b, :start].tolist())
+                originals.append(rollouts.tokens[b, start:stop].tolist())
+            rows = [prompts[b] + heads[c] for c, (b, _) in enumerate(cells) for _ in range(k)]
+            budget = min(self.STEP_BUDGET, self._budget(rows))
+            gen = sample(self.model, rows, max_new_tokens=budget, temperature=self.temperature, eos_id=eos,
+                         pad_id=self.pad_id, seed=seed, stop_ids=(sep,))
+            n_seqs, n_tokens = len(rows), gen.forward_tokens
+            new_steps = gen.completions()
+            texts = [heads[r // k] + new for r, new in enumerate(new_steps)]
+            go_on = [r for r, new in enumerate(new_steps) if new and new[-1] == sep]
+            if go_on:  # the rewritten step closed with ';': let the model write the rest
+                more = [prompts[cells[r // k][0]] + texts[r] for r in go_on]
+                cont = sample(self.model, more, max_new_tokens=self._budget(more), temperature=self.temperature,
+                              eos_id=eos, pad_id=self.pad_id, seed=seed + 1)
+                n_seqs, n_tokens = n_seqs + len(more), n_tokens + cont.forward_tokens
+                for r, new in zip(go_on, cont.completions()):
+                    texts[r] = texts[r] + new
+            for r, new in enumerate(new_steps):
+                c = r // k
+                b = cells[c][0]
+                outcomes[c, r % k] = self.grade(problems[b], texts[r]).reward
+                changed[c, r % k] = new != originals[c]
+            return outcomes, changed, Cost(policy_forwards=n_seqs, policy_tokens=n_tokens)
+
+        return rewrite_fn
+
+    def outcome_attribution_fn(self, scorer):
+        """An ``outcome_model`` for ACPO-style attribution (``labkit.credit.redistribution``).
+
+        ``scorer`` is a value model with a transformer ``trunk`` and a scalar ``head`` (e.g. a
+        fitted ``labkit.learn.critics.LMCritic``, duck-typed): its value of the whole
+        prompt + completion is the outcome score. Returns ``fn(rollouts) -> (scores, embeds)``:
+        ``scores`` (B,) the scorer's outcome prediction, differentiable with respect to
+        ``embeds`` (B, T, D), the input embeddings of the generated tokens (a leaf tensor that
+        requires grad; the prompt's embeddings are held fixed).
+        """
+        trunk, head = getattr(scorer, "trunk", None), getattr(scorer, "head", None)
+        if not isinstance(trunk, torch.nn.Module) or not isinstance(head, torch.nn.Module):
+            raise TypeError("scorer: expected a value model with a transformer `trunk` and a scalar `head` "
+                            "(e.g. labkit.learn.critics.LMCritic)")
+
+        def fn(rollouts: Rollouts):
+            prompts = rollouts.info.get("prompt_ids")
+            if prompts is None:
+                raise ValueError("rollouts: need info['prompt_ids'] (use ArithmeticLM.rollouts or load_reference)")
+            table = trunk.get_input_embeddings()
+            lengths = rollouts.mask.sum(1).tolist()
+            gen_emb = table(rollouts.tokens.clamp(min=0)).detach().requires_grad_(True)  # (B, T, D)
+            seqs = [torch.cat([table(torch.tensor(p)).detach(), gen_emb[b, :n]]) for b, (p, n) in
+                    enumerate(zip(prompts, lengths))]
+            L = max(len(s) for s in seqs)
+            x = torch.zeros(len(seqs), L, gen_emb.shape[-1])
+            attention = torch.zeros(len(seqs), L, dtype=torch.long)
+            x = torch.stack([torch.cat([s, x[0, :L - len(s)]]) for s in seqs])
+            for b, s in enumerate(seqs):
+                attention[b, :len(s)] = 1
+            h = trunk(inputs_embeds=x, attention_mask=attention).last_hidden_state
+            last = torch.tensor([len(s) - 1 for s in seqs])
+            scores = head(h[torch.arange(len(seqs)), last]).squeeze(-1)
+            return scores, gen_emb
+
+        return fn
+
+    def prefix_score_fn(self, scorer):
+        """Prefix scores for RED (``labkit.credit.redistribution.red``) from any model with
+        ``prefix_values(list of token-id prefixes) -> (N,)`` (e.g. a fitted ``LMCritic``, used as
+        a stand-in outcome reward model). Returns ``fn(rollouts) -> (scores, prompt_scores)``:
+        ``scores`` (B, T) the value after every generated token (0 off the mask) and
+        ``prompt_scores`` (B,) the value of the prompt alone; ``fn.calls`` counts scored prefixes."""
+        if not callable(getattr(scorer, "prefix_values", None)):
+            raise TypeError("scorer: expected a model with prefix_values(prefixes) (e.g. labkit.learn.critics.LMCritic)")
+
+        def fn(rollouts: Rollouts):
+            prompts = rollouts.info.get("prompt_ids")
+            if prompts is None:
+                raise ValueError("rollouts: need info['prompt_ids'] (use ArithmeticLM.rollouts or load_reference)")
+            cells = rollouts.mask.nonzero().tolist()
+            prefixes = [prompts[b] + rollouts.tokens[b, :t + 1].tolist() for b, t in cells]
+            vals = scorer.prefix_values(prefixes + [list(p) for p in prompts])
+            scores = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+            scores[rollouts.mask] = vals[:len(cells)].double()
+            fn.calls += len(prefixes) + len(prompts)
+            return scores, vals[len(cells):].double()
+
+        fn.calls = 0
+        return fn

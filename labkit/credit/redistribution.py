@@ -1,0 +1,223 @@
+"""Redistribution: split one outcome score over the tokens or steps that produced it.
+
+Both estimators here start from a model that scores outcomes and ask how much of its score each
+part of the response is responsible for:
+
+* RED (arXiv 2411.08302), in the spirit of RUDDER's return decomposition: score every prefix and
+  give each token the change in score it caused, so the token rewards telescope to the final
+  score;
+* ACPO's attribution (arXiv 2510.08899): differentiate the outcome model's score with respect
+  to the input embeddings and split the outcome over the steps in proportion to their saliency.
+
+The outcome model is an explicit argument (scores or a callable); the estimators never load one.
+For the tiny LM, ``ArithmeticLM.prefix_score_fn(critic)`` and
+``ArithmeticLM.outcome_attribution_fn(critic)`` wrap a fitted value model (a stand-in outcome
+reward model; any model with the same methods works).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.credit._registry import register
+
+RED_CREDITS = ("reward", "return")
+RED_LEVELS = ("token", "step")
+ACPO_NORMS = ("abs", "signed")
+
+
+def _scores(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(score after every token (B, T), prompt score (B,), scorer calls) from tensors or a callable."""
+    calls = 0
+    if callable(scores):
+        out = scores(rollouts)
+        calls = int(rollouts.mask.sum())  # one scored prefix per generated token
+        if isinstance(out, tuple):  # a callable may return (scores, prompt_scores)
+            if len(out) != 2:
+                raise ValueError("scores: a callable must return a (B, T) tensor or a (scores, prompt_scores) pair")
+            out, from_fn = out
+            calls += rollouts.batch_size
+            prompt_scores = from_fn if prompt_scores is None else prompt_scores
+        scores = out
+    if scores is None:
+        raise ValueError("scores: required, a (B, T) tensor of the outcome model's score after every token, "
+                         "or a callable rollouts -> that tensor")
+    s = as_tensor("scores", scores)
+    if not s.is_floating_point():
+        s = s.to(torch.float64)
+    check_shape("scores", s, (rollouts.batch_size, rollouts.horizon))
+    s = torch.where(rollouts.mask, s.to(torch.float64), torch.zeros((), dtype=torch.float64))
+    check_finite("scores", s)
+    if prompt_scores is None:
+        p = torch.zeros(rollouts.batch_size, dtype=torch.float64)
+    else:
+        p = as_tensor("prompt_scores", prompt_scores).to(torch.float64)
+        check_shape("prompt_scores", p, (rollouts.batch_size,))
+        check_finite("prompt_scores", p)
+    return s, p, calls
+
+
+@register("red")
+def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float = 0.0,
+        credit: str = "reward", level: str = "token") -> Credit:
+    """RED (Li et al. 2024, arXiv:2411.08302): token rewards as the change in an outcome model's score of the prefix.
+
+    Formula:
+        R(x, y_<=t) = the outcome model's score of the prompt plus the first t tokens
+        r_t = R(x, y_<=t) - R(x, y_<t)          (R(x, y_<1) = R(x), the prompt alone)
+            + outcome_weight * outcome          (last generated token only)
+
+        so sum_t r_t = R(x, y) - R(x) + outcome_weight * outcome: the token rewards telescope
+        to the final score minus the prompt's. ``credit="reward"`` (default) returns r_t;
+        ``credit="return"`` the reward-to-go sum_{t' >= t} r_t' (= final score - score before
+        t, plus the outcome term), the undiscounted return PPO would see. ``level="step"``
+        sums r_t per step (score after the step minus score before it) and gives every token
+        of the step that sum. ``info``: ``token_rewards``, ``final_scores``, ``prompt_scores``.
+
+    Defaults:
+        prompt_scores = None (taken as 0: then the first token also carries the prompt's own
+        score), outcome_weight = 0 (pure redistribution), credit = "reward", level = "token".
+        ``scores`` (required): a (B, T) tensor of the score after every generated token, or a
+        callable ``scores(rollouts)`` returning that tensor or a ``(scores, prompt_scores)``
+        pair (e.g. ``ArithmeticLM.prefix_score_fn(model)``; an outcome reward model's
+        ``prefix_scores`` method also fits).
+
+    Degenerate input:
+        no generated tokens: no credit (all 0) and ``final_scores`` = 0; a one-token response
+        gets R(x, y) - R(x) on its token. A constant scorer gives 0 everywhere except the
+        first token (score - prompt score). Scores off the mask are ignored. A wrongly shaped
+        or non-finite ``scores`` / ``prompt_scores`` raises a ValueError naming it.
+
+    Deviations from the reference:
+        RED scores prefixes with an off-the-shelf sequence reward model (its value head read
+        at every position) and adds the redistributed rewards to PPO's per-token KL penalty,
+        with the original sequence reward optionally kept; the lab exposes the same sum through
+        ``outcome_weight``, leaves the KL term to the trainer, and, having no RLHF reward model
+        for the arithmetic task, uses a stand-in (a value model fitted to verifier outcomes).
+
+    Cost:
+        ``aux_calls`` = prefixes scored when ``scores`` is a callable (one per generated token,
+        plus one per prompt when it supplies prompt scores); 0 for precomputed tensors (their
+        cost was paid by whoever computed them).
+    """
+    outcome_weight = check_number("outcome_weight", outcome_weight)
+    check_choice("credit", credit, RED_CREDITS)
+    check_choice("level", level, RED_LEVELS)
+    s, p, calls = _scores(rollouts, scores, prompt_scores)
+    mask = rollouts.mask
+    # score before each generated token: the previous generated token's score, or the prompt's
+    pos = torch.arange(rollouts.horizon).expand_as(mask)
+    prev = torch.where(mask, pos, -1).cummax(1).values          # last generated position <= t
+    prev_excl = torch.cat([torch.full_like(prev[:, :1], -1), prev[:, :-1]], 1)
+    before = torch.where(prev_excl >= 0, s.gather(1, prev_excl.clamp(min=0)), p[:, None])
+    r = torch.where(mask, s - before, torch.zeros((), dtype=torch.float64))
+    has = mask.any(1)
+    last = torch.where(mask, pos, -1).max(1).values
+    final = torch.where(has, s.gather(1, last.clamp(min=0)[:, None]).squeeze(1), torch.zeros_like(p))
+    if outcome_weight:
+        bonus = torch.zeros_like(r)
+        rows = has.nonzero().flatten()
+        bonus[rows, last[rows]] = outcome_weight * rollouts.scores.to(torch.float64)[rows]
+        r = r + bonus
+    info = dict(token_rewards=r, final_scores=final, prompt_scores=p, outcome_weight=outcome_weight)
+    cost = Cost(aux_calls=calls)
+    if level == "step" and bool(mask.any()):  # (a batch with no generated token has no steps)
+        step, _ = rollouts.view(r, "step", "sum")
+        if credit == "return":
+            step = step.flip(1).cumsum(1).flip(1)
+        return Credit.from_level(rollouts, step, "step", "red", cost=cost, **info)
+    token = r if credit == "reward" else r.flip(1).cumsum(1).flip(1)
+    return Credit.from_tokens(rollouts, token, "red", cost=cost, **info)
+
+
+OutcomeModel = Callable[[Rollouts], tuple[torch.Tensor, torch.Tensor]]
+
+
+@register("acpo")
+def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normalize: str = "abs") -> Credit:
+    """ACPO attribution (Yin et al. 2025, arXiv:2510.08899): the outcome split over steps by gradient saliency.
+
+    Formula:
+        s(y)   = the outcome model's score of the response, e_t = input embedding of token t
+        a_t    = (d s / d e_t) . e_t                     (gradient x input saliency of token t)
+        c_i    = sum_{t in step i} a_t
+        A_i    = total * c_i / sum_j c_j                 (normalize = "signed")
+        A_i    = total * |c_i| / sum_j |c_j|             (normalize = "abs", default)
+
+        Either way the step contributions sum to ``total`` (default: the outcome reward), the
+        "factorised" reward of a step. "abs" reads saliency as a share of responsibility (every
+        step's credit has the sign of ``total``); "signed" lets a step push against the outcome
+        but is unstable when the saliencies nearly cancel. Every token of step i takes A_i.
+        ``info``: ``saliency`` (B, T), ``step_saliency`` (B, S), ``model_scores`` (B,), ``total``.
+
+    Defaults:
+        total = None (the outcome reward ``rollouts.scores``; pass e.g. the outcome minus a
+        baseline so that failed responses get negative credit to split), normalize = "abs".
+        ``outcome_model`` (required): a callable ``outcome_model(rollouts) -> (scores, embeds)``
+        with ``scores`` (B,) differentiable with respect to ``embeds`` (B, T, D), the input
+        embeddings of the generated tokens (for the tiny LM:
+        ``ArithmeticLM.outcome_attribution_fn(critic)``).
+
+    Degenerate input:
+        a response whose saliencies are all zero (or cancel exactly under "signed") splits
+        ``total`` equally over its steps; a one-step response gets ``total`` on its step; no
+        generated tokens: no credit. total = 0 gives 0. A callable that returns the wrong
+        shapes, or scores that do not depend on ``embeds``, raises a ValueError naming
+        ``outcome_model``.
+
+    Deviations from the reference:
+        attribution half only: ACPO's difficulty-aware curriculum (ordering training problems
+        by how concentrated their credit is) and its entropy regulation act on data selection
+        and the optimiser, outside the credit interface. The paper's step attribution is an
+        information-theoretic (mutual-information surrogate) score on semantically segmented
+        steps; the lab uses gradient x input saliency of an outcome model on the task's ``;``
+        steps, the gradient-based attribution the survey describes.
+
+    Cost:
+        ``aux_calls`` = one forward and one backward pass of the outcome model per response.
+    """
+    check_choice("normalize", normalize, ACPO_NORMS)
+    if not callable(outcome_model):
+        raise TypeError("outcome_model: expected a callable rollouts -> (scores (B,), embeds (B, T, D))")
+    B, T = rollouts.batch_size, rollouts.horizon
+    if total is None:
+        tot = rollouts.scores.to(torch.float64)
+    else:
+        tot = as_tensor("total", total).to(torch.float64)
+        check_shape("total", tot, (B,))
+        check_finite("total", tot)
+    if not bool(rollouts.mask.any()):  # nothing generated: nothing to attribute, no model call
+        return Credit.from_tokens(rollouts, torch.zeros(B, T, dtype=torch.float64), "acpo", total=tot,
+                                  normalize=normalize)
+    with torch.enable_grad():
+        out = outcome_model(rollouts)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise ValueError("outcome_model: must return (scores (B,), embeds (B, T, D))")
+        scores, embeds = out
+        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (B,):
+            raise ValueError(f"outcome_model: scores must be a ({B},) tensor")
+        if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or tuple(embeds.shape[:2]) != (B, T):
+            raise ValueError(f"outcome_model: embeds must be a ({B}, {T}, D) tensor")
+        if not scores.requires_grad:
+            raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
+        (grad,) = torch.autograd.grad(scores.sum(), embeds, allow_unused=True)
+    if grad is None:
+        raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
+    sal = (grad * embeds.detach()).sum(-1).to(torch.float64)
+    sal = torch.where(rollouts.mask, sal, torch.zeros((), dtype=torch.float64))
+    check_finite("outcome_model saliency", sal)
+    c, present = rollouts.view(sal, "step", "sum")
+    weights = c.abs() if normalize == "abs" else c
+    denom = weights.sum(1, keepdim=True)
+    n_steps = present.sum(1, keepdim=True).clamp(min=1)
+    uniform = present.to(torch.float64) / n_steps
+    # near-zero denominators (all-zero or cancelling saliency) fall back to an equal split
+    scale = c.abs().sum(1, keepdim=True)
+    degenerate = denom.abs() <= 1e-12 * scale.clamp(min=1e-300)
+    share = torch.where(degenerate, uniform, weights / torch.where(degenerate, torch.ones_like(denom), denom))
+    step = torch.where(present, tot[:, None] * share, torch.zeros((), dtype=torch.float64))
+    return Credit.from_level(rollouts, step, "step", "acpo", cost=Cost(aux_calls=B), saliency=sal,
+                             step_saliency=c, model_scores=scores.detach(), total=tot, normalize=normalize)
