@@ -274,7 +274,7 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
 INT_ROWS = ("failed", "all")
 
 
-@register("int")
+@register("int_interventions")
 def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str = "failed") -> Credit:
     """InT, self-proposed interventions (Yang et al. 2026, arXiv:2601.14209): blame a step whose rewrite flips the outcome.
 
@@ -325,8 +325,8 @@ def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str =
         raise TypeError("rewrite_fn: expected a callable (rollouts, cells, k) -> (outcomes, changed, cost)")
     R = rollouts.scores.to(torch.float64)
     if not bool(rollouts.mask.any()):  # nothing generated: no step to intervene on
-        return Credit.from_tokens(rollouts, torch.zeros(rollouts.mask.shape, dtype=torch.float64), "int", k=k,
-                                  rows=rows)
+        return Credit.from_tokens(rollouts, torch.zeros(rollouts.mask.shape, dtype=torch.float64),
+                                  "int_interventions", k=k, rows=rows)
     present = rollouts.view(rollouts.rewards, "step", "sum")[1]
     chosen = present & ((R <= 0)[:, None] if rows == "failed" else torch.ones_like(present))
     cells = chosen.nonzero().tolist()
@@ -353,5 +353,5 @@ def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str =
         # no differing rewrite: no intervention, the outcome counts as unchanged
         flip[sel] = torch.where(n_changed > 0, mean, R[sel[0]])
     credit = torch.where(chosen, R[:, None] - flip, 0.0)
-    return Credit.from_level(rollouts, credit, "step", "int", cost=cost, flip_rate=torch.where(chosen, flip, 0.0),
-                             interventions=m, rewritten=chosen, k=k, rows=rows)
+    return Credit.from_level(rollouts, credit, "step", "int_interventions", cost=cost,
+                             flip_rate=torch.where(chosen, flip, 0.0), interventions=m, rewritten=chosen, k=k, rows=rows)
