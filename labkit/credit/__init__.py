@@ -5,8 +5,8 @@ from labkit.credit import episode, mc, td  # noqa: F401  (importing registers th
 from labkit.credit import entropy, group, information  # noqa: F401  (turn-level agent estimators)
 from labkit.credit import counterfactual, hindsight, privileged  # noqa: F401
 from labkit.credit import judge, multiagent  # noqa: F401
-from labkit.credit import implicit, redistribution  # noqa: F401  (implicit rewards, redistribution)
+from labkit.credit import implicit, process, redistribution  # noqa: F401  (notebook 04's families)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "episode", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
-           "hindsight", "counterfactual", "privileged", "implicit", "redistribution"]
+           "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution"]

@@ -1,9 +1,10 @@
-"""Judge-based multi-agent credit: MAPPA (per-action scores) and LLM-MCA (per-agent credit).
+"""Judge-based credit: MAPPA (per-action scores), LLM-MCA (per-agent credit) and CAPO (step verdicts).
 
-Both methods ask a large language model to read a multi-agent transcript and score each action
-(MAPPA) or each agent (LLM-MCA). The estimators take the judge's output as a tensor or a callable
-``rollouts -> tensor``, so a real judge plugs in directly; the lab's STAND-IN judges (exact
-quantities plus seeded noise) live in ``labkit.learn.judges``.
+MAPPA and LLM-MCA ask a large language model to read a multi-agent transcript and score each
+action (MAPPA) or each agent (LLM-MCA); CAPO asks one to flag the wrong steps of a reasoning
+chain. The estimators take the judge's output as a tensor or a callable ``rollouts -> tensor``,
+so a real judge plugs in directly; the lab's STAND-IN judges (exact quantities plus seeded noise)
+live in ``labkit.learn.judges``.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
 from labkit.core.rollouts import Cost, Credit, Rollouts
-from labkit.core.stats import whiten
+from labkit.core.stats import group_normalize, whiten
 from labkit.credit._registry import register
 from labkit.credit.multiagent import agent_rewards, n_agents_of
 
@@ -160,3 +161,89 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
     c_out = torch.where(present, c_out, 0.0)
     return Credit.from_level(rollouts, c_out, "agent", "llm_mca", cost=Cost(aux_calls=B) if called else Cost(),
                              report=c, unscaled_rows=unscaled)
+
+
+CAPO_VOTES = ("majority", "intersection", "average")
+
+
+@register("capo")
+def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "majority", outcome_weight: float = 2.0,
+         process_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6) -> Credit:
+    """CAPO (Xie et al. 2025, arXiv:2508.02298): outcome credit minus a penalty on the tokens of steps a generative verifier flags.
+
+    Formula:
+        ``verdicts`` v: a verifier's judgement of every step, 1 = correct, 0 = wrong (CAPO asks
+        an off-the-shelf LLM, used as a generative process reward model, to critique all steps
+        of a response in one pass, judging each step only by its own correctness). With several
+        critiques (V, B, S) they are combined by a vote, giving the flag f_s in [0, 1]:
+
+            majority:     f_s = 1 if more than half of the critiques call step s wrong
+            intersection: f_s = 1 if every critique calls it wrong
+            average:      f_s = share of critiques that call it wrong
+
+        CAPO's token reward is R_{i,t} = W_whole * rv_i - W_process * f_{s(t)} (rv: the rule-based
+        outcome reward); labkit turns it into an advantage with GRPO on the outcome part and
+        the penalty kept on the flagged step's tokens:
+
+            A_{i,t} = W_whole * (rv_i - mean_g rv) / (std_g rv + eps) - W_process * f_{i,s(t)}
+
+        With W_whole > W_process a right answer with a flagged step still beats a wrong answer
+        (CAPO's asymmetric weighting, balancing outcome and process). ``info``: ``flags`` f
+        (B, S), ``outcome_advantage`` (B,).
+
+    Defaults:
+        vote = "majority", outcome_weight W_whole = 2, process_weight W_process = 1 (the
+        asymmetric setting as we read the paper), normalize_std = True (GRPO), eps = 1e-6.
+        ``verdicts`` (required): (B, S) or (V, B, S) in [0, 1], or a callable rollouts -> that,
+        e.g. ``labkit.learn.judges.stand_in_step_verifier``.
+
+    Degenerate input:
+        a group of one gets its raw outcome term (GRPO's group-of-one rule), so only the
+        penalty distinguishes its steps; a group with equal outcomes has outcome term 0 and
+        only flagged steps move. With one critique every vote is that critique. Absent steps
+        get 0. Missing, mis-shaped or out-of-range verdicts raise a ValueError naming
+        ``verdicts``.
+
+    Deviations from the reference:
+        how the token reward becomes an advantage (group-normalising the outcome term and adding
+        the raw penalty) is our reading; the paper's exact normalisation was not checked against
+        code (none was public). STAND-IN: the verifier is a large LLM in CAPO; in labkit
+        ``verdicts`` usually comes from ``stand_in_step_verifier``: the task's exact step
+        correctness with each verdict flipped at a seeded error rate.
+
+    Cost:
+        a callable verifier costs one ``aux_calls`` per trajectory per critique (one pass
+        critiques all steps); a tensor costs nothing here.
+    """
+    check_choice("vote", vote, CAPO_VOTES)
+    outcome_weight = check_number("outcome_weight", outcome_weight)
+    process_weight = check_number("process_weight", process_weight)
+    eps = check_number("eps", eps, low=0.0)
+    _, present = rollouts.view(rollouts.rewards, "step", "sum")
+    if verdicts is None:
+        raise ValueError("verdicts: required, (B, S) or (V, B, S) step verdicts in [0, 1] or a callable rollouts -> that")
+    called = callable(verdicts) and not isinstance(verdicts, torch.Tensor)
+    v = as_tensor("verdicts", verdicts(rollouts) if called else verdicts).to(torch.float64)
+    if v.dim() == 2:
+        v = v[None]
+    check_shape("verdicts", v, (None, *present.shape))
+    if v.shape[0] < 1:
+        raise ValueError("verdicts: need at least one critique")
+    inside = v[:, present]
+    check_finite("verdicts", inside)
+    if bool(((inside < 0) | (inside > 1)).any()):
+        raise ValueError("verdicts: must be in [0, 1] (1 = step judged correct, 0 = judged wrong)")
+    wrong = 1.0 - v
+    if vote == "majority":
+        flags = (wrong.mean(0) > 0.5).to(torch.float64)
+    elif vote == "intersection":
+        flags = wrong.min(0).values
+    else:
+        flags = wrong.mean(0)
+    flags = torch.where(present, flags, 0.0)
+    outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
+                              normalize_std=bool(normalize_std)).normalized
+    step_adv = torch.where(present, outcome_weight * outcome[:, None] - process_weight * flags, 0.0)
+    cost = Cost(aux_calls=rollouts.batch_size * v.shape[0]) if called else Cost()
+    return Credit.from_level(rollouts, step_adv, "step", "capo", cost=cost, flags=flags,
+                             outcome_advantage=outcome, n_critiques=int(v.shape[0]))

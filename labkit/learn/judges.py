@@ -6,7 +6,9 @@ judge is supposed to report (which the environment knows), made imperfect on pur
 * ``noisy_oracle``: the exact quantity plus seeded Gaussian noise, optionally clipped and
   rounded onto the judge's score scale (MAPPA's coach, LLM-MCA's critic);
 * ``stand_in_judge``: good / bad verdicts per turn from the sign of the exact advantage, each
-  flipped with a seeded error rate (CriticSearch's retrospective critic).
+  flipped with a seeded error rate (CriticSearch's retrospective critic);
+* ``stand_in_step_verifier``: correct / wrong verdicts per reasoning step from the task's exact
+  step correctness, each flipped with a seeded error rate (CAPO's LLM-as-GenPRM).
 
 Turning the noise up shows how much of a judge-based method's quality is the judge's. The
 estimators in ``labkit.credit`` take the judge's output as a tensor or a callable, so a real
@@ -77,3 +79,36 @@ def stand_in_judge(rollouts: Rollouts, *, advantage, error_rate: float = 0.1, se
     flip = torch.rand(present.shape, generator=g, dtype=torch.float64) < error_rate
     verdict = torch.where(flip, 1 - good, good)
     return torch.where(present, verdict, 0.0)
+
+
+def stand_in_step_verifier(rollouts: Rollouts, *, step_correct=None, error_rate: float = 0.1, n_critiques: int = 1,
+                           seed: int = 0) -> torch.Tensor:
+    """STAND-IN for CAPO's LLM-as-GenPRM: a correct / wrong verdict on every reasoning step.
+
+    verdict_s = 1 ("correct") where the step is exactly correct, else 0 ("wrong"); each verdict
+    is then flipped independently with probability ``error_rate`` (seeded), once per critique.
+    ``step_correct`` (B, S) bool defaults to ``rollouts.truth["step_correct"]``: the arithmetic
+    verifier's local verdict (a step is judged on its own, as CAPO's prompt asks the GenPRM to),
+    the privileged knowledge this stand-in judges with. Returns (B, S) float64 for one critique,
+    (n_critiques, B, S) for several (what CAPO's vote combines); 0 where there is no step. With
+    error_rate = 0 the verdicts are the exact step correctness. A real LLM verifier's errors are
+    not independent coin flips (it misses the same subtle step again); this models only that
+    it errs at a known rate.
+    """
+    error_rate = check_number("error_rate", error_rate, low=0.0, high=1.0)
+    n_critiques = check_int("n_critiques", n_critiques, low=1)
+    _, present = rollouts.view(rollouts.rewards, "step", "sum")
+    if step_correct is None:
+        step_correct = rollouts.truth.get("step_correct")
+        if step_correct is None:
+            raise ValueError("step_correct: not given and rollouts.truth has no 'step_correct'")
+    exact = as_tensor("step_correct", step_correct)
+    if exact.dim() != 2 or exact.shape[0] != rollouts.batch_size or exact.shape[1] < present.shape[1]:
+        raise ValueError(f"step_correct: expected shape ({rollouts.batch_size}, >= {present.shape[1]}), "
+                         f"got {tuple(exact.shape)}")
+    good = exact[:, :present.shape[1]].to(torch.float64)
+    g = torch.Generator().manual_seed(check_int("seed", seed))
+    flip = torch.rand((n_critiques, *present.shape), generator=g, dtype=torch.float64) < error_rate
+    verdict = torch.where(flip, 1 - good, good)
+    verdict = torch.where(present, verdict, 0.0)
+    return verdict[0] if n_critiques == 1 else verdict

@@ -1,0 +1,210 @@
+"""Process-reward credit: step-level credit from scores of the reasoning steps themselves.
+
+* ``pure``: PURE's min-form credit over a process reward model's step scores (and the sum-form
+  credit it replaces);
+* ``spro``: SPRO's self-guided process rewards, the policy's log-ratio to a reference model summed
+  along the response, compared at every position with the other responses to the same prompt.
+
+The step scorer (a PRM) and the reference log-probabilities are explicit arguments: a tensor, or
+for ``pure`` a callable ``rollouts -> (B, S)`` such as
+``labkit.learn.reward_models.ProcessRewardModel.step_scores``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+import torch
+
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import group_normalize, group_stats
+from labkit.credit._registry import register
+
+StepScores = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
+PURE_FORMS = ("min", "sum")
+
+
+def _step_scores(rollouts: Rollouts, step_scores, present: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    if step_scores is None:
+        raise ValueError("step_scores: required, a (B, S) tensor of PRM scores in [0, 1] or a callable "
+                         "rollouts -> (B, S) (e.g. ProcessRewardModel.step_scores)")
+    called = callable(step_scores) and not isinstance(step_scores, torch.Tensor)
+    p = as_tensor("step_scores", step_scores(rollouts) if called else step_scores).to(torch.float64)
+    check_shape("step_scores", p, tuple(present.shape))
+    inside = p[present]
+    check_finite("step_scores", inside)
+    if bool(((inside < 0) | (inside > 1)).any()):
+        raise ValueError("step_scores: PRM scores must be probabilities in [0, 1] (p(step is good))")
+    return torch.where(present, p, 0.0), called
+
+
+@register("pure")
+def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min", temperature: float = 0.1,
+         verifiable_weight: float = 1.0) -> Credit:
+    """PURE (Cheng et al. 2025, arXiv:2504.08662): min-form credit, a step is worth the worst step still to come.
+
+    Formula:
+        p_s: the PRM's probability that step s is good (``step_scores``); its step reward is
+        r_s = p(+) - p(-) = 2 p_s - 1 in [-1, 1]. form="min" (PURE) reweights the rewards of a
+        response with a soft minimum over its steps, form="sum" keeps them (the usual sum-form
+        credit PURE argues against):
+
+            w_s  = softmax_s(-r_s / T)          (over the response's own steps)
+            r'_s = w_s * r_s                    form="min"
+            r'_s = r_s                          form="sum"
+
+        The verifiable (outcome) reward R, received inside the last step, is added there with
+        weight ``verifiable_weight``; returns are reverse sums (gamma = 1) and a leave-one-out
+        (RLOO) baseline over the other responses to the same prompt is subtracted:
+
+            G_s = sum_{s' >= s} r'_{s'} + verifiable_weight * R
+            b_i = mean_{j != i in the group} G_{j,0}
+            A_s = G_s - b_i                     (every token of step s takes A_s)
+
+        Sum form: a response padded with extra harmless steps (r > 0) collects more return;
+        min form: the weights concentrate on the lowest step, so sum_s r'_s ~ min_s r_s and
+        padding adds almost nothing. ``info``: ``step_rewards`` r (B, S), ``weighted_rewards``
+        r', ``weights`` w, ``returns`` G, ``baseline`` b (B,).
+
+    Defaults:
+        form = "min", temperature T = 0.1 (PURE's setting), verifiable_weight = 1 (PURE's
+        ``verifiable_reward_coef``). ``step_scores`` (required): a (B, S) tensor in [0, 1] or a
+        callable rollouts -> (B, S), e.g. ``ProcessRewardModel.load().step_scores``.
+
+    Degenerate input:
+        a group of one has no other response: its baseline is 0 and it gets its raw returns
+        (verl's scalar RLOO convention). A one-step response has w = 1 (min and sum agree).
+        T -> 0 gives the hard minimum: all weight on the lowest step, so steps up to it get the
+        global minimum as return and steps after it about 0 (PURE's approximation; its separate
+        "strict min-form", G_s = min over s' >= s, is not implemented). T -> infinity gives
+        w = 1 / n, the mean step reward. Ties in the lowest score share the weight. Absent steps
+        (padding) get 0; a response with no generated token gets no credit. ``step_scores``
+        missing, mis-shaped, non-finite or outside [0, 1] raises a ValueError naming it;
+        temperature <= 0 raises a ValueError naming ``temperature``.
+
+    Deviations from the reference:
+        PURE's RLOO baseline (verl ``compute_rloo_outcome_advantage``) is the other responses'
+        returns summed over all tokens and divided by (n - 1) x the padded response length, a
+        per-token average that depends on padding; labkit uses the other responses' total return
+        G_0 (the standard RLOO baseline), so advantages here do not depend on the batch's padding.
+        PURE puts a step's reward on its last token and computes token returns; every token of a
+        step then has the step's return only after the step's reward token, so labkit gives the
+        whole step the return from its own reward on (level "step"). No KL penalty, no
+        advantage whitening (PURE's ``adv_norm`` is off by default).
+
+    Cost:
+        a callable ``step_scores`` costs one ``aux_calls`` per trajectory (one PRM forward pass
+        scores all its steps); a tensor costs nothing here.
+    """
+    check_choice("form", form, PURE_FORMS)
+    T = check_number("temperature", temperature, low=0.0, low_open=True)
+    verifiable_weight = check_number("verifiable_weight", verifiable_weight)
+    r_out, present = rollouts.view(rollouts.rewards.to(torch.float64), "step", "sum")
+    p, called = _step_scores(rollouts, step_scores, present)
+    r = torch.where(present, 2 * p - 1, 0.0)
+    if form == "min":
+        # softmax over present steps only; a row with no step gets all-zero weights (no NaN)
+        logits = torch.where(present, -r / T, -torch.inf)
+        has = present.any(1, keepdim=True)
+        w = torch.where(has, torch.softmax(torch.where(has, logits, 0.0), dim=1), 0.0)
+        w = torch.where(present, w, 0.0)
+    else:
+        w = present.to(torch.float64)
+    shaped = w * r + verifiable_weight * r_out
+    G = torch.where(present, shaped.flip(1).cumsum(1).flip(1), 0.0)
+    g0 = G[:, 0]
+    mean, _, size = group_stats(g0, rollouts.group_ids)
+    # mean of the others = (n * mean - own) / (n - 1); a group of one has none: baseline 0
+    baseline = torch.where(size > 1, (size * mean - g0) / (size - 1).clamp(min=1), 0.0)
+    adv = torch.where(present, G - baseline[:, None], 0.0)
+    cost = Cost(aux_calls=rollouts.batch_size) if called else Cost()
+    return Credit.from_level(rollouts, adv, "step", f"pure_{form}", cost=cost, step_rewards=r,
+                             weighted_rewards=torch.where(present, w * r, 0.0), weights=w, returns=G,
+                             baseline=baseline, temperature=T)
+
+
+@register("spro")
+def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 0.05,
+         normalize_std: bool = True, eps: float = 1e-6) -> Credit:
+    """SPRO (Fei et al. 2025, arXiv:2507.01551): self-guided cumulative process rewards with a masked step advantage.
+
+    Formula:
+        Every token t of response i earns an implicit process reward, the policy's log-ratio to
+        a reference model, and the cumulative process reward (CPR) sums it along the response:
+
+            CPR_{i,t} = beta * sum_{j <= t} (log pi(y_j | prefix) - log pi_ref(y_j | prefix))
+
+        The masked step advantage (MSA) compares CPR at the same position t with the other
+        responses to the same prompt that are still generating at t (the "mask": shorter
+        responses drop out of the baseline once they have ended):
+
+            MSA_{i,t} = CPR_{i,t} - mean_{k in group(i), t < len_k} CPR_{k,t}
+
+        and the outcome enters as GRPO's group-normalised score:
+
+            A_{i,t} = (R_i - mean_g R) / (std_g R + eps) + MSA_{i,t}
+
+        ``info``: ``cpr`` (B, T), ``msa`` (B, T), ``outcome_advantage`` (B,).
+
+    Defaults:
+        beta = 0.05 (the implicit-reward scale of PRIME, on which SPRO builds; not checked
+        against SPRO's own configuration), normalize_std = True (GRPO), eps = 1e-6.
+        ``logprobs`` defaults to ``rollouts.logprobs`` (the sampling policy); ``ref_logprobs``
+        (required) is (B, T): log pi_ref of every generated token (e.g. the frozen initial
+        model's ``labkit.policies.lm.sequence_logprobs``).
+
+    Degenerate input:
+        when policy = reference (ref_logprobs equal to logprobs) CPR = 0 and SPRO is exactly
+        GRPO. A group of one gets its raw outcome (GRPO's group-of-one rule) and MSA = 0 (it is
+        its own baseline); so does any position where only one response of the group is still
+        generating. Positions off the mask get 0. Missing ``ref_logprobs`` or
+        ``rollouts.logprobs`` raise a ValueError naming them.
+
+    Deviations from the reference:
+        the survey describes SPRO's credit as the drop in success probability when a step is
+        removed (a leave-one-step-out counterfactual); the paper's abstract and method (and the
+        summaries we checked) describe something else: process rewards derived from the policy
+        itself (log pi / pi_ref, the policy read as a soft Q-function) accumulated into CPR, and
+        a masked group baseline at every token position ("masked" = only responses still
+        active at that position). labkit implements the paper's version. How MSA and the
+        outcome advantage are combined (a plain sum, outcome term group-normalised) is our
+        reading; no public code was found to check it. A "step" in SPRO is a token (a
+        token-level MDP), so credit is per token.
+
+    Cost:
+        none here beyond the caller's reference forward pass that produced ``ref_logprobs``
+        (one sequence per trajectory through the reference model), which this function cannot see.
+    """
+    beta = check_number("beta", beta, low=0.0)
+    eps = check_number("eps", eps, low=0.0)
+    m = rollouts.mask
+    shape = tuple(m.shape)
+    if ref_logprobs is None:
+        raise ValueError("ref_logprobs: required, (B, T) log-probabilities of the generated tokens under the "
+                         "reference policy")
+    ref = as_tensor("ref_logprobs", ref_logprobs).to(torch.float64)
+    check_shape("ref_logprobs", ref, shape)
+    check_finite("ref_logprobs", torch.where(m, ref, 0.0))
+    if logprobs is None:
+        if rollouts.logprobs is None:
+            raise ValueError("rollouts.logprobs: SPRO needs the policy's log-probabilities (or pass logprobs=)")
+        lp = rollouts.logprobs.to(torch.float64)
+    else:
+        lp = as_tensor("logprobs", logprobs).to(torch.float64)
+        check_shape("logprobs", lp, shape)
+        check_finite("logprobs", torch.where(m, lp, 0.0))
+    ratio = torch.where(m, lp - ref, 0.0)
+    cpr = torch.where(m, beta * ratio.cumsum(1), 0.0)
+    # masked group baseline per position: sum and count of active responses of the same group
+    _, inverse = torch.unique(rollouts.group_ids, return_inverse=True)
+    n_groups = int(inverse.max()) + 1
+    mf = m.to(torch.float64)
+    total = torch.zeros(n_groups, m.shape[1], dtype=torch.float64).index_add_(0, inverse, cpr)
+    count = torch.zeros(n_groups, m.shape[1], dtype=torch.float64).index_add_(0, inverse, mf)
+    base = total[inverse] / count[inverse].clamp(min=1)
+    msa = torch.where(m, cpr - base, 0.0)
+    outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
+                              normalize_std=bool(normalize_std)).normalized
+    adv = torch.where(m, outcome[:, None] + msa, 0.0)
+    return Credit.from_tokens(rollouts, adv, "spro", cost=Cost(), cpr=cpr, msa=msa, outcome_advantage=outcome,
+                              beta=beta)
