@@ -227,8 +227,8 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
     judge = methods[methods["methodology_family"] == "judge"]
     planned = judge[judge["status"] == "planned"]
     built = judge[judge["status"] == "stand-in"]
-    assert set(planned["name"]) == {"CAPO", "LaRe", "TARL"}
-    assert set(built["name"]) == {"LLM-MCA", "MAPPA"}
+    assert set(planned["name"]) == {"LaRe", "TARL"}
+    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA"}
     for row in pd.concat([planned, built]).itertuples(index=False):
         assert row.labkit_function.startswith("labkit.credit.judge."), row.name
         assert row.status_note.lower().startswith(("stand-in judge planned", "stand-in judge:")), row.name
@@ -243,7 +243,7 @@ def test_infrastructure_is_concept_only(methods):
 @pytest.mark.parametrize("name, function, notebook", [
     ("VinePPO", "labkit.credit.mc.vineppo", "03_vineppo.ipynb"),
     ("GiGPO", "labkit.credit.group.gigpo", "06_gigpo.ipynb"),
-    ("PURE", "labkit.credit.process.pure_min_form", "04_process_rewards.ipynb"),
+    ("PURE", "labkit.credit.process.pure", "04_process_rewards.ipynb"),
     ("SPRO", "labkit.credit.process.spro", "04_process_rewards.ipynb"),
     ("CARL", "labkit.credit.entropy.carl", "07_critical_actions.ipynb"),
     ("IGPO", "labkit.credit.information.igpo", "07_critical_actions.ipynb"),
@@ -468,7 +468,7 @@ def test_field_filters(methods):
     both = filter_methods(methods, granularity=["segment", "multi-agent"])
     assert len(both) == len(seg) + len(filter_methods(methods, granularity="multi-agent"))
     judge = filter_methods(methods, family="judge", status="planned")
-    assert set(judge["name"]) == {"CAPO", "LaRe", "TARL"}
+    assert set(judge["name"]) == {"LaRe", "TARL"}
     recent = filter_methods(methods, collection="recent_addition")
     assert len(recent) == 26
     combo = filter_methods(methods, text="entropy", setting="agentic", family="entropy_information")

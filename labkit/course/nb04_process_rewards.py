@@ -11,8 +11,10 @@ Each runner is seeded and returns plain data.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Sequence
 
@@ -200,8 +202,9 @@ def reasoning_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> l
         return with_cost(credit, logprob_cost(ro, 2))
 
     def capo(ro):
-        verdicts = stand_in_step_verifier(ro, error_rate=kn.error_rate, seed=kn.seed)
-        return est("capo")(one_group(ro), verdicts=verdicts)
+        # a callable verifier, so capo counts its calls (one per response)
+        return est("capo")(one_group(ro), verdicts=lambda r: stand_in_step_verifier(r, error_rate=kn.error_rate,
+                                                                                     seed=kn.seed))
 
     s = kn.seed
     return [
@@ -244,3 +247,98 @@ def method_by_name(methods: Sequence[Method], name: str) -> Method:
         if m.name == name:
             return m
     raise ValueError(f"name: no method {name!r}; choose from {[m.name for m in methods]}")
+
+
+def explore(env, models: SimpleNamespace, rollouts: Rollouts, name: str, knobs: Knobs = Knobs()) -> Credit:
+    """The credit of the method called ``name`` with the explorer's ``knobs`` (one code path with
+    the table: the method comes from ``reasoning_methods``)."""
+    return method_by_name(reasoning_methods(env, models, knobs), name).run(rollouts)
+
+
+def bonus_landing(base: torch.Tensor, boosted: torch.Tensor, rollouts: Rollouts, *, threshold: float = 0.05) -> dict:
+    """Where an additive credit bonus (HICRA's boosted minus base credit) lands, against the truth.
+
+    Shares of the total |bonus| on tokens whose Monte Carlo step advantage is above
+    ``threshold`` ("deserved credit"), below ``-threshold`` ("deserved blame") or in between,
+    and on the first wrong step's tokens; plus the share of generated tokens that got any bonus.
+    """
+    truth = truth_step_advantage(rollouts).double()
+    bonus = (torch.as_tensor(boosted).double() - torch.as_tensor(base).double()).abs() * rollouts.mask
+    total = float(bonus.sum())
+    wrong = rollouts.step_ids == rollouts.truth["first_error_step"][:, None]
+
+    def share(where):
+        return float(bonus[where & rollouts.mask].sum()) / total if total > 0 else 0.0
+
+    return {"tokens_with_bonus": float((bonus > 0).sum()) / max(int(rollouts.mask.sum()), 1),
+            "on_positive_truth": share(truth > threshold), "on_negative_truth": share(truth < -threshold),
+            "on_near_zero_truth": share(truth.abs() <= threshold), "on_first_wrong_step": share(wrong)}
+
+
+def first_error_roles(rollouts: Rollouts) -> dict[str, int]:
+    """What went wrong in each rollout's first wrong step: a wrong ``operand`` (a or b of
+    ``a+b=c`` is not the running total or the next operand: a planning error in HICRA's terms),
+    a wrong ``result`` (c != a + b: a procedural error) or ``other`` (a malformed step, a wrong or
+    misplaced answer)."""
+    from labkit.envs.arithmetic.env import parse_steps
+
+    counts = {"operand": 0, "result": 0, "other": 0}
+    for b in (rollouts.truth["first_error_step"] >= 0).nonzero().flatten().tolist():
+        text = "".join(tok for tok, m in zip(rollouts.text[b], rollouts.mask[b].tolist()) if m)
+        steps, ops = parse_steps(text), rollouts.info["problems"][b].operands
+        i = int(rollouts.truth["first_error_step"][b])
+        acc = ops[0]
+        for s in steps[:i]:  # the running total as written (local correctness, like the verifier)
+            acc = s.result if s.kind == "step" else acc
+        s = steps[i]
+        if s.kind == "step" and i + 1 < len(ops) and (s.lhs != acc or s.rhs != ops[i + 1]):
+            counts["operand"] += 1
+        elif s.kind == "step" and i + 1 < len(ops) and s.result != s.lhs + s.rhs:
+            counts["result"] += 1
+        else:
+            counts["other"] += 1
+    return counts
+
+
+def capo_error_sweep(env, models: SimpleNamespace, rollouts: Rollouts, error_rates: Sequence[float] = (0.0, 0.1, 0.3),
+                     *, seeds: Sequence[int] = (0, 1, 2, 3)) -> pd.DataFrame:
+    """CAPO with its stand-in verifier at each error rate: mean hit rate and within-rollout rank
+    correlation over ``seeds`` (the verifier's flips are random), one row per error rate."""
+    rates = [float(r) for r in error_rates]
+    if not rates:
+        raise ValueError("error_rates: need at least one error rate")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds: need at least one seed")
+    rows = []
+    for rate in rates:
+        scores = [credit_quality(explore(env, models, rollouts, "CAPO", Knobs(error_rate=rate, seed=s)), rollouts)
+                  for s in seeds]
+        rows.append({"error_rate": rate, "hit_rate": sum(q["hit_rate"] for q in scores) / len(seeds),
+                     "rank_corr_within": sum(q["rank_corr_within"] for q in scores) / len(seeds),
+                     "seeds": len(seeds)})
+    return pd.DataFrame(rows)
+
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def _read_json(path: Path, script: str) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"path: {path} is missing; run python scripts/{script}")
+    return json.loads(path.read_text())
+
+
+def load_padding(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
+    """The PURE padding measurement cached by ``scripts/pure_padding.py``: (results, meta)."""
+    data = _read_json(Path(path) if path is not None else DATA_DIR / "pure_padding" / "static.json",
+                      "pure_padding.py")
+    return pd.DataFrame(data["results"]), data["meta"]
+
+
+def implicit_training_log(path: Path | None = None) -> dict:
+    """The held-out success of the shipped model and its DPO / T-REG copies, from
+    ``scripts/train_implicit_lm.py``'s log."""
+    log = _read_json(Path(path) if path is not None else DATA_DIR / "implicit_lm" / "train_log.json",
+                     "train_implicit_lm.py")
+    return dict(log["eval"])
