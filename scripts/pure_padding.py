@@ -19,7 +19,7 @@ batch records the share of over-long responses (more ``;`` steps than the proble
 responses the verifier calls malformed. Does sum-form learn to pad and min-form not?
 
 Usage: python scripts/pure_padding.py [--rl] [--iterations 24] [--seeds 0 1 2]
-(static part: seconds -> data/pure_padding/static.json; --rl: minutes -> data/pure_padding/rl.csv, rl.json)
+(static part: seconds -> data/pure_padding/static.json; --rl: minutes -> data/pure_padding/rl_it<iterations>_lr<lr>_vw<weight>.csv / .json)
 """
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ def rl(args) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     cols = ["label", "seed", "iteration", "train_reward", "success", "over_long", "malformed", "mean_steps",
             "entropy", "approx_kl"]
-    curves[cols].to_csv(OUT / "rl.csv", index=False, float_format="%.6g")
+    name = f"rl_it{args.iterations}_lr{args.lr:g}_vw{args.verifiable_weight:g}"
+    curves[cols].to_csv(OUT / f"{name}.csv", index=False, float_format="%.6g")
     summary = {}
     for label, g in curves.groupby("label"):
         first = g[g.iteration.between(1, 6)]
@@ -130,7 +131,7 @@ def rl(args) -> None:
             "model_sha256": hashlib.sha256((ROOT / "data" / "tiny_lm" / "model.safetensors").read_bytes()).hexdigest(),
             "prm_sha256": hashlib.sha256((ROOT / "data" / "reward_models" / "prm.safetensors").read_bytes()).hexdigest(),
             "seconds": round(time.perf_counter() - start, 1), "summary": summary}
-    (OUT / "rl.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (OUT / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 
 
