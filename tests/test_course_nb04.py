@@ -60,3 +60,100 @@ def test_cross_family_table_rejects_bad_methods(reference):
         lesson.cross_family_table([lambda ro: None], reference, progress=False)
     with pytest.raises(TypeError, match="credit"):
         lesson.credit_quality(torch.zeros(3), reference)
+
+
+def test_the_roster_names_every_reasoning_estimator_once(lm_env):
+    from types import SimpleNamespace
+
+    methods = lesson.reasoning_methods(lm_env, SimpleNamespace())  # models are only read when a method runs
+    names = [m.name for m in methods]
+    assert len(names) == len(set(names)) == 16
+    assert {"GRPO", "VinePPO", "SPO", "TEMPO", "PURE min-form", "PURE sum-form", "SPRO", "CAPO", "From r to Q*",
+            "T-REG", "RED", "ACPO attribution", "HICRA", "InT"} <= set(names)
+    assert [m.name for m in methods if m.stand_in] == ["CAPO"]
+    for users in lesson.KNOB_USE.values():  # every knob is read by a method that exists
+        assert all(any(n.startswith(u) for n in names) for u in users)
+    with pytest.raises(ValueError, match="name"):
+        lesson.method_by_name(methods, "PPO")
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_capo_sweep_loses_the_wrong_step_as_its_verifier_errs(lm_env, reference):
+    from types import SimpleNamespace
+
+    df = lesson.capo_error_sweep(lm_env, SimpleNamespace(), reference, error_rates=(0.0, 0.5), seeds=(0, 1))
+    assert list(df.error_rate) == [0.0, 0.5] and (df.seeds == 2).all()
+    perfect, coin = df.hit_rate
+    assert perfect > coin + 0.1   # exact verdicts find the wrong steps; coin-flip verdicts do not
+    with pytest.raises(ValueError, match="error_rates"):
+        lesson.capo_error_sweep(lm_env, SimpleNamespace(), reference, error_rates=())
+
+
+def test_first_error_roles_split_operand_from_result_mistakes(reference):
+    roles = lesson.first_error_roles(reference)
+    assert sum(roles.values()) == int((reference.truth["first_error_step"] >= 0).sum())
+    assert roles["result"] >= 1
+
+
+def test_bonus_landing_accounts_for_the_whole_bonus(reference):
+    base = torch.zeros(reference.mask.shape)
+    boosted = base + 0.5 * reference.mask  # a bonus on every generated token
+    out = lesson.bonus_landing(base, boosted, reference)
+    assert out["tokens_with_bonus"] == pytest.approx(1.0)
+    parts = out["on_positive_truth"] + out["on_negative_truth"] + out["on_near_zero_truth"]
+    assert parts == pytest.approx(1.0)
+    assert lesson.bonus_landing(base, base, reference)["on_first_wrong_step"] == 0.0
+
+
+def test_cached_padding_results_load_and_summarise():
+    static, meta = lesson.load_padding()
+    assert set(static.form) == {"min", "sum"} and "example" in meta
+    # the exploit the notebook reports: with the PRM as the only reward, two repeated steps pay under
+    # sum-form and never under min-form
+    two = static[(static.padding == "repeat") & (static.extra_steps == 2) & (static.verifiable_weight == 0)]
+    assert two.set_index("form").mean_gain["sum"] > 0 > two.set_index("form").mean_gain["min"]
+    curves, rl_meta = lesson.load_padding_rl()
+    summary = lesson.padding_rl_summary(curves)
+    assert list(summary.form) == ["PURE min", "PURE sum"]
+    assert ((summary.over_long >= 0) & (summary.over_long <= 1)).all()
+    with pytest.raises(ValueError, match="curves"):
+        lesson.padding_rl_summary(curves.drop(columns=["over_long"]))
+    with pytest.raises(FileNotFoundError, match="pure_padding"):
+        lesson.load_padding_rl("no_such_run")
+
+
+@pytest.fixture(scope="module")
+def light_models(lm_env):
+    """The shipped models notebook 04 loads, without the critic (fitting it takes seconds)."""
+    from types import SimpleNamespace
+
+    from labkit.learn.reward_models import OutcomeRewardModel, ProcessRewardModel
+
+    return SimpleNamespace(prm=ProcessRewardModel.load(), orm=OutcomeRewardModel.load(), dpo=lm_env.tuned("dpo"),
+                           treg=lm_env.tuned("treg"))
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+@pytest.mark.parametrize("name, knobs", [
+    ("SPO", lesson.Knobs(k=1, threshold=0.5)), ("SPO", lesson.Knobs(k=1, threshold=0.99)),
+    ("TEMPO", lesson.Knobs(k=1)), ("InT", lesson.Knobs(k=1)), ("VinePPO", lesson.Knobs(k=1)),
+    ("PURE min-form", lesson.Knobs(temperature=0.01)), ("PURE min-form", lesson.Knobs(temperature=3.0)),
+    ("From r to Q*", lesson.Knobs(beta=0.01)), ("SPRO", lesson.Knobs(beta=1.0)),
+    ("CAPO", lesson.Knobs(error_rate=0.0)), ("CAPO", lesson.Knobs(error_rate=0.5)),
+    ("T-REG", lesson.Knobs()), ("RED", lesson.Knobs()), ("ACPO attribution", lesson.Knobs()), ("HICRA", lesson.Knobs()),
+])
+def test_explorer_runs_every_method_with_its_knobs_at_their_ends(lm_env, reference, light_models, name, knobs):
+    rows = reference.select([0, 7, 30, 1])  # two rollouts with a wrong step, one failed, one right
+    credit = lesson.explore(lm_env, light_models, rows, name, knobs)
+    assert credit.token.shape == rows.mask.shape
+    assert bool(torch.isfinite(credit.token).all())
+    assert bool((credit.token[~rows.mask] == 0).all())
+    q = lesson.credit_quality(credit, rows)
+    assert 0.0 <= q["hit_rate"] <= 1.0
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_beta_scales_implicit_credit_without_reordering_it(lm_env, reference, light_models):
+    small, large = (lesson.explore(lm_env, light_models, reference, "From r to Q*", lesson.Knobs(beta=b)) for b in (0.1, 1.0))
+    assert torch.allclose(large.token.double(), 10 * small.token.double(), atol=1e-9)
+    assert lesson.credit_quality(small, reference)["hit_rate"] == lesson.credit_quality(large, reference)["hit_rate"]

@@ -342,3 +342,37 @@ def implicit_training_log(path: Path | None = None) -> dict:
     log = _read_json(Path(path) if path is not None else DATA_DIR / "implicit_lm" / "train_log.json",
                      "train_implicit_lm.py")
     return dict(log["eval"])
+
+
+PADDING_RL_RUN = "rl_it40_lr3e-05_vw0"  # the longer, larger-step run of scripts/pure_padding.py --rl
+
+
+def load_padding_rl(run: str = PADDING_RL_RUN, path: Path | None = None) -> tuple[pd.DataFrame, dict]:
+    """Curves of the RL runs of ``scripts/pure_padding.py --rl`` (one row per label, seed and
+    iteration: train reward, held-out success at evaluation points, share of over-long and
+    malformed responses, mean steps) and the run's settings."""
+    folder = Path(path) if path is not None else DATA_DIR / "pure_padding"
+    meta = _read_json(folder / f"{run}.json", "pure_padding.py --rl")
+    csv = folder / f"{run}.csv"
+    if not csv.is_file():
+        raise FileNotFoundError(f"path: {csv} is missing; run python scripts/pure_padding.py --rl")
+    return pd.read_csv(csv), meta
+
+
+def padding_rl_summary(curves: pd.DataFrame, *, last: int = 6) -> pd.DataFrame:
+    """Per credit form: held-out success before and after training (mean, min and max over
+    seeds), and the share of over-long (padded) and malformed responses over the last ``last``
+    iterations (mean over seeds, and the largest seed's)."""
+    for col in ("label", "seed", "iteration", "success", "over_long", "malformed"):
+        if col not in curves.columns:
+            raise ValueError(f"curves: missing column {col!r}; pass load_padding_rl()'s curves")
+    rows = []
+    for label, runs in curves.groupby("label", sort=False):
+        evals = runs.dropna(subset=["success"])
+        first = evals[evals.iteration == evals.iteration.min()].success
+        end = evals[evals.iteration == evals.iteration.max()].success
+        tail = runs[runs.iteration > runs.iteration.max() - last].groupby("seed")[["over_long", "malformed"]].mean()
+        rows.append({"form": label, "success_before": first.mean(), "success_after": end.mean(),
+                     "after_min": end.min(), "after_max": end.max(), "over_long": tail.over_long.mean(),
+                     "over_long_worst_seed": tail.over_long.max(), "malformed": tail.malformed.mean()})
+    return pd.DataFrame(rows)
