@@ -25,6 +25,21 @@ def turn_entropy(rollouts: Rollouts, method: str = "carl") -> tuple[torch.Tensor
     return rollouts.view(ent, "turn", "mean")
 
 
+def _base_estimator(base: str, base_kwargs: dict[str, Any] | None, method: str):
+    """The registered estimator ``base`` that ``method`` builds on, with errors naming ``base`` /
+    ``base_kwargs`` (one rule for CARL and HICRA, which both reshape a base estimator's credit)."""
+    if not isinstance(base, str):
+        raise TypeError(f"base: expected an estimator name, got {type(base).__name__}")
+    if base == method:
+        raise ValueError(f"base: {method} cannot use itself as its base estimator")
+    if base_kwargs is not None and not isinstance(base_kwargs, dict):
+        raise TypeError(f"base_kwargs: expected a dict of options for {base!r}, got {type(base_kwargs).__name__}")
+    try:
+        return get_estimator(base)
+    except ValueError as err:
+        raise ValueError(f"base: {str(err).removeprefix('name: ')}") from None
+
+
 @register("carl")
 def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
          base_kwargs: dict[str, Any] | None = None) -> Credit:
@@ -66,16 +81,7 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
         sampled batch.
     """
     top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
-    if not isinstance(base, str):
-        raise TypeError(f"base: expected an estimator name, got {type(base).__name__}")
-    if base == "carl":
-        raise ValueError("base: carl cannot use itself as its base estimator")
-    if base_kwargs is not None and not isinstance(base_kwargs, dict):
-        raise TypeError(f"base_kwargs: expected a dict of options for {base!r}, got {type(base_kwargs).__name__}")
-    try:
-        base_fn = get_estimator(base)
-    except ValueError as err:
-        raise ValueError(f"base: {str(err).removeprefix('name: ')}") from None
+    base_fn = _base_estimator(base, base_kwargs, "carl")
     H, present = turn_entropy(rollouts)
     base_credit = base_fn(rollouts, **(base_kwargs or {}))
 
@@ -150,17 +156,7 @@ def hicra(rollouts: Rollouts, *, planning_mask, alpha: float = 0.2, base: str = 
         A = A.to(torch.float64) if not A.is_floating_point() else A
         check_finite("base_credit", torch.where(rollouts.mask, A, torch.zeros((), dtype=A.dtype)))
     else:
-        if not isinstance(base, str):
-            raise TypeError(f"base: expected an estimator name, got {type(base).__name__}")
-        if base == "hicra":
-            raise ValueError("base: hicra cannot use itself as its base estimator")
-        if base_kwargs is not None and not isinstance(base_kwargs, dict):
-            raise TypeError(f"base_kwargs: expected a dict of options for {base!r}, got {type(base_kwargs).__name__}")
-        try:
-            base_fn = get_estimator(base)
-        except ValueError as err:
-            raise ValueError(f"base: {str(err).removeprefix('name: ')}") from None
-        bc = base_fn(rollouts, **(base_kwargs or {}))
+        bc = _base_estimator(base, base_kwargs, "hicra")(rollouts, **(base_kwargs or {}))
         A, cost, base_info = bc.token, bc.cost, bc.info
     A = torch.where(rollouts.mask, A, torch.zeros((), dtype=A.dtype))
     bonus = torch.where(mask, alpha * A.abs(), torch.zeros((), dtype=A.dtype))

@@ -22,19 +22,27 @@ from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segm
 ValueFn = Callable[[Rollouts, int], tuple[torch.Tensor, Cost]]
 
 
+def _checked_values(result, where: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, Cost]:
+    """A value function's ``(values, cost)``, checked: values of ``where``'s shape, finite where
+    asked for (and set to 0 elsewhere), and a ``Cost``; errors name ``value_fn``."""
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise TypeError("value_fn: must return (values, Cost)")
+    values, cost = result
+    values = as_tensor("value_fn result", values).to(dtype)
+    check_shape("value_fn result", values, tuple(where.shape))
+    check_finite("value_fn result", torch.where(where, values, 0))
+    if not isinstance(cost, Cost):
+        raise TypeError("value_fn: must return (values, Cost)")
+    return torch.where(where, values, 0), cost
+
+
 def _step_values(rollouts: Rollouts, value_fn: ValueFn, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Cost]:
     """Run value_fn; return V at step starts, V after each step (0 past the end), step rewards, cost."""
     if not callable(value_fn):
         raise TypeError("value_fn: expected a callable (rollouts, k) -> (values, cost)")
     k = check_int("k", k, low=1)
     r_step, present = rollouts.view(rollouts.rewards, "step", "sum")
-    v_start, cost = value_fn(rollouts, k)
-    v_start = as_tensor("value_fn result", v_start).to(r_step.dtype)
-    check_shape("value_fn result", v_start, tuple(r_step.shape))
-    check_finite("value_fn result", torch.where(present, v_start, 0))
-    if not isinstance(cost, Cost):
-        raise TypeError("value_fn: must return (values, Cost)")
-    v_start = torch.where(present, v_start, 0)
+    v_start, cost = _checked_values(value_fn(rollouts, k), present, r_step.dtype)
     # the value after step i is the value before step i + 1; after the last step the episode is over
     v_next = torch.cat([v_start[:, 1:], torch.zeros_like(v_start[:, :1])], dim=1)
     v_next = torch.where(torch.cat([present[:, 1:], torch.zeros_like(present[:, :1])], dim=1), v_next, 0)
@@ -224,13 +232,7 @@ def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "pro
     head_needed = (head & credited).any(1)
     query = cuts | (first & head_needed[:, None])
 
-    values, cost = value_fn(rollouts, query.clone(), k)
-    values = as_tensor("value_fn result", values).to(torch.float64)
-    check_shape("value_fn result", values, tuple(mask.shape))
-    check_finite("value_fn result", torch.where(query, values, 0))
-    if not isinstance(cost, Cost):
-        raise TypeError("value_fn: must return (values, Cost)")
-    values = torch.where(query, values, 0)
+    values, cost = _checked_values(value_fn(rollouts, query.clone(), k), query, torch.float64)
 
     N = max(int(seg_ids.max()) + 1, 1)  # at least one column, so an all-empty batch still broadcasts
     v_start, present = segment_reduce(seg_ids, values, "first", n_segments=N)

@@ -200,20 +200,22 @@ class LMCritic:
                 out[start:start + len(chunk)] = v.double().cpu()
         return out
 
-    def _sequences(self, rollouts: Rollouts) -> tuple[list[list[int]], list[int]]:
-        """Per row: prompt + generated tokens up to (not including) the last generated one, and
-        the prompt length. Tokens after the last generated position (padding) are dropped."""
+    def _sequences(self, rollouts: Rollouts, *, through_last: bool = False) -> tuple[list[list[int]], list[int]]:
+        """Per row: prompt + generated tokens up to (not including) the last generated one, or
+        through it with ``through_last`` (a reward model reads the finished text), and the prompt
+        length. Tokens after the last generated position (padding) are dropped."""
         if not isinstance(rollouts, Rollouts):
             raise TypeError(f"rollouts: expected a Rollouts, got {type(rollouts).__name__}")
         prompts = rollouts.info.get("prompt_ids")
         if prompts is None:
-            raise ValueError("rollouts: an LM critic needs info['prompt_ids'] (the prompt each row continues; "
-                             "ArithmeticLM.rollouts records it)")
+            raise ValueError(f"rollouts: {type(self).__name__} needs info['prompt_ids'] (the prompt each row "
+                             "continues; ArithmeticLM.rollouts and load_reference record it)")
         if len(prompts) != rollouts.batch_size:
             raise ValueError(f"rollouts: info['prompt_ids'] has {len(prompts)} prompts for {rollouts.batch_size} rows")
         T = rollouts.horizon
         last = torch.where(rollouts.mask, torch.arange(T), -1).max(1).values.tolist()
-        seqs = [list(p) + rollouts.tokens[b, :max(last[b], 0)].tolist() for b, p in enumerate(prompts)]
+        stop = [last_b + 1 if through_last else max(last_b, 0) for last_b in last]
+        seqs = [list(p) + rollouts.tokens[b, :stop[b]].tolist() for b, p in enumerate(prompts)]
         return self._check_rows("rollouts", seqs), [len(p) for p in prompts]
 
     def _values(self, mask: torch.Tensor, seqs: list[list[int]], prompt_lens: list[int]) -> torch.Tensor:

@@ -106,18 +106,7 @@ class _ScalarHeadModel(LMCritic):
     # ---- forward
     def _full_sequences(self, rollouts: Rollouts) -> tuple[list[list[int]], list[int]]:
         """Prompt + every generated token (through the last one), and the prompt lengths."""
-        if not isinstance(rollouts, Rollouts):
-            raise TypeError(f"rollouts: expected a Rollouts, got {type(rollouts).__name__}")
-        prompts = rollouts.info.get("prompt_ids")
-        if prompts is None:
-            raise ValueError("rollouts: a reward model needs info['prompt_ids'] (ArithmeticLM.rollouts and "
-                             "load_reference record it)")
-        if len(prompts) != rollouts.batch_size:
-            raise ValueError(f"rollouts: info['prompt_ids'] has {len(prompts)} prompts for {rollouts.batch_size} rows")
-        T = rollouts.horizon
-        last = torch.where(rollouts.mask, torch.arange(T), -1).max(1).values.tolist()
-        seqs = [list(p) + rollouts.tokens[b, :last[b] + 1].tolist() for b, p in enumerate(prompts)]
-        return self._check_rows("rollouts", seqs), [len(p) for p in prompts]
+        return self._sequences(rollouts, through_last=True)
 
     def _logits(self, seqs: list[list[int]], where: torch.Tensor) -> torch.Tensor:
         """Head logits (N, K) at sequence positions ``where`` (N, K) (clamped into each row)."""

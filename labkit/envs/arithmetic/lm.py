@@ -118,33 +118,7 @@ class ArithmeticLM:
                       seed: int = 0) -> tuple[torch.Tensor, int]:
         """Mean outcome reward of ``k`` continuations of each prefix (its Monte Carlo value), and
         the number of token positions the model processed to get them (for cost accounting)."""
-        k = check_int("k", k, low=1)
-        if len(prefixes) != len(problems):
-            raise ValueError(f"problems: expected one per prefix ({len(prefixes)}), got {len(problems)}")
-        if not prefixes:
-            return torch.zeros(0, dtype=torch.float64), 0
-        # The sampler gives every row of a batch the same token budget (context - longest row), so
-        # prefixes of very different lengths go in separate batches: within a bucket the lengths
-        # differ by at most BUCKET_WIDTH, and a short prefix is never cut off for lack of room.
-        order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
-        buckets, current = [], [order[0]]
-        for i in order[1:]:
-            if len(prefixes[i]) - len(prefixes[current[0]]) > self.BUCKET_WIDTH:
-                buckets.append(current)
-                current = []
-            current.append(i)
-        buckets.append(current)
-        rewards = torch.zeros(len(prefixes), k, dtype=torch.float64)
-        prompt_lens = [len(self.prompt_ids(p)) for p in problems]  # once per prefix, not per vine
-        forward_tokens = 0
-        for j, bucket in enumerate(buckets):
-            rows = [prefixes[i] for i in bucket]
-            gen = fork(self.model, rows, k, max_new_tokens=self._budget(rows), temperature=self.temperature,
-                       eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed + 7919 * j)
-            forward_tokens += gen.forward_tokens
-            for row, cont in enumerate(gen.completions()):  # rows are prefix-major
-                i = bucket[row // k]
-                rewards[i, row % k] = self.grade(problems[i], prefixes[i][prompt_lens[i]:] + cont).reward
+        _, rewards, forward_tokens = self.fork_completions(prefixes, problems, k, seed=seed)
         return rewards.mean(1), forward_tokens
 
     def value_fn(self, *, seed: int = 0):
@@ -166,9 +140,9 @@ class ArithmeticLM:
         Returns ``(completions, rewards, forward_tokens)``: ``completions[i][j]`` is continuation j
         of prefix i (new token ids, eos included), ``rewards`` (n, k) float64 the verifier's
         reward of prefix-response + continuation, and the token positions the model processed.
-        Same batching as ``prefix_values`` (prefixes bucketed by length so none is cut short);
-        ``prefix_values`` is the row mean of these rewards. TEMPO's tree sampler needs the
-        continuations themselves, to place them in the prefix tree.
+        Prefixes are bucketed by length so none is cut short. ``prefix_values`` is the row mean of
+        these rewards; TEMPO's tree sampler needs the continuations themselves, to place them in
+        the prefix tree.
         """
         k = check_int("k", k, low=1)
         if len(prefixes) != len(problems):
@@ -177,6 +151,9 @@ class ArithmeticLM:
         rewards = torch.zeros(len(prefixes), k, dtype=torch.float64)
         if not prefixes:
             return completions, rewards, 0
+        # The sampler gives every row of a batch the same token budget (context - longest row), so
+        # prefixes of very different lengths go in separate batches: within a bucket the lengths
+        # differ by at most BUCKET_WIDTH, and a short prefix is never cut off for lack of room.
         order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
         buckets, current = [], [order[0]]
         for i in order[1:]:
