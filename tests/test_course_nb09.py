@@ -114,3 +114,30 @@ def test_drmas_training_runs_and_summarises():
     assert (summ.seeds == 2).all() and math.isfinite(summ.grad_norm_max_over_median["global"])
     table = lesson.agent_grad_table(grads)
     assert list(table.index) == TeamTask().agent_names and set(table.columns) == {"global", "agent"}
+
+
+def test_a_reader_written_credit_function_is_scored_against_shapley():
+    import itertools
+    import math
+
+    def loo(v, agents):
+        full = frozenset(agents)
+        return {a: v[full] - v[full - {a}] for a in agents}
+
+    def shapley(v, agents):
+        out = dict.fromkeys(agents, 0.0)
+        for order in itertools.permutations(agents):
+            S = frozenset()
+            for a in order:
+                out[a] += (v[S | {a}] - v[S]) / math.factorial(len(agents))
+                S = S | {a}
+        return out
+
+    bad = lesson.score_credit_function(loo).attrs["summary"].set_index("case")
+    assert bad.loc["complementarity", "sum_credit"] == pytest.approx(3.0, abs=1e-3)   # not efficient
+    assert bad.null_players_get_zero.all()
+    good = lesson.score_credit_function(shapley).attrs["summary"]
+    assert (good.max_abs_error < 1e-9).all()
+    assert good.sum_credit.to_numpy() == pytest.approx(good.v_full_minus_empty.to_numpy())
+    with pytest.raises(ValueError, match="fn: raised KeyError.*redundancy"):
+        lesson.score_credit_function(lambda v, a: {x: v[frozenset({"nobody"})] for x in a})

@@ -489,3 +489,51 @@ def test_every_multiagent_estimator_is_registered_with_a_docstring():
     for name in ("mappa", "llm_mca"):
         assert "STAND-IN" in ESTIMATORS[name].__doc__
     assert "STAND-IN" in noisy_oracle.__doc__
+
+
+# --------------------------------------------------------------------------- a written credit function (QLLM)
+def test_credit_function_applies_the_written_rule_per_trajectory():
+    ro = team([[0, 1, 2], [0, 1, 2]], [[1, 1, 1], [0, 0, 0]], n_agents=3)
+    glove = game_from(lambda S: float(0 in S and bool(S & {1, 2})), 3)   # 1 left glove, 2 right gloves
+    table = torch.stack([glove, 2 * glove])
+
+    def loo(v, agents):
+        full = frozenset(agents)
+        return {a: v[full] - v[full - {a}] for a in agents}
+
+    c = estimate("credit_function", ro, fn=loo, coalition_values=table)
+    assert torch.allclose(c.values, torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0]], dtype=torch.float64))
+    assert c.cost.env_steps == 2 * 8
+    assert agent_values(c, ro)[1, 0] == 2.0
+    # the exact Shapley rule written as a function reproduces the shapley estimator
+    def shap(v, agents):
+        out = dict.fromkeys(agents, 0.0)
+        for order in itertools.permutations(agents):
+            S = frozenset()
+            for a in order:
+                out[a] += (v[S | {a}] - v[S]) / math.factorial(len(agents))
+                S = S | {a}
+        return out
+    assert torch.allclose(estimate("credit_function", ro, fn=shap, coalition_values=table).values,
+                          estimate("shapley", ro, coalition_values=table).values)
+
+
+def test_credit_function_names_the_function_when_it_misbehaves():
+    ro = team([[0, 1]], [[1, 1]], n_agents=2)
+    table = game_from(lambda S: float(len(S) == 2), 2)[None]
+    with pytest.raises(ValueError, match="fn: required"):
+        estimate("credit_function", ro, coalition_values=table)
+    with pytest.raises(ValueError, match=r"fn: raised ZeroDivisionError.*trajectory 0"):
+        estimate("credit_function", ro, fn=lambda v, a: {x: 1 / 0 for x in a}, coalition_values=table)
+    with pytest.raises(ValueError, match="one credit per agent"):
+        estimate("credit_function", ro, fn=lambda v, a: {"agent 0": 1.0}, coalition_values=table)
+    with pytest.raises(ValueError, match="non-finite"):
+        estimate("credit_function", ro, fn=lambda v, a: dict.fromkeys(a, float("nan")), coalition_values=table)
+    with pytest.raises(TypeError, match="fn"):
+        estimate("credit_function", ro, fn="shapley", coalition_values=table)
+    # a one-agent team: the function sees the empty and the full coalition
+    solo = team([[0]], [[1]], n_agents=1)
+    seen = []
+    c = estimate("credit_function", solo, fn=lambda v, a: seen.append(sorted(map(len, v))) or {a[0]: v[frozenset(a)]},
+                 coalition_values=torch.tensor([[0.0, 0.7]]))
+    assert seen == [[0, 1]] and float(c.values[0, 0]) == pytest.approx(0.7)

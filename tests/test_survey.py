@@ -228,7 +228,7 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
     planned = judge[judge["status"] == "planned"]
     built = judge[judge["status"] == "stand-in"]
     assert set(planned["name"]) == {"LaRe", "TARL"}
-    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA"}
+    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM"}
     for row in pd.concat([planned, built]).itertuples(index=False):
         assert row.labkit_function.startswith("labkit.credit.judge."), row.name
         assert row.status_note.lower().startswith(("stand-in judge planned", "stand-in judge:")), row.name

@@ -22,6 +22,7 @@ from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.course.nb02_critics_gae import first_error_hit_rate, truth_step_advantage  # Defined in nb02
 from labkit.credit import get_estimator
+from labkit.credit import judge as judging
 from labkit.credit import multiagent as ma
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.learn import judges
@@ -94,6 +95,45 @@ def efficiency_table(df: pd.DataFrame) -> pd.DataFrame:
                         "max_gap": g.apply(lambda d: float((d.shapley - d.loo).abs().max()), include_groups=False)})
     out["story"] = [PRESET_STORIES.get(c, "") for c in out.index]
     return out.reset_index()
+
+
+# --------------------------------------------------------------------------- your own credit function (QLLM)
+def score_credit_function(fn: judging.CreditFunction, *, cases: Sequence[str] = DESIGNED_CASES,
+                          strength: float = 12.0) -> pd.DataFrame:
+    """A reader-written credit function scored against exact Shapley on the designed teams.
+
+    QLLM (arXiv 2504.12961) has a language model write the function that turns what each agent
+    did into its credit; here the reader writes it (a STAND-IN for the LLM author). ``fn(v,
+    agents) -> {agent: credit}`` is called as ``labkit.credit.judge.credit_function``
+    calls it, on the coalition values of each case's competent scripted team at ``strength``.
+    One row per (case, agent): the credit, the exact Shapley value and their difference;
+    ``attrs["summary"]`` has per case the largest |error|, the credits' sum against
+    v(N) - v(empty) (efficiency) and whether every null player (an agent that never changes a
+    coalition's value) got 0.
+    """
+    strength = check_number("strength", strength)
+    rows, summary = [], []
+    for case in cases:
+        check_choice("cases", case, tuple(PRESETS))
+        env = TeamTask.preset(case)
+        values = env.truth(env.scripted_policies(strength)).values
+        names = list(env.agent_names)
+        try:
+            credit = judging.apply_credit_function(fn, values, names)
+        except ValueError as err:
+            raise ValueError(f"{err} (the {case!r} team)") from err.__cause__
+        phi = _clean(ma.exact_shapley(values))
+        masks = env.coalition_masks()
+        null = [i for i in range(len(names))
+                if bool(((values[masks[:, i]] - values[~masks[:, i]]).abs() < 1e-12).all())]
+        rows += [{"case": case, "agent": n, "credit": float(c), "shapley": float(f), "error": float(c - f)}
+                 for n, c, f in zip(names, credit.tolist(), phi.tolist())]
+        summary.append({"case": case, "max_abs_error": float((credit - phi).abs().max()),
+                        "sum_credit": float(credit.sum()), "v_full_minus_empty": float(values[-1] - values[0]),
+                        "null_players_get_zero": all(abs(float(credit[i])) < 1e-9 for i in null)})
+    df = pd.DataFrame(rows)
+    df.attrs["summary"] = pd.DataFrame(summary)
+    return df
 
 
 def mixed_team_credit(*, sabotage: float = 0.5, catch: float = 0.8, p_plan: float = 0.9,

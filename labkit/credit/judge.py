@@ -1,8 +1,9 @@
-"""Judge-based credit: MAPPA (per-action scores), LLM-MCA (per-agent credit) and CAPO (step verdicts).
+"""Judge-based credit: MAPPA (per-action scores), LLM-MCA (per-agent credit), CAPO (step verdicts)
+and QLLM (a credit function written as code).
 
 MAPPA and LLM-MCA ask a large language model to read a multi-agent transcript and score each
 action (MAPPA) or each agent (LLM-MCA); CAPO asks one to flag the wrong steps of a reasoning
-chain. The estimators take the judge's output as a tensor or a callable ``rollouts -> tensor``,
+chain; QLLM asks one to write the function that turns agents' values into credit. The estimators take the judge's output as a tensor or a callable ``rollouts -> tensor``,
 so a real judge plugs in directly; the lab's STAND-IN judges (exact quantities plus seeded noise)
 live in ``labkit.learn.judges``.
 """
@@ -16,7 +17,7 @@ from labkit.core.checks import as_tensor, check_choice, check_finite, check_numb
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, whiten
 from labkit.credit._registry import register
-from labkit.credit.multiagent import agent_rewards, n_agents_of
+from labkit.credit.multiagent import CoalitionValues, agent_rewards, coalition_table, n_agents_of
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
@@ -247,3 +248,80 @@ def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "major
     cost = Cost(aux_calls=rollouts.batch_size * v.shape[0]) if called else Cost()
     return Credit.from_level(rollouts, step_adv, "step", "capo", cost=cost, flags=flags,
                              outcome_advantage=outcome, n_critiques=int(v.shape[0]))
+
+
+# --------------------------------------------------------------------------- QLLM: the credit function as code
+CreditFunction = Callable[[dict, list], dict]
+
+
+def apply_credit_function(fn: CreditFunction, values, names) -> torch.Tensor:
+    """Call a written credit function on one game: ``fn(v, names) -> {name: credit}``, where
+    ``v[frozenset(members)]`` is the value of every coalition of ``values`` ((2**n,), bitmask
+    order: bit i = agent i kept). Returns the credits in ``names`` order, (n,) float64; any
+    failure of ``fn`` or a wrong answer raises a ValueError naming ``fn``."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a function (v, agents) -> {{agent: credit}}, got {type(fn).__name__}")
+    names = list(names)
+    vals = as_tensor("values", values).to(torch.float64).reshape(-1)
+    if vals.numel() != 2 ** len(names):
+        raise ValueError(f"values: expected {2 ** len(names)} coalition values for {len(names)} agents, got {vals.numel()}")
+    v = {frozenset(n for i, n in enumerate(names) if mask >> i & 1): float(x) for mask, x in enumerate(vals.tolist())}
+    try:
+        out = fn(v, list(names))
+    except Exception as err:  # a reader's or a model's code: say where it failed, keep the traceback
+        raise ValueError(f"fn: raised {type(err).__name__}: {err}") from err
+    if not isinstance(out, dict) or set(out) != set(names):
+        raise ValueError(f"fn: must return a dict with one credit per agent {names}, got {out!r}")
+    try:
+        credit = torch.tensor([float(out[n]) for n in names], dtype=torch.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"fn: credits must be numbers, got {out!r}") from None
+    if not bool(torch.isfinite(credit).all()):
+        raise ValueError(f"fn: returned a non-finite credit: {out!r}")
+    return credit
+
+
+@register("credit_function")
+def credit_function(rollouts: Rollouts, *, fn: CreditFunction = None, coalition_values: CoalitionValues = None) -> Credit:
+    """A written credit function over coalition values (QLLM, Jiang et al. 2025, arXiv:2504.12961): agent credit as code.
+
+    Formula:
+        QLLM has a language model write the function that turns what each agent did into its
+        credit. Here the function is given: for trajectory b,
+
+            c_b = fn(v_b, agents)        v_b[frozenset(S)] = v_b(S) for every coalition S
+
+        with ``coalition_values`` as in ``shapley`` (B, 2**n) and ``agents`` the names in
+        ``rollouts.info["agent_names"]`` (else "agent 0", ...). Every position of agent i gets
+        c_{b,i} (level "agent"). ``info``: ``credit`` (B, n).
+
+    Defaults:
+        none: ``fn`` and ``coalition_values`` are required.
+
+    Degenerate input:
+        a one-agent team calls ``fn`` with two coalitions (empty, full). A function that raises,
+        returns a missing agent, a non-number or a non-finite credit raises a ValueError naming
+        ``fn`` (the batch row is in the message).
+
+    Deviations from the reference:
+        QLLM's generated function mixes per-agent Q-values inside a value-decomposition critic
+        (TFCAF); the lab's function reads exact coalition values, and its author is the reader
+        (notebook 09), a STAND-IN for the language model.
+
+    Cost:
+        ``env_steps`` = 2**n coalition values read per trajectory, as ``shapley``.
+    """
+    if fn is None:
+        raise ValueError("fn: required, a function (v, agents) -> {agent: credit}")
+    n = n_agents_of(rollouts)
+    v = coalition_table(rollouts, coalition_values, n)
+    names = list(rollouts.info.get("agent_names") or [f"agent {i}" for i in range(n)])
+    rows = []
+    for b in range(rollouts.batch_size):
+        try:
+            rows.append(apply_credit_function(fn, v[b], names))
+        except ValueError as err:
+            raise ValueError(f"{err} (trajectory {b})") from err.__cause__
+    credit = torch.stack(rows) if rows else torch.zeros(0, n, dtype=torch.float64)
+    return Credit.from_level(rollouts, credit, "agent", "credit_function", cost=Cost(env_steps=2 ** n * rollouts.batch_size),
+                             credit=credit)

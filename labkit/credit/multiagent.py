@@ -219,7 +219,7 @@ def agent_step_counts(rollouts: Rollouts, n: int) -> torch.Tensor:
     return segment_reduce(rollouts.agent_ids, ones, "sum", n_segments=n)[0].round().long()
 
 
-def _coalition_table(rollouts: Rollouts, coalition_values, n: int, name: str = "coalition_values") -> torch.Tensor:
+def coalition_table(rollouts: Rollouts, coalition_values, n: int, name: str = "coalition_values") -> torch.Tensor:
     if coalition_values is None:
         raise ValueError(f"{name}: required, a (B, 2**n) tensor of coalition values (n = {n}) or a "
                          "callable rollouts -> (B, 2**n)")
@@ -296,7 +296,7 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
     """
     check_choice("method", method, ("exact", "sampled"))
     n = n_agents_of(rollouts)
-    v = _coalition_table(rollouts, coalition_values, n)
+    v = coalition_table(rollouts, coalition_values, n)
     if method == "exact":
         phi, evals = exact_shapley(v), 2 ** n
     else:
@@ -333,7 +333,7 @@ def leave_one_out_credit(rollouts: Rollouts, *, coalition_values: CoalitionValue
         ``env_steps`` = (n + 1) per trajectory (the coalition values read, as in ``shapley``).
     """
     n = n_agents_of(rollouts)
-    v = _coalition_table(rollouts, coalition_values, n)
+    v = coalition_table(rollouts, coalition_values, n)
     d = leave_one_out(v)
     return Credit.from_level(rollouts, d, "agent", "leave_one_out",
                              cost=Cost(env_steps=(n + 1) * rollouts.batch_size), loo=d)
@@ -441,7 +441,7 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
     check_choice("method", method, ("exact", "sampled"))
     n = n_agents_of(rollouts)
     B = rollouts.batch_size
-    v = _coalition_table(rollouts, coalition_values, n)
+    v = coalition_table(rollouts, coalition_values, n)
     if method == "exact":
         phi, evals = exact_shapley(v), 2 ** n
     else:
@@ -605,7 +605,7 @@ def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method
     M = int(n_steps.max())
     if M > MAX_PLAYERS:
         raise ValueError(f"coalition_values: {M} segments need a 2**{M} table; at most {MAX_PLAYERS}")
-    v = _coalition_table(rollouts, coalition_values, M)
+    v = coalition_table(rollouts, coalition_values, M)
     full = (1 << n_steps) - 1                                      # (B,) the row's grand coalition
     proj = torch.arange(2 ** M)[None, :] & full[:, None]           # drop absent players' bits
     v_row = v.gather(1, proj)
