@@ -155,15 +155,15 @@ from labkit.core.stats import group_normalize  # noqa: E402
 ITPO_NORMS = ("softmax", "none")
 
 
-def _turn_sums(name: str, value, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
-    """A (B, T) per-position tensor summed per turn: ((B, N) turn sums, (B, N) presence)."""
+def _per_position(name: str, value, rollouts: Rollouts) -> torch.Tensor:
+    """A checked (B, T) float64 per-position tensor, 0 off the mask."""
     x = as_tensor(name, value)
     if not x.is_floating_point():
         x = x.to(torch.float64)
     check_shape(name, x, (rollouts.batch_size, rollouts.horizon))
     x = torch.where(rollouts.mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
     check_finite(name, x)
-    return rollouts.view(x, "turn", "sum")
+    return x
 
 
 def _empty_turn_credit(rollouts: Rollouts, method: str, **info) -> Credit:
@@ -298,9 +298,10 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
     if callable(step_rewards):
         step_rewards = step_rewards(rollouts)
         calls = rollouts.batch_size
-    r, present = _turn_sums("step_rewards", step_rewards, rollouts)
+    x = _per_position("step_rewards", step_rewards, rollouts)
     if not bool(rollouts.mask.any()):
         return _empty_turn_credit(rollouts, "istar", alpha=alpha)
+    r, present = rollouts.view(x, "turn", "sum")
     ep = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps).normalized
     rows = present.nonzero(as_tuple=True)
     step_adv = torch.zeros_like(r)

@@ -208,9 +208,10 @@ class ProgressEstimator:
         T = self.max_turns or rollouts.horizon
         t = rollouts.turn_ids.clamp(min=0).to(torch.float64) / T
         return torch.cat([torch.nn.functional.one_hot(o, self.n_obs).to(torch.float64),
-                          torch.nn.functional.one_hot(a, self.n_actions).to(torch.float64), t[..., None]], -1)
+                          torch.nn.functional.one_hot(a, self.n_actions).to(torch.float64), t[..., None]],
+                         -1).to(torch.float32)  # the MLP runs in float32: twice as fast on CPU
 
-    def fit(self, rollouts: Rollouts, outcome=None, *, steps: int = 300, lr: float = 0.01) -> "ProgressEstimator":
+    def fit(self, rollouts: Rollouts, outcome=None, *, steps: int = 200, lr: float = 0.02) -> "ProgressEstimator":
         steps = check_int("steps", steps, low=0)
         lr = check_number("lr", lr, low=0.0, low_open=True)
         z = rollouts.scores if outcome is None else as_tensor("outcome", outcome)
@@ -231,12 +232,12 @@ class ProgressEstimator:
             torch.manual_seed(self.seed)
             d = self.n_obs + self.n_actions + 1
             self.net = torch.nn.Sequential(torch.nn.Linear(d, self.hidden), torch.nn.Tanh(),
-                                           torch.nn.Linear(self.hidden, 1)).to(torch.float64)
-            X, m = self._features(rollouts), rollouts.mask.to(torch.float64)
+                                           torch.nn.Linear(self.hidden, 1))
+            X, m = self._features(rollouts), rollouts.mask.to(torch.float32)
             opt = torch.optim.Adam(self.net.parameters(), lr=lr)
             for _ in range(steps):
                 c = self.net(X).squeeze(-1) * m
-                loss = ((c.sum(1) - z) ** 2).mean()
+                loss = ((c.sum(1) - z.float()) ** 2).mean()
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -252,7 +253,7 @@ class ProgressEstimator:
             o, a = _obs_actions(rollouts, self.n_obs, self.n_actions)
             c = self.table[o, a]
         else:
-            c = self.net(self._features(rollouts)).squeeze(-1)
+            c = self.net(self._features(rollouts)).squeeze(-1).to(torch.float64)
         return torch.where(rollouts.mask, c, torch.zeros((), dtype=torch.float64))
 
     __call__ = contributions
