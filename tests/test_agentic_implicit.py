@@ -86,6 +86,9 @@ def test_itpo_degenerate():
     eq = make([2, 2], [1.0, 1.0])
     lp2 = torch.full((2, 2), -0.5, dtype=torch.float64)
     assert float(itpo(eq, logprobs=lp2, ref_logprobs=lp2, normalize="none").token.abs().max()) < 1e-9
+    # softmax in an all-success group: G = [1, 1/2], baseline 1, not rescaled by 1 / eps
+    assert torch.allclose(itpo(eq, logprobs=lp2, ref_logprobs=lp2).token,
+                          torch.tensor([[0.0, -0.5], [0.0, -0.5]], dtype=torch.float64))
 
 
 def test_itpo_bad_arguments():

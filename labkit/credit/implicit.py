@@ -187,7 +187,7 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         normalize = "none":
           rho_k = r_k  (+ R on the last turn)      (implicit process rewards plus the outcome)
         G_k   = sum_{k' >= k} rho_k'               (reward-to-go of turn k; G_0 = the episode total)
-        A_k   = (G_k - mean_group(G_0)) / (std_group(G_0) + eps)
+        A_k   = (G_k - mean_group(G_0)) / (std_group(G_0) + eps)    (std taken as 1 when it is 0)
 
         The baseline and the scale are GRPO's, computed on the episode totals of the group (with
         "softmax" G_0 = R, so they are exactly GRPO's); a turn's credit is what was earned from
@@ -207,8 +207,9 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         a policy equal to its reference gives r_k = 0: "softmax" then splits R equally over the
         turns, "none" leaves only the outcome. A one-turn trajectory gets its whole outcome on
         its turn. A group of one gets mean 0 and std 1 (raw returns, GRPO's singleton rule,
-        ``group_normalize``); a group with equal totals gets only the within-episode spread
-        over eps (0 when it has none). No played turn at all: zero credit. Positive or
+        ``group_normalize``); a group whose totals are all equal keeps its within-episode spread
+        unscaled (std taken as 1, not eps: the within-episode spread would otherwise be
+        multiplied by 1 / eps). No played turn at all: zero credit. Positive or
         non-finite log-probabilities raise a ValueError naming the argument.
 
     Deviations from the reference:
@@ -245,7 +246,11 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
     G = rho.flip(1).cumsum(1).flip(1)
     G = torch.where(present, G, torch.zeros((), dtype=torch.float64))
     norm = group_normalize(G[:, 0], rollouts.group_ids, eps=eps)
-    adv = torch.where(present, (G - norm.mean[:, None]) / (norm.std[:, None] + eps), torch.zeros((), dtype=torch.float64))
+    # A group whose totals are all equal has std 0; GRPO's 0 / eps is harmless there (every
+    # numerator is 0), but turn returns still differ inside an episode and would be blown up by
+    # 1 / eps, so such a group is left unscaled.
+    scale = torch.where(norm.std > 0, norm.std + eps, torch.ones_like(norm.std))
+    adv = torch.where(present, (G - norm.mean[:, None]) / scale[:, None], torch.zeros((), dtype=torch.float64))
     return Credit.from_level(rollouts, adv, "turn", "itpo", turn_rewards=r, redistributed=rho, returns=G,
                              beta=beta, normalize=normalize)
 
