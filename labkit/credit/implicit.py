@@ -245,11 +245,14 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         rho = torch.where(present, r + torch.where(last, R[:, None], 0.0), torch.zeros((), dtype=torch.float64))
     G = rho.flip(1).cumsum(1).flip(1)
     G = torch.where(present, G, torch.zeros((), dtype=torch.float64))
-    norm = group_normalize(G[:, 0], rollouts.group_ids, eps=eps)
+    # the episode total: exactly R under "softmax" (the weights sum to 1 only up to rounding)
+    total = R if normalize == "softmax" else G[:, 0]
+    norm = group_normalize(total, rollouts.group_ids, eps=eps)
     # A group whose totals are all equal has std 0; GRPO's 0 / eps is harmless there (every
     # numerator is 0), but turn returns still differ inside an episode and would be blown up by
     # 1 / eps, so such a group is left unscaled.
-    scale = torch.where(norm.std > 0, norm.std + eps, torch.ones_like(norm.std))
+    scale = torch.where(norm.std > 1e-12 * norm.mean.abs().clamp(min=1.0), norm.std + eps,
+                        torch.ones_like(norm.std))
     adv = torch.where(present, (G - norm.mean[:, None]) / scale[:, None], torch.zeros((), dtype=torch.float64))
     return Credit.from_level(rollouts, adv, "turn", "itpo", turn_rewards=r, redistributed=rho, returns=G,
                              beta=beta, normalize=normalize)
