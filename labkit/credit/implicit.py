@@ -213,8 +213,8 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         non-finite log-probabilities raise a ValueError naming the argument.
 
     Deviations from the reference:
-        ITPO reads the implicit rewards off an implicit PRM (a language model updated online
-        from outcome labels, PRIME-style) and feeds them to PPO, GRPO or RLOO; here the
+        ITPO reads the implicit rewards off an implicit PRM (in the lab's reading of the paper, a
+        language model updated online from outcome labels, PRIME-style) and feeds them to PPO, GRPO or RLOO; here the
         "implicit PRM" is the policy itself against its pre-training snapshot, as the lab's
         task asks, exact for a tabular agent, and the advantage is the GRPO-normalised
         reward-to-go above (one of the paper's combinations, not its PPO critic).
@@ -274,7 +274,8 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
         ``episode_advantage`` (A^E, (B,)), ``step_advantage`` (A^S, (B, N)).
 
     Defaults:
-        alpha = 1.0 (the paper weighs the two advantages equally), eps = 1e-6.
+        alpha = 1.0 (the two advantages added with equal weight; the paper treats the weight
+        of the step term as a hyperparameter), eps = 1e-6.
         ``step_rewards`` (required): a (B, T) tensor of the PRM's step reward at every
         position, or a callable ``rollouts -> that tensor`` (a fitted
         ``ImplicitStepRewardModel`` is one).
