@@ -144,3 +144,177 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
     good = _logprobs("better_logprobs", better_logprobs, rollouts)
     bad = _logprobs("worse_logprobs", worse_logprobs, rollouts)
     return _at_level(rollouts, scale * (good - bad), level, "t_reg", scale=scale)
+
+
+# --------------------------------------------------------------------------- agentic: ITPO and iStar
+# The two turn-level implicit estimators below work on agent rollouts (one turn = one or more
+# positions sharing a turn id). Their imports sit here, with the code that uses them.
+from labkit.core.rollouts import Cost  # noqa: E402
+from labkit.core.stats import group_normalize  # noqa: E402
+
+ITPO_NORMS = ("softmax", "none")
+
+
+def _per_position(name: str, value, rollouts: Rollouts) -> torch.Tensor:
+    """A checked (B, T) float64 per-position tensor, 0 off the mask."""
+    x = as_tensor(name, value)
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    check_shape(name, x, (rollouts.batch_size, rollouts.horizon))
+    x = torch.where(rollouts.mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
+    check_finite(name, x)
+    return x
+
+
+def _empty_turn_credit(rollouts: Rollouts, method: str, **info) -> Credit:
+    """No played turn at all: zero credit (there is nothing to view per turn)."""
+    return Credit.from_tokens(rollouts, torch.zeros(rollouts.batch_size, rollouts.horizon,
+                                                    dtype=torch.float64), method, **info)
+
+
+@register("itpo")
+def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
+         normalize: str = "softmax", eps: float = 1e-6) -> Credit:
+    """ITPO (Wang et al. 2026, arXiv:2603.23550): turn rewards from the policy's log-ratio to its pre-training reference, group-normalised returns as credit.
+
+    Formula:
+        r_k   = beta * sum_{t in turn k} (log pi(a_t | h_t) - log pi_ref(a_t | h_t))
+                                                   (implicit turn reward, pi_ref = the policy
+                                                    before training)
+        normalize = "softmax" (Norm-ITPO, default):
+          rho_k = R * exp(r_k) / sum_{k' in trajectory} exp(r_k')
+                                                   (the outcome R split over the turns: sum_k rho_k = R)
+        normalize = "none":
+          rho_k = r_k  (+ R on the last turn)      (implicit process rewards plus the outcome)
+        G_k   = sum_{k' >= k} rho_k'               (reward-to-go of turn k; G_0 = the episode total)
+        A_k   = (G_k - mean_group(G_0)) / (std_group(G_0) + eps)    (std taken as 1 when it is 0)
+
+        The baseline and the scale are GRPO's, computed on the episode totals of the group (with
+        "softmax" G_0 = R, so they are exactly GRPO's); a turn's credit is what was earned from
+        it on. Every position of turn k takes A_k. ``info``: ``turn_rewards`` (r_k, (B, N)),
+        ``redistributed`` (rho_k), ``returns`` (G_k).
+
+    Defaults:
+        beta = 1.0 (softmax weights compare log-ratios directly; the paper's beta scales an
+        implicit PRM trained with a small DPO temperature), normalize = "softmax", eps = 1e-6.
+        ``logprobs`` (default ``rollouts.logprobs``, the sampling policy's) and
+        ``ref_logprobs`` (required): (B, T) log-probabilities of the taken actions under the
+        current policy and under the reference; for a tabular ToolWorld agent
+        ``labkit.learn.turn_models.policy_logprobs(policy, rollouts)`` on the policy and on a
+        copy taken before training (exact, no model needed).
+
+    Degenerate input:
+        a policy equal to its reference gives r_k = 0: "softmax" then splits R equally over the
+        turns, "none" leaves only the outcome. A one-turn trajectory gets its whole outcome on
+        its turn. A group of one gets mean 0 and std 1 (raw returns, GRPO's singleton rule,
+        ``group_normalize``); a group whose totals are all equal keeps its within-episode spread
+        unscaled (std taken as 1, not eps: the within-episode spread would otherwise be
+        multiplied by 1 / eps). No played turn at all: zero credit. Positive or
+        non-finite log-probabilities raise a ValueError naming the argument.
+
+    Deviations from the reference:
+        ITPO reads the implicit rewards off an implicit PRM (in the lab's reading of the paper, a
+        language model updated online from outcome labels, PRIME-style) and feeds them to PPO, GRPO or RLOO; here the
+        "implicit PRM" is the policy itself against its pre-training snapshot, as the lab's
+        task asks, exact for a tabular agent, and the advantage is the GRPO-normalised
+        reward-to-go above (one of the paper's combinations, not its PPO critic).
+
+    Cost:
+        none counted here: both log-probability tensors are inputs (one pass of the policy and
+        one of the frozen reference over the batch; table look-ups for a tabular agent).
+    """
+    beta = check_number("beta", beta, low=0.0)
+    eps = check_number("eps", eps, low=0.0)
+    check_choice("normalize", normalize, ITPO_NORMS)
+    if logprobs is None:
+        if rollouts.logprobs is None:
+            raise ValueError("logprobs: not given and the rollouts carry none; pass the policy's (B, T) "
+                             "log-probabilities")
+        logprobs = rollouts.logprobs
+    lp = _logprobs("logprobs", logprobs, rollouts)
+    ref = _logprobs("ref_logprobs", ref_logprobs, rollouts)
+    if not bool(rollouts.mask.any()):
+        return _empty_turn_credit(rollouts, "itpo", beta=beta, normalize=normalize)
+    r, present = rollouts.view(beta * (lp - ref), "turn", "sum")
+    R = rollouts.scores.to(torch.float64)
+    if normalize == "softmax":
+        w = torch.softmax(torch.where(present, r, -torch.inf), 1)
+        rho = torch.where(present, R[:, None] * w, torch.zeros((), dtype=torch.float64))
+    else:
+        last = (present.cumsum(1) == present.sum(1, keepdim=True)) & present
+        rho = torch.where(present, r + torch.where(last, R[:, None], 0.0), torch.zeros((), dtype=torch.float64))
+    G = rho.flip(1).cumsum(1).flip(1)
+    G = torch.where(present, G, torch.zeros((), dtype=torch.float64))
+    # the episode total: exactly R under "softmax" (the weights sum to 1 only up to rounding)
+    total = R if normalize == "softmax" else G[:, 0]
+    norm = group_normalize(total, rollouts.group_ids, eps=eps)
+    # A group whose totals are all equal has std 0; GRPO's 0 / eps is harmless there (every
+    # numerator is 0), but turn returns still differ inside an episode and would be blown up by
+    # 1 / eps, so such a group is left unscaled.
+    scale = torch.where(norm.std > 1e-12 * norm.mean.abs().clamp(min=1.0), norm.std + eps,
+                        torch.ones_like(norm.std))
+    adv = torch.where(present, (G - norm.mean[:, None]) / scale[:, None], torch.zeros((), dtype=torch.float64))
+    return Credit.from_level(rollouts, adv, "turn", "itpo", turn_rewards=r, redistributed=rho, returns=G,
+                             beta=beta, normalize=normalize)
+
+
+@register("istar")
+def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
+    """iStar (Liu et al. 2025, arXiv:2509.19199): an implicit step reward model's per-turn log-ratio, group-normalised, added to the GRPO episode advantage.
+
+    Formula:
+        r_k   = sum_{t in turn k} r_phi(h_t, a_t),  r_phi = beta * log pi_phi / pi_ref
+                (the implicit PRM, fitted with a DPO loss on pairs of whole trajectories of one
+                 task, the better outcome preferred: ``labkit.learn.turn_models.ImplicitStepRewardModel``)
+        A^E_i = (R_i - mean_group(R)) / (std_group(R) + eps)                 (GRPO, episode level)
+        A^S_k = (r_k - mean(r over every turn of the group)) / (std(same) + eps)   (step level)
+        A_k   = A^E_i + alpha * A^S_k
+
+        Every position of turn k takes A_k. ``info``: ``step_rewards`` (r_k, (B, N)),
+        ``episode_advantage`` (A^E, (B,)), ``step_advantage`` (A^S, (B, N)).
+
+    Defaults:
+        alpha = 1.0 (the two advantages added with equal weight; the paper treats the weight
+        of the step term as a hyperparameter), eps = 1e-6.
+        ``step_rewards`` (required): a (B, T) tensor of the PRM's step reward at every
+        position, or a callable ``rollouts -> that tensor`` (a fitted
+        ``ImplicitStepRewardModel`` is one).
+
+    Degenerate input:
+        alpha = 0 is GRPO. All step rewards equal in a group (e.g. an unfitted PRM, r = 0)
+        gives A^S = 0 there (0 / eps), hence GRPO. A group with a single played turn keeps that
+        turn's raw step reward (GRPO's singleton rule, ``group_normalize``); a group of one
+        trajectory gets its raw outcome as A^E. No played turn at all: zero credit. A wrongly
+        shaped or non-finite ``step_rewards`` raises a ValueError naming it.
+
+    Deviations from the reference:
+        iStar's PRM is a copy of the policy LLM trained alternately with it, and it computes
+        rewards per step (reasoning + action); here the PRM is a table over (observation,
+        action) fitted on a batch of the current agent, the lab's stand-in for that LLM (it
+        cannot read history beyond the last observation, as the agent cannot). The paper's
+        step normalisation is over the steps of the group; so is this one.
+
+    Cost:
+        ``aux_calls`` = one PRM pass per trajectory when ``step_rewards`` is a callable; 0 for
+        a precomputed tensor. The PRM fit (milliseconds for the table) is not counted.
+    """
+    alpha = check_number("alpha", alpha)
+    eps = check_number("eps", eps, low=0.0)
+    calls = 0
+    if step_rewards is None:
+        raise ValueError("step_rewards: required, a (B, T) tensor of implicit step rewards or a callable "
+                         "rollouts -> that tensor")
+    if callable(step_rewards):
+        step_rewards = step_rewards(rollouts)
+        calls = rollouts.batch_size
+    x = _per_position("step_rewards", step_rewards, rollouts)
+    if not bool(rollouts.mask.any()):
+        return _empty_turn_credit(rollouts, "istar", alpha=alpha)
+    r, present = rollouts.view(x, "turn", "sum")
+    ep = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps).normalized
+    rows = present.nonzero(as_tuple=True)
+    step_adv = torch.zeros_like(r)
+    step_adv[rows] = group_normalize(r[rows], rollouts.group_ids[rows[0]], eps=eps).normalized
+    adv = torch.where(present, ep[:, None] + alpha * step_adv, torch.zeros((), dtype=torch.float64))
+    return Credit.from_level(rollouts, adv, "turn", "istar", cost=Cost(aux_calls=calls), step_rewards=r,
+                             episode_advantage=ep, step_advantage=step_adv, alpha=alpha)

@@ -221,3 +221,82 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
     step = torch.where(present, tot[:, None] * share, torch.zeros((), dtype=torch.float64))
     return Credit.from_level(rollouts, step, "step", "acpo", cost=Cost(aux_calls=B), saliency=sal,
                              step_saliency=c, model_scores=scores.detach(), total=tot, normalize=normalize)
+
+
+# --------------------------------------------------------------------------- agentic: SPA-RL
+# Appended for the agent worlds; its one extra import sits with the code that uses it.
+from labkit.core.stats import group_normalize  # noqa: E402
+
+SPA_CREDITS = ("reward", "return")
+
+
+@register("spa_rl")
+def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome_weight: float = 0.0,
+           eps: float = 1e-6) -> Credit:
+    """SPA-RL (Wang et al. 2025, arXiv:2505.20732): a progress estimator's per-turn contribution, trained to sum to the outcome, as the turn's reward.
+
+    Formula:
+        c_k = sum_{t in turn k} c(x_t)    the progress estimator's contribution of turn k, fitted so
+                                          that sum_k c_k ~ R over trajectories
+                                          (``labkit.learn.turn_models.ProgressEstimator``)
+        credit = "reward" (default):  A_k = c_k
+        credit = "return":            A_k = sum_{k' >= k} c_k'     (the progress still to come)
+        plus, with outcome_weight w != 0:  A_k += w * (R_i - mean_group(R)) / (std_group(R) + eps)
+
+        The progress P_k = sum_{k' <= k} c_k' is the estimated completion after turn k; c_k its
+        increment. Every position of turn k takes A_k. ``info``: ``contributions`` (c_k, (B, N)),
+        ``progress`` (P_k), ``episode_advantage`` (the GRPO term, (B,)).
+
+    Defaults:
+        credit = "reward", outcome_weight = 0 (the contribution alone, SPA's intermediate
+        reward), eps = 1e-6. ``contributions`` (required): a (B, T) tensor of the per-position
+        contribution, or a callable ``rollouts -> that tensor`` (a fitted ``ProgressEstimator``
+        is one).
+
+    Degenerate input:
+        a one-turn trajectory gets its whole contribution on its turn (about its outcome, for a
+        well-fitted estimator); an all-zero estimator gives zero credit (plus the GRPO term). A
+        group of one gets its raw outcome in the GRPO term (``group_normalize``'s singleton
+        rule). No played turn at all: zero credit. A wrongly shaped or non-finite
+        ``contributions`` raises a ValueError naming it.
+
+    Deviations from the reference:
+        SPA-RL's progress estimator is a small MLP head on the LLM agent's representation of the
+        whole history, and its PPO reward adds a grounding signal (did the action execute in the
+        environment); ToolWorld has no invalid actions, so the grounding term is left out, and
+        the estimator sees the last observation and the action (a table, or a tiny MLP that
+        also sees the turn index). The paper trains PPO with a critic on these rewards; here the
+        reward itself (or its reward-to-go) is the credit, optionally mixed with GRPO.
+
+    Cost:
+        ``aux_calls`` = one estimator pass per trajectory when ``contributions`` is a callable;
+        0 for a precomputed tensor. The fit (a ridge solve for the table) is not counted.
+    """
+    check_choice("credit", credit, SPA_CREDITS)
+    outcome_weight = check_number("outcome_weight", outcome_weight)
+    eps = check_number("eps", eps, low=0.0)
+    if contributions is None:
+        raise ValueError("contributions: required, a (B, T) tensor of per-turn contributions or a callable "
+                         "rollouts -> that tensor")
+    calls = 0
+    if callable(contributions):
+        contributions = contributions(rollouts)
+        calls = rollouts.batch_size
+    x = as_tensor("contributions", contributions)
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    check_shape("contributions", x, (rollouts.batch_size, rollouts.horizon))
+    x = torch.where(rollouts.mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
+    check_finite("contributions", x)
+    cost = Cost(aux_calls=calls)
+    if not bool(rollouts.mask.any()):
+        return Credit.from_tokens(rollouts, x, "spa_rl", cost=cost, credit=credit, outcome_weight=outcome_weight)
+    c, present = rollouts.view(x, "turn", "sum")
+    progress = torch.where(present, c.cumsum(1), torch.zeros((), dtype=torch.float64))
+    adv = c if credit == "reward" else c.flip(1).cumsum(1).flip(1)
+    ep = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps).normalized
+    if outcome_weight:
+        adv = adv + outcome_weight * ep[:, None]
+    adv = torch.where(present, adv, torch.zeros((), dtype=torch.float64))
+    return Credit.from_level(rollouts, adv, "turn", "spa_rl", cost=cost, contributions=c, progress=progress,
+                             episode_advantage=ep, credit=credit, outcome_weight=outcome_weight)
