@@ -324,3 +324,67 @@ def noise_sweep(noises: Sequence[float] = (0.1, 0.3, 0.5), *, n_tasks: int = 16,
         df.insert(0, "noise", x)
         parts.append(df)
     return pd.concat(parts, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- beyond hindsight: the other agentic families
+NB08_TRAIN_ITERATIONS = 30  # GRPO batches that turn the scripted agent into "the policy" ITPO compares with its start
+
+# display name -> (family, what it needs beyond the rollouts)
+MORE_METHODS = {
+    "GRPO": ("episode", "nothing"),
+    "ITPO": ("implicit", "the policy's and its starting point's log-probs"),
+    "iStar": ("implicit", "a step reward model fitted by DPO on trajectory pairs"),
+    "SPA-RL": ("redistribution", "a progress table fitted so each episode's contributions sum to its outcome"),
+    "SPA-RL + GRPO": ("redistribution", "the same, added to the group advantage"),
+}
+
+
+def trained_agent(env, start, *, iterations: int = NB08_TRAIN_ITERATIONS, seed: int = 0):
+    """A copy of ``start`` trained with GRPO for ``iterations`` batches of 8 tasks x 8 episodes:
+    the policy whose implicit rewards are read against ``start`` (its reference)."""
+    import copy
+
+    from labkit.envs.toolworld.learner import ToolLearner
+    from labkit.learn.loop import train
+
+    policy = copy.deepcopy(start)
+    train(ToolLearner(env, policy, n_tasks=8, group_size=8), "grpo", kind="grpo",
+          iterations=check_int("iterations", iterations, low=0), seed=seed, progress=False, label="warm-up")
+    return policy
+
+
+def fit_turn_models(env, policy, history: Rollouts) -> dict:
+    """The learned turn models of the other families, fitted on ``history`` (episodes of
+    ``policy``): iStar's implicit step reward model and SPA-RL's progress table."""
+    from labkit.learn.turn_models import ImplicitStepRewardModel, ProgressEstimator
+
+    return {"istar": ImplicitStepRewardModel.for_policy(policy).fit(history),
+            "spa_rl": ProgressEstimator.for_env(env).fit(history)}
+
+
+def more_credits(env, policy, reference, rollouts: Rollouts, models: Mapping) -> dict[str, Credit]:
+    """Every method of ``MORE_METHODS`` on ``rollouts`` of ``policy`` ({display name: Credit});
+    ``reference`` is the policy before training (ITPO's pi_ref), ``models`` ``fit_turn_models``'s."""
+    from labkit.learn.turn_models import policy_logprobs
+
+    est = get_estimator
+    lp, lp_ref = policy_logprobs(policy, rollouts), policy_logprobs(reference, rollouts)
+    return {"GRPO": est("grpo")(rollouts),
+            "ITPO": est("itpo")(rollouts, logprobs=lp, ref_logprobs=lp_ref),
+            "iStar": est("istar")(rollouts, step_rewards=models["istar"]),
+            "SPA-RL": est("spa_rl")(rollouts, contributions=models["spa_rl"]),
+            "SPA-RL + GRPO": est("spa_rl")(rollouts, contributions=models["spa_rl"], outcome_weight=1.0)}
+
+
+def family_scores(rollouts: Rollouts, truth, credits: Mapping[str, Credit]) -> pd.DataFrame:
+    """``luck_regression`` plus Spearman's rank correlation with the exact turn advantage and the
+    cost each method reported, one row per method."""
+    from labkit.scoring import rank_correlation
+
+    df = luck_regression(rollouts, truth, credits)
+    adv = truth.advantage(rollouts)
+    df["rank_corr"] = [rank_correlation(c, adv, rollouts.mask) for c in credits.values()]
+    df["aux_calls"] = [c.cost.aux_calls for c in credits.values()]
+    df["env_steps"] = [c.cost.env_steps for c in credits.values()]
+    df["family"] = [MORE_METHODS.get(n, ("", ""))[0] for n in credits]
+    return df
