@@ -173,3 +173,48 @@ class StepRewardIRL:
         own average at the observation (what ``step_agent`` gives with ``pi``)."""
         pi = as_tensor("pi", pi, dtype=torch.float64)
         return self.reward - (pi * self.reward).sum(-1, keepdim=True)
+
+
+# --------------------------------------------------------------------------- in the training loop
+def step_agent_trainer(demos: Rollouts, policy, *, gamma: float = 0.0, centre: bool = True,
+                       negatives: int = 1, prior: float = 0.5, seed: int = 0):
+    """A ``rollouts -> Credit`` callable for ``labkit.learn.loop.train``: StepAgent's alternation.
+
+    At every call the discriminator is refitted on the fixed expert ``demos`` against the
+    agent's *current* table ``policy.probs()`` (new negatives each call, seeded ``seed`` + call
+    number), then ``step_agent`` credits the batch with it (centred on the current policy when
+    ``centre``). The callable's ``history`` keeps (expert_turns, policy_samples) per call."""
+    from labkit.credit import get_estimator
+    estimator = get_estimator("step_agent")
+    n_obs, n_act = policy.logits.shape
+    calls = []
+
+    def credit(rollouts: Rollouts):
+        pi = policy.probs().detach().to(torch.float64)
+        irl = StepRewardIRL(n_obs, n_act, prior=prior, negatives=negatives).fit(demos, pi, seed=seed + len(calls))
+        calls.append((irl.expert_turns, irl.policy_samples))
+        return estimator(rollouts, reward=irl, pi=pi if centre else None, gamma=gamma)
+
+    credit.history = calls
+    credit.__name__ = "step_agent"
+    return credit
+
+
+def reward_vs_advantage(irl: StepRewardIRL, truth, *, min_visits: float = 1e-9) -> dict[str, float]:
+    """How the learned reward table relates to the exact advantage of the current policy, per
+    (observation, action): A_bar[o, a] = sum_{t,b,f} d_t(b, f, o) A_t(b, f, o, a) / sum d (the
+    exact advantage averaged over the hidden states behind o). Over the observations the expert
+    demonstrated (and the policy reaches): Pearson and Spearman of reward vs A_bar, and the share
+    of those observations whose best-rewarded action is an action with the largest A_bar."""
+    from labkit.scoring import pearson, rank_correlation
+    d = truth.occupancy                                         # (T, N, 2, n_obs)
+    w = d.sum((0, 1, 2))
+    A_bar = (d[..., None] * truth.A).sum((0, 1, 2)) / w.clamp(min=1e-300)[:, None]
+    seen = (irl.n_pos.sum(-1) > 0) & (w > min_visits)
+    if not bool(seen.any()):
+        return {"observations": 0, "pearson": float("nan"), "spearman": float("nan"), "top1": float("nan")}
+    r, a = irl.reward[seen], A_bar[seen]
+    mask = torch.ones_like(r, dtype=torch.bool)
+    top = a.gather(1, r.argmax(-1, keepdim=True))[:, 0] >= a.max(-1).values - 1e-12
+    return {"observations": int(seen.sum()), "pearson": pearson(r.flatten(), a.flatten()),
+            "spearman": rank_correlation(r, a, mask), "top1": float(top.double().mean())}
