@@ -200,21 +200,23 @@ def step_agent_trainer(demos: Rollouts, policy, *, gamma: float = 0.0, centre: b
     return credit
 
 
-def reward_vs_advantage(irl: StepRewardIRL, truth, *, min_visits: float = 1e-9) -> dict[str, float]:
-    """How the learned reward table relates to the exact advantage of the current policy, per
-    (observation, action): A_bar[o, a] = sum_{t,b,f} d_t(b, f, o) A_t(b, f, o, a) / sum d (the
-    exact advantage averaged over the hidden states behind o). Over the observations the expert
-    demonstrated (and the policy reaches): Pearson and Spearman of reward vs A_bar, and the share
-    of those observations whose best-rewarded action is an action with the largest A_bar."""
-    from labkit.scoring import pearson, rank_correlation
+def reward_vs_advantage(irl: StepRewardIRL, truth, *, min_visits: float = 1e-9) -> dict[str, torch.Tensor]:
+    """The learned reward table next to the exact advantage of the current policy, per
+    (observation, action), for scoring with ``labkit.scoring`` (this layer does not score).
+
+    ``A_bar[o, a]`` = sum_{t,b,f} d_t(b, f, o) A_t(b, f, o, a) / sum d: the exact advantage of
+    action a at observation o averaged over the hidden states behind o, weighted by how often
+    the policy is there (``truth`` from ``env.truth(policy)``). Returns ``reward`` and ``A_bar``
+    (n_obs, A), ``seen`` (n_obs,) the observations the expert demonstrated and the policy
+    reaches, and ``top1`` (float tensor): the share of seen observations whose best-rewarded
+    action has the largest A_bar.
+    """
     d = truth.occupancy                                         # (T, N, 2, n_obs)
     w = d.sum((0, 1, 2))
     A_bar = (d[..., None] * truth.A).sum((0, 1, 2)) / w.clamp(min=1e-300)[:, None]
     seen = (irl.n_pos.sum(-1) > 0) & (w > min_visits)
-    if not bool(seen.any()):
-        return {"observations": 0, "pearson": float("nan"), "spearman": float("nan"), "top1": float("nan")}
     r, a = irl.reward[seen], A_bar[seen]
-    mask = torch.ones_like(r, dtype=torch.bool)
-    top = a.gather(1, r.argmax(-1, keepdim=True))[:, 0] >= a.max(-1).values - 1e-12
-    return {"observations": int(seen.sum()), "pearson": pearson(r.flatten(), a.flatten()),
-            "spearman": rank_correlation(r, a, mask), "top1": float(top.double().mean())}
+    top = (a.gather(1, r.argmax(-1, keepdim=True))[:, 0] >= a.max(-1).values - 1e-12) if bool(seen.any()) \
+        else torch.zeros(0, dtype=torch.bool)
+    return {"reward": irl.reward, "A_bar": A_bar, "seen": seen,
+            "top1": top.double().mean() if top.numel() else torch.tensor(float("nan"))}
