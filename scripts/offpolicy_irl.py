@@ -5,7 +5,8 @@ issue-15 note reports, cached in data/offpolicy_irl/ (seeded; about a minute on 
 
 Writes ``sorl_curves.csv`` (learning curves: on-policy vs batches ``staleness`` iterations old,
 without and with SORL's clipping-triggered normalisation, GRPO credit), ``sorl_summary.csv``
-(final exact success per arm: mean, min, max over seeds; mean clip fraction),
+(final exact success per arm: mean, min, max over seeds; mean clip fraction), ``sorl_check.csv``
+(the stale arms again on eight more seeds, 3..10),
 ``step_agent_scores.csv`` (StepAgent credit on one fixed batch against the exact advantage and
 the skill/luck split, next to GRPO), ``step_agent_curves.csv`` (training with StepAgent credit
 vs GRPO) and ``meta.json`` (settings, seeds, timings).
@@ -34,6 +35,7 @@ from labkit.scoring import rank_correlation  # noqa: E402
 
 OUT = ROOT / "data" / "offpolicy_irl"
 SEEDS = (0, 1, 2)
+CHECK_SEEDS = tuple(range(3, 11))                        # a robustness check of the 3-seed result
 SORL = dict(kind="grpo", lr=0.3, epochs=2, clip_eps=0.2, iterations=60, eval_every=10)
 STALENESS = (4, 8)
 BATCH = dict(n_tasks=16, group_size=8, seed=0)           # the fixed scoring batch
@@ -67,6 +69,23 @@ def sorl_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
                      "out_frac": runs.out_frac.mean() if "out_frac" in runs else float("nan"),
                      "weight": runs.scale.mean() if "scale" in runs else float("nan"), "seeds": len(g)})
     return curves, pd.DataFrame(rows)
+
+
+def sorl_check() -> pd.DataFrame:
+    """The same off-policy arms on eight more seeds: does the 3-seed ordering hold?"""
+    def make(seed):
+        env = world()
+        return ToolLearner(env, env.make_policy(), n_tasks=8, group_size=8)
+
+    rows = []
+    for k in STALENESS:
+        c = offpolicy_comparison(make, "grpo", staleness=k, seeds=CHECK_SEEDS,
+                                 arms=["stale", "stale + SORL (batch)", "stale + SORL (per trajectory)"], **SORL)
+        last = c[c.iteration == SORL["iterations"]]
+        for label, g in last.groupby("label", sort=False):
+            rows.append({"staleness": k, "arm": label, "final_mean": g.success.mean(), "final_std": g.success.std(),
+                         "final_min": g.success.min(), "final_max": g.success.max(), "seeds": len(g)})
+    return pd.DataFrame(rows)
 
 
 def step_agent_scores() -> tuple[pd.DataFrame, dict]:
@@ -123,6 +142,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     curves, summary = sorl_runs()
+    check = sorl_check()
     sorl_seconds = time.perf_counter() - t
     t = time.perf_counter()
     scores, info = step_agent_scores()
@@ -132,10 +152,11 @@ def main() -> None:
             "scale", "staleness", "env_steps", "seconds"]
     curves[[c for c in keep if c in curves]].round(6).to_csv(OUT / "sorl_curves.csv", index=False)
     summary.round(4).to_csv(OUT / "sorl_summary.csv", index=False)
+    check.round(4).to_csv(OUT / "sorl_check.csv", index=False)
     scores.round(4).to_csv(OUT / "step_agent_scores.csv", index=False)
     sa_curves[["label", "seed", "iteration", "success", "train_reward", "aux_calls", "seconds"]].round(6).to_csv(
         OUT / "step_agent_curves.csv", index=False)
-    meta = {"script": "scripts/offpolicy_irl.py", "world": repr(world()), "seeds": list(SEEDS),
+    meta = {"script": "scripts/offpolicy_irl.py", "world": repr(world()), "seeds": list(SEEDS), "check_seeds": list(CHECK_SEEDS),
             "sorl": {**SORL, "staleness": list(STALENESS), "estimator": "grpo", "n_tasks": 8, "group_size": 8,
                      "policy": "uniform (env.make_policy())", "seconds": round(sorl_seconds, 1)},
             "step_agent": {"agent": "env.scripted_policy(2.0) (NB08_AGENT_STRENGTH)", "batch": BATCH, "demos": DEMOS,
@@ -147,6 +168,7 @@ def main() -> None:
     (OUT / "meta.json").write_text(json.dumps(meta, indent=1))
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.round(3).to_string(index=False))
+        print(check.round(3).to_string(index=False))
         print(scores[["method", "spearman", "corr_exact", "b_luck_after", "luck_per_skill", "luck_removed",
                       "aux_calls"]].round(3).to_string(index=False))
         last = sa_curves[sa_curves.iteration == SA_TRAIN["iterations"]]

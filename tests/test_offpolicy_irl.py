@@ -10,8 +10,8 @@ from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
 from labkit.envs.toolworld import ToolWorld
 from labkit.envs.toolworld.learner import ToolLearner
-from labkit.learn.irl import (StepRewardIRL, expert_policy, full_information_value, reward_vs_advantage,
-                              step_agent_trainer)
+from labkit.learn.irl import (StepRewardIRL, expert_policy, full_information_value, policy_from_actions,
+                              reward_vs_advantage, step_agent_trainer)
 from labkit.learn.loop import offpolicy_comparison, policy_loss, summarise, train, turn_log_ratio
 
 torch.set_num_threads(1)
@@ -185,6 +185,9 @@ def test_expert_is_exact_and_bounded():
     expert, info = expert_policy(env, max_rounds=3)
     assert info["J"] == pytest.approx(env.truth(expert).J)
     assert info["J_start"] - 1e-12 <= info["J"] <= info["J_full_information"] + 1e-9
+    assert env.truth(policy_from_actions(env, info["actions"])).J == pytest.approx(info["J"])
+    with pytest.raises(ValueError, match="^actions"):
+        policy_from_actions(env, info["actions"][:-1])
     # with reliable tools and time to edit and submit, seeing the bug wins surely
     assert full_information_value(ToolWorld(3, max_turns=2, mislead=0, noise=0, flaky=0)) == pytest.approx(1.0)
     assert full_information_value(ToolWorld(3, max_turns=1)) == pytest.approx(0.0)

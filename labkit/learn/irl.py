@@ -49,31 +49,35 @@ def full_information_value(env) -> float:
     return float(V[:, 0].mean())
 
 
-def expert_policy(env, *, strength: float = 20.0, start=None, max_rounds: int = 10) -> tuple[object, dict]:
+def expert_policy(env, *, strength: float = 20.0, start=None, max_rounds: int = 10,
+                  candidates: int | None = None) -> tuple[object, dict]:
     """The best memoryless agent policy iteration finds on ``env`` (a ToolWorld), as a
     near-deterministic ``TabularSoftmaxPolicy`` (logit ``strength`` on the chosen action).
 
     Starts from ``start`` (default ``env.scripted_policy(strength)``). A round visits every
     observation, most visited first, and tries its action with the largest occupancy-weighted Q,
     G[o, a] = sum_{t, b, f} d_t(b, f, o) Q_t(b, f, a) (the exact policy-gradient direction of
-    the row), then every other action; a switch is kept only if the exact J rises. Stops after a
+    the row), then the next ones in G's order (``candidates`` of them per observation; None = every
+    action); a switch is kept only if the exact J rises. Stops after a
     round without a switch or after ``max_rounds``. Returns ``(policy, info)`` with ``J`` (exact),
-    ``J_start``, ``J_full_information`` (upper bound), ``rounds``, ``switches``, ``evaluations``.
+    ``J_start``, ``J_full_information`` (upper bound), ``rounds``, ``switches``, ``evaluations``
+    and ``actions`` (the chosen action per observation: ``policy_from_actions`` rebuilds it).
     Local: policy iteration over memoryless policies can stop at a local optimum; ``J`` is exact.
+    On notebook 08's world the full search (``candidates=None``, about 700 exact evaluations, a
+    few seconds) reaches J = 1.0 by "edit every file in turn, run the tests, submit" (edits are
+    free and reliable); ``candidates=3`` stops at J = 0.884 in a fraction of the time.
     """
     strength = check_number("strength", strength, low=0.0, low_open=True)
     max_rounds = check_int("max_rounds", max_rounds, low=1)
+    if candidates is not None:
+        candidates = check_int("candidates", candidates, low=1)
     policy = env.scripted_policy(strength) if start is None else start
     env._check_policy(policy)
     with torch.no_grad():
         choice = policy.logits.argmax(-1).clone()
 
     def make(ch):
-        p = env.make_policy()
-        with torch.no_grad():
-            p.logits.zero_()
-            p.logits[torch.arange(env.n_obs), ch] = strength
-        return p
+        return policy_from_actions(env, ch, strength=strength)
 
     current = make(choice)
     truth = env.truth(current)
@@ -86,9 +90,8 @@ def expert_policy(env, *, strength: float = 20.0, start=None, max_rounds: int = 
             if float(visits[o]) <= 0:
                 continue  # never reached: its action cannot matter
             G = (truth.occupancy[:, :, :, o, None] * truth.Q).sum((0, 1, 2))  # (A,)
-            for a in G.argsort(descending=True).tolist():
-                if a == int(choice[o]):
-                    continue
+            order = [a for a in G.argsort(descending=True).tolist() if a != int(choice[o])]
+            for a in order[:candidates]:
                 trial = choice.clone()
                 trial[o] = a
                 t = env.truth(make(trial))
@@ -100,7 +103,24 @@ def expert_policy(env, *, strength: float = 20.0, start=None, max_rounds: int = 
         if not changed:
             break
     return make(choice), {"J": best, "J_start": J0, "J_full_information": full_information_value(env),
-                          "rounds": rounds, "switches": switches, "evaluations": evaluations}
+                          "rounds": rounds, "switches": switches, "evaluations": evaluations,
+                          "actions": choice.tolist()}
+
+
+def policy_from_actions(env, actions, *, strength: float = 20.0):
+    """A near-deterministic ``TabularSoftmaxPolicy`` of ``env``: logit ``strength`` on
+    ``actions[o]`` at every observation o, 0 elsewhere (rebuilds a cached ``expert_policy``)."""
+    strength = check_number("strength", strength, low=0.0, low_open=True)
+    acts = as_tensor("actions", actions).long().reshape(-1)
+    if acts.numel() != env.n_obs:
+        raise ValueError(f"actions: expected one action per observation ({env.n_obs}), got {acts.numel()}")
+    if bool(((acts < 0) | (acts >= env.n_actions)).any()):
+        raise ValueError(f"actions: action ids must lie in [0, {env.n_actions - 1}]")
+    p = env.make_policy()
+    with torch.no_grad():
+        p.logits.zero_()
+        p.logits[torch.arange(env.n_obs), acts] = strength
+    return p
 
 
 # --------------------------------------------------------------------------- the step-wise discriminator
