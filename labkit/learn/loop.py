@@ -38,7 +38,13 @@ credit (no estimator carries it): ``ratio_level="turn"`` (one importance ratio p
 geometric mean of its tokens' ratios) and ``renorm="sorl"`` (clipping-triggered normalisation: the
 minibatch's surrogate is scaled down by the share of advantage mass whose ratio left the trust
 region). Defaults (``staleness=0``, ``ratio_level="token"``, ``renorm=None``) are the on-policy
-loop above, unchanged.
+loop above, unchanged. How faithful: the turn ratio is SORL's; for the normaliser only the
+paper's description could be read (gradients normalised by a clipping-triggered factor that
+down-weights highly off-policy samples), so kappa (the share of |A| outside the trust region) is
+the lab's reading of it, in two variants (per minibatch, per trajectory). In a tabular world a
+turn is one action, so the turn ratio equals the token ratio there. Measured on notebook 08's
+ToolWorld (``scripts/offpolicy_irl.py``, ``data/offpolicy_irl/``): staleness costs far more than
+the normalisation wins back, and the gain is seed-dependent.
 
 Cost accounting, per iteration and cumulated in the returned curve: ``env_steps`` (actions /
 tokens sampled for training), ``policy_tokens`` (token positions the policy ran to *sample* the
