@@ -156,7 +156,8 @@ def main() -> None:
     scores.round(4).to_csv(OUT / "step_agent_scores.csv", index=False)
     sa_curves[["label", "seed", "iteration", "success", "train_reward", "aux_calls", "seconds"]].round(6).to_csv(
         OUT / "step_agent_curves.csv", index=False)
-    meta = {"script": "scripts/offpolicy_irl.py", "world": repr(world()), "seeds": list(SEEDS), "check_seeds": list(CHECK_SEEDS),
+    meta = {"script": "scripts/offpolicy_irl.py", "world": repr(world()), "seeds": list(SEEDS),
+            "check_seeds": list(CHECK_SEEDS),
             "sorl": {**SORL, "staleness": list(STALENESS), "estimator": "grpo", "n_tasks": 8, "group_size": 8,
                      "policy": "uniform (env.make_policy())", "seconds": round(sorl_seconds, 1)},
             "step_agent": {"agent": "env.scripted_policy(2.0) (NB08_AGENT_STRENGTH)", "batch": BATCH, "demos": DEMOS,

@@ -159,10 +159,14 @@ def _step_agent_rewards(rollouts: Rollouts, reward) -> tuple[torch.Tensor, torch
     else:
         table = as_tensor("reward", reward, dtype=torch.float64)
         if table.dim() != 2:
-            raise ValueError(f"reward: expected a (n_obs, n_actions) table or a callable, got shape {tuple(table.shape)}")
-        hi_o, hi_a = int(obs[present].max()) if bool(present.any()) else -1, int(act[present].max()) if bool(present.any()) else -1
+            raise ValueError("reward: expected a (n_obs, n_actions) table or a callable, "
+                             f"got shape {tuple(table.shape)}")
+        played = bool(present.any())
+        hi_o = int(obs[present].max()) if played else -1
+        hi_a = int(act[present].max()) if played else -1
         if hi_o >= table.shape[0] or hi_a >= table.shape[1]:
-            raise ValueError(f"reward: table of shape {tuple(table.shape)} does not cover observation {hi_o} / action {hi_a}")
+            raise ValueError(f"reward: table of shape {tuple(table.shape)} does not cover observation {hi_o} "
+                             f"/ action {hi_a}")
         r = table[obs.clamp(0, table.shape[0] - 1), act.clamp(0, table.shape[1] - 1)]
         called = False
     r = torch.where(present, r, torch.zeros((), dtype=torch.float64))
@@ -172,7 +176,7 @@ def _step_agent_rewards(rollouts: Rollouts, reward) -> tuple[torch.Tensor, torch
 
 @register("step_agent")
 def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Credit:
-    """StepAgent (Deng et al. 2024, arXiv:2411.03817): a step reward learned by inverse RL from expert demonstrations, read as turn credit.
+    """StepAgent (Deng et al. 2024, arXiv:2411.03817): an inverse-RL step reward from expert demos as turn credit.
 
     Formula:
         r_t = r_phi(o_t, a_t)     the learned step reward of the turn's (observation, action)
