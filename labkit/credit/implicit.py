@@ -18,7 +18,9 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.stats import group_normalize
+from labkit.core.turns import turn_table
 from labkit.credit._registry import register
 
 LEVELS = ("token", "step")
@@ -148,9 +150,7 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
 
 # --------------------------------------------------------------------------- agentic: ITPO and iStar
 # The two turn-level implicit estimators below work on agent rollouts (one turn = one or more
-# positions sharing a turn id). Their imports sit here, with the code that uses them.
-from labkit.core.rollouts import Cost  # noqa: E402
-from labkit.core.stats import group_normalize  # noqa: E402
+# positions sharing a turn id).
 
 ITPO_NORMS = ("softmax", "none")
 
@@ -318,3 +318,96 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
     adv = torch.where(present, ep[:, None] + alpha * step_adv, torch.zeros((), dtype=torch.float64))
     return Credit.from_level(rollouts, adv, "turn", "istar", cost=Cost(aux_calls=calls), step_rewards=r,
                              episode_advantage=ep, step_advantage=step_adv, alpha=alpha)
+
+
+# --------------------------------------------------------------------------- StepAgent (inverse RL)
+# StepAgent's learned step reward read as turn credit. The reward model
+# (labkit.learn.irl.StepRewardIRL) is an explicit argument: a (n_obs, A) table or a callable.
+def _step_agent_rewards(rollouts: Rollouts, reward) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    obs, act, present = turn_table(rollouts)
+    if callable(reward) and not isinstance(reward, torch.Tensor):
+        r = as_tensor("reward", reward(obs, act)).to(torch.float64)
+        check_shape("reward", r, tuple(obs.shape))
+        called = True
+    else:
+        table = as_tensor("reward", reward, dtype=torch.float64)
+        if table.dim() != 2:
+            raise ValueError("reward: expected a (n_obs, n_actions) table or a callable, "
+                             f"got shape {tuple(table.shape)}")
+        played = bool(present.any())
+        hi_o = int(obs[present].max()) if played else -1
+        hi_a = int(act[present].max()) if played else -1
+        if hi_o >= table.shape[0] or hi_a >= table.shape[1]:
+            raise ValueError(f"reward: table of shape {tuple(table.shape)} does not cover observation {hi_o} "
+                             f"/ action {hi_a}")
+        r = table[obs.clamp(0, table.shape[0] - 1), act.clamp(0, table.shape[1] - 1)]
+        called = False
+    r = torch.where(present, r, torch.zeros((), dtype=torch.float64))
+    check_finite("reward", r)
+    return r, obs, present, called
+
+
+@register("step_agent")
+def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Credit:
+    """StepAgent (Deng et al. 2024, arXiv:2411.03817): an inverse-RL step reward from expert demos as turn credit.
+
+    Formula:
+        r_t = r_phi(o_t, a_t)     the learned step reward of the turn's (observation, action)
+
+        With ``pi`` (the agent's (n_obs, A) policy table) the reward is centred on the agent's own
+        average at that observation, r_t - sum_a pi(a | o_t) r_phi(o_t, a) (a baseline that does
+        not depend on the action, so the policy gradient keeps its expectation). The turn's credit
+        is the discounted sum from t on: c_t = sum_{k >= t} gamma^(k - t) r_k; gamma = 0 keeps
+        each turn's own reward (StepAgent's step-wise comparison with the expert's step). For
+        ``labkit.learn.irl.StepRewardIRL`` r_phi = log D / (1 - D) ~ log pi_E(a | o) / pi(a | o).
+
+    Defaults:
+        gamma = 0.0, pi = None (no centring). ``reward`` (required): an (n_obs, A) tensor
+        indexed by observation and action ids, or a callable (obs (B, N), action (B, N)) -> (B, N)
+        reward per turn, e.g. a fitted ``StepRewardIRL``.
+
+    Degenerate input:
+        Rollouts with no played turn give zero credit; a one-turn trajectory gets its turn's
+        reward. Observations the expert never visited carry reward 0 in ``StepRewardIRL`` (no
+        evidence either way), hence zero credit without ``pi``. A table that does not cover an
+        observation or action id, a non-finite reward, or gamma outside [0, 1] raises a
+        ValueError naming the argument.
+
+    Deviations from the reference:
+        StepAgent learns the step reward with an LLM discriminator on the agent's and the
+        expert's step outputs and alternates it with PPO over a novice-to-expert curriculum of
+        expert prefixes; here the discriminator is a table over ToolWorld's (observation,
+        action) with a closed-form logistic fit (``labkit.learn.irl``), the expert is the best
+        memoryless policy the exact DP finds (``expert_policy``), there is no curriculum, and
+        the reward is scored as credit on fixed rollouts rather than trained on.
+
+    Cost:
+        ``aux_calls`` = one reward-model lookup per played turn (table or callable). Fitting the
+        reward (expert demonstrations, agent samples at the expert's observations) is counted by
+        ``StepRewardIRL`` (``expert_turns``, ``policy_samples``), not here.
+    """
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    if reward is None:
+        raise ValueError("reward: required, an (n_obs, A) step-reward table or a callable (obs, action) -> reward")
+    r, obs, present, _ = _step_agent_rewards(rollouts, reward)
+    if pi is not None:
+        p = as_tensor("pi", pi, dtype=torch.float64)
+        if p.dim() != 2:
+            raise ValueError(f"pi: expected the agent's (n_obs, A) policy table, got shape {tuple(p.shape)}")
+        if isinstance(reward, torch.Tensor) or not callable(reward):
+            table = as_tensor("reward", reward, dtype=torch.float64)
+        else:
+            table = getattr(reward, "reward", None)
+            if table is None:
+                raise ValueError("pi: centring needs the reward as a table (a tensor or an object with .reward)")
+        if tuple(p.shape) != tuple(table.shape):
+            raise ValueError(f"pi: shape {tuple(p.shape)} differs from the reward table's {tuple(table.shape)}")
+        base = (p * table).sum(-1)[obs.clamp(0, p.shape[0] - 1)]
+        r = torch.where(present, r - base, torch.zeros((), dtype=torch.float64))
+    c = torch.zeros_like(r)
+    acc = torch.zeros(r.shape[0], dtype=torch.float64)
+    for k in range(r.shape[1] - 1, -1, -1):  # reward-to-go over the turns, right to left
+        acc = torch.where(present[:, k], r[:, k] + gamma * acc, acc)
+        c[:, k] = torch.where(present[:, k], acc, 0.0)
+    cost = Cost(aux_calls=int(present.sum()))
+    return Credit.from_level(rollouts, c, "turn", "step_agent", cost=cost, step_rewards=r, gamma=gamma)

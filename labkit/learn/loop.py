@@ -30,6 +30,22 @@ A *learner* couples an environment and a policy. It provides ``parameters()``,
 own: ``labkit.envs.chain.ChainLearner``, ``labkit.envs.toolworld.ToolLearner``,
 ``labkit.envs.teamtask.TeamLearner`` and ``labkit.envs.arithmetic.learner.LMLearner``.
 
+Off-policy mode (SORL, arXiv:2511.20718). ``staleness=k`` trains iteration i on the batch that
+was sampled at iteration i - k (by the policy of that time: an asynchronous pipeline whose sampler
+lags k updates behind the learner), so rho = pi / pi_behaviour is off by k updates and the clip
+fires often. Two switches of ``policy_loss`` are SORL's mechanism, a rule of the loss, not of
+credit (no estimator carries it): ``ratio_level="turn"`` (one importance ratio per turn, the
+geometric mean of its tokens' ratios) and ``renorm="sorl"`` (clipping-triggered normalisation: the
+minibatch's surrogate is scaled down by the share of advantage mass whose ratio left the trust
+region). Defaults (``staleness=0``, ``ratio_level="token"``, ``renorm=None``) are the on-policy
+loop above, unchanged. How faithful: the turn ratio is SORL's; for the normaliser only the
+paper's description could be read (gradients normalised by a clipping-triggered factor that
+down-weights highly off-policy samples), so kappa (the share of |A| outside the trust region) is
+the lab's reading of it, in two variants (per minibatch, per trajectory). In a tabular world a
+turn is one action, so the turn ratio equals the token ratio there. Measured on notebook 08's
+ToolWorld (``scripts/offpolicy_irl.py``, ``data/offpolicy_irl/``): staleness costs far more than
+the normalisation wins back, and the gain is seed-dependent.
+
 Cost accounting, per iteration and cumulated in the returned curve: ``env_steps`` (actions /
 tokens sampled for training), ``policy_tokens`` (token positions the policy ran to *sample* the
 batch and to compute the credit, e.g. VinePPO's vines), ``aux_calls`` (critic / reward model
@@ -38,6 +54,7 @@ calls). Gradient passes are the same for every estimator at equal batch size and
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Callable, Sequence
 
 import pandas as pd
@@ -54,18 +71,76 @@ LOSSES = ("reinforce", "ppo_clip", "grpo")
 
 
 # --------------------------------------------------------------------------- the loss
+def turn_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor, turn_ids: torch.Tensor) -> torch.Tensor:
+    """Turn-level log importance ratio (SORL): every position gets the mean log-ratio of its turn's
+    generated positions, i.e. the turn's ratio is the geometric mean of its tokens' ratios.
+
+    ``turn_ids`` (B, T) labels turns 0, 1, ... (-1 off the turns). A one-token turn keeps its
+    token's ratio, so in a tabular world (one action per turn) this equals the token ratio.
+    Positions off ``mask`` or with ``turn_ids`` -1 keep their own log-ratio (they carry no loss).
+    """
+    ids = turn_ids.long()
+    if tuple(ids.shape) != tuple(log_ratio.shape):
+        raise ValueError(f"turn_ids: expected shape {tuple(log_ratio.shape)}, got {tuple(ids.shape)}")
+    valid = mask & (ids >= 0)
+    n = int(ids.max()) + 1 if bool(valid.any()) else 1
+    idx = ids.clamp(min=0)
+    w = valid.to(log_ratio.dtype)
+    total = torch.zeros(ids.shape[0], n, dtype=log_ratio.dtype).scatter_add(1, idx, log_ratio * w)
+    count = torch.zeros(ids.shape[0], n, dtype=log_ratio.dtype).scatter_add(1, idx, w)
+    mean = (total / count.clamp(min=1)).gather(1, idx)
+    return torch.where(valid, mean, log_ratio)
+
+
+RENORMS = (None, "sorl", "sorl_row")
+RATIO_LEVELS = ("token", "turn")
+
+
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                kind: str = "ppo_clip", *, clip_eps: float = 0.2) -> tuple[torch.Tensor, dict]:
+                kind: str = "ppo_clip", *, clip_eps: float = 0.2, ratio_level: str = "token",
+                turn_ids: torch.Tensor | None = None, renorm: str | None = None) -> tuple[torch.Tensor, dict]:
     """The policy-gradient surrogate of ``kind`` (see the module docstring) and diagnostics.
 
     All inputs (B, T); ``mask`` selects generated positions. Returns ``(loss, stats)`` with
     ``clip_frac`` (share of tokens whose ratio was clipped) and ``approx_kl`` (mean of
     old_logp - logp). Rows without a masked token contribute nothing.
+
+    SORL's switches (clipped kinds only; see the module docstring): ``ratio_level="turn"`` uses
+    one ratio per turn (``turn_log_ratio``; needs ``turn_ids``); ``renorm="sorl"`` multiplies the
+    surrogate by 1 - kappa, kappa = sum |A| over positions whose ratio lies outside
+    [1 - eps, 1 + eps] / sum |A| over all positions of the minibatch (detached): with no clipping
+    the loss is unchanged, with every position outside the trust region the minibatch makes no
+    step. ``renorm="sorl_row"`` computes kappa per trajectory instead, so a trajectory that has
+    drifted far from its behaviour policy is down-weighted and the others keep their weight
+    (which still matters under Adam, which undoes a scale common to every position). ``stats``
+    then also holds ``out_frac`` (share of positions outside the region) and ``scale`` (mean
+    weight 1 - kappa over positions).
     """
     check_choice("kind", kind, LOSSES)
+    check_choice("ratio_level", ratio_level, RATIO_LEVELS)
+    if renorm not in RENORMS:
+        raise ValueError(f"renorm: expected one of {RENORMS}, got {renorm!r}")
+    if ratio_level == "turn" and turn_ids is None:
+        raise ValueError("turn_ids: ratio_level='turn' needs the (B, T) turn labels (rollouts.turn_ids)")
     m = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype).detach()
     log_ratio = logp - old_logp.to(logp.dtype).detach()
+    if ratio_level == "turn":
+        log_ratio = turn_log_ratio(log_ratio, mask.bool(), turn_ids)
+    weight = torch.ones_like(m)  # SORL's down-weighting, detached; 1 = plain surrogate
+    out_frac = 0.0
+    if kind != "reinforce" and (renorm is not None or ratio_level == "turn"):
+        r = log_ratio.detach().clamp(max=20.0).exp()
+        outside = ((r < 1 - clip_eps) | (r > 1 + clip_eps)).to(m.dtype) * m
+        out_frac = float(outside.sum() / m.sum().clamp(min=1))
+        if renorm is not None:
+            # kappa: share of the advantage mass whose ratio left the trust region, over the
+            # minibatch ("sorl") or per trajectory ("sorl_row"); 0 when nothing is at stake
+            dims = None if renorm == "sorl" else 1
+            mass = (adv.abs() * m).sum(dim=dims, keepdim=dims is not None)
+            hit = (adv.abs() * outside).sum(dim=dims, keepdim=dims is not None)
+            kappa = torch.where(mass > 0, hit / mass.clamp(min=1e-30), torch.zeros_like(mass))
+            weight = (1 - kappa) * weight
     if kind == "reinforce":
         per_token = -adv * logp
         loss = (per_token * m).sum() / max(logp.shape[0], 1)
@@ -73,7 +148,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     else:
         ratio = log_ratio.clamp(max=20.0).exp()  # clamp: a wild ratio must not overflow to inf
         unclipped, clipped_obj = ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
-        per_token = -torch.minimum(unclipped, clipped_obj)
+        per_token = -torch.minimum(unclipped, clipped_obj) * weight
         clipped = (clipped_obj < unclipped).to(m.dtype)
         if kind == "ppo_clip":
             loss = (per_token * m).sum() / m.sum().clamp(min=1)
@@ -83,6 +158,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
             loss = ((per_token * m).sum(1)[has] / lengths[has]).sum() / has.sum().clamp(min=1)
     n = m.sum().clamp(min=1)
     stats = {"clip_frac": float((clipped * m).sum() / n), "approx_kl": float((-log_ratio.detach() * m).sum() / n)}
+    if renorm is not None or ratio_level == "turn":
+        stats.update(out_frac=out_frac, scale=float((weight * m).sum() / n))
     return loss, stats
 
 
@@ -91,7 +168,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
           kind: str = "ppo_clip", lr: float | None = None, epochs: int = 1, minibatches: int = 1,
           clip_eps: float = 0.2, max_grad_norm: float | None = 1.0, optimizer: str = "adam",
           critic=None, eval_every: int = 5,
-          seed: int = 0, progress: bool = True, label: str | None = None) -> pd.DataFrame:
+          seed: int = 0, progress: bool = True, label: str | None = None, staleness: int = 0,
+          ratio_level: str = "token", renorm: str | None = None) -> pd.DataFrame:
     """Train ``learner``'s policy for ``iterations`` batches with credit from ``estimator``.
 
     ``estimator``: a registered name (``"grpo"``) or a callable ``rollouts -> Credit`` (use a
@@ -101,6 +179,13 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     none. ``optimizer``: ``"adam"`` or ``"sgd"`` (plain gradient steps) with ``lr`` (default
     ``learner.default_lr``), gradient norm clipped to ``max_grad_norm`` (None = off). ``seed``
     fixes sampling and minibatch order.
+
+    Off-policy mode (SORL; module docstring): ``staleness`` k >= 0 trains iteration i on the
+    batch sampled at iteration max(1, i - k) (its stored ``logprobs`` are the behaviour policy's,
+    so the ratio sees k updates of drift; the first k iterations train on the oldest batch there
+    is); every iteration still samples (and is charged) one fresh batch. ``ratio_level`` and
+    ``renorm`` go to ``policy_loss``. With any of the three set, the curve also has ``staleness``
+    (the age of the batch trained on), ``out_frac`` and ``scale`` columns.
 
     Returns one row per iteration: ``iteration`` (1-based), ``train_reward`` (mean score of the
     batch), ``success`` (``learner.evaluate``; at iteration 0, the untrained policy, every
@@ -115,6 +200,11 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     clip_eps = check_number("clip_eps", clip_eps, low=0.0, low_open=True)
     eval_every = check_int("eval_every", eval_every, low=1)
     seed = check_int("seed", seed)
+    staleness = check_int("staleness", staleness, low=0)
+    check_choice("ratio_level", ratio_level, RATIO_LEVELS)
+    if renorm not in RENORMS:
+        raise ValueError(f"renorm: expected one of {RENORMS}, got {renorm!r}")
+    off_policy = staleness > 0 or ratio_level != "token" or renorm is not None
     if max_grad_norm is not None:
         max_grad_norm = check_number("max_grad_norm", max_grad_norm, low=0.0, low_open=True)
     if isinstance(estimator, str):
@@ -134,8 +224,11 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     totals = {"env_steps": 0, "policy_tokens": 0, "aux_calls": 0}
     rows = [{"iteration": 0, "success": learner.evaluate(seed=seed), **totals, "seconds": 0.0}]
     start = time.perf_counter()
+    queue: deque = deque(maxlen=staleness + 1)  # (iteration sampled, batch); oldest first
     for it in tqdm(range(1, iterations + 1), desc=label, disable=not progress, leave=False):
-        rollouts = learner.collect(it, seed=seed * 1_000_003 + it)
+        fresh = learner.collect(it, seed=seed * 1_000_003 + it)
+        queue.append((it, fresh))
+        born, rollouts = queue[0]  # with staleness 0 this is the fresh batch
         credit = estimator(rollouts)
         if not isinstance(credit, Credit):
             raise TypeError(f"estimator: returned {type(credit).__name__}, expected a Credit")
@@ -150,7 +243,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
             for rows_idx in order.chunk(min(minibatches, B)):
                 logp = learner.logprobs(rollouts, rows_idx)
                 loss, st = policy_loss(logp, old[rows_idx], advantages[rows_idx], mask[rows_idx], kind,
-                                       clip_eps=clip_eps)
+                                       clip_eps=clip_eps, ratio_level=ratio_level, renorm=renorm,
+                                       turn_ids=None if rollouts.turn_ids is None else rollouts.turn_ids[rows_idx])
                 optimizer.zero_grad()
                 loss.backward()
                 norm = (torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if max_grad_norm is not None
@@ -162,21 +256,25 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
         if critic is not None:
             targets = credit.info.get("returns")
             critic.update(rollouts, targets if targets is not None else rollouts.returns())
-        sampled = int(rollouts.mask.sum())
+        sampled = int(fresh.mask.sum())
         # a batch filter (StarPO) trains on fewer steps than were sampled: charge what was sampled
-        totals["env_steps"] += int(rollouts.info.get("sampled_steps", sampled)) + credit.cost.env_steps
-        totals["policy_tokens"] += int(rollouts.info.get("generation_cost", sampled)) + credit.cost.policy_tokens
+        # (the fresh batch: in off-policy mode it is sampled now and trained on k iterations later)
+        totals["env_steps"] += int(fresh.info.get("sampled_steps", sampled)) + credit.cost.env_steps
+        totals["policy_tokens"] += int(fresh.info.get("generation_cost", sampled)) + credit.cost.policy_tokens
         totals["aux_calls"] += credit.cost.aux_calls
-        entropy = float(rollouts.entropies[mask].mean()) if rollouts.entropies is not None else float("nan")
+        entropy = float(fresh.entropies[fresh.mask].mean()) if fresh.entropies is not None else float("nan")
         spread, flat = rollouts.info.get("sampled_spread") or group_spread(rollouts)
         evaluate = it % eval_every == 0 or it == iterations
-        rows.append({"iteration": it, "train_reward": float(rollouts.scores.mean()),
+        rows.append({"iteration": it, "train_reward": float(fresh.scores.mean()),
                      "success": learner.evaluate(seed=seed) if evaluate else float("nan"),
                      "loss": sum(losses) / len(losses), "grad_norm": sum(norms) / len(norms),
                      "entropy": entropy, "reward_spread": spread, "zero_spread_share": flat,
                      "clip_frac": sum(s["clip_frac"] for s in stats) / len(stats),
                      "approx_kl": sum(s["approx_kl"] for s in stats) / len(stats),
                      **totals, "seconds": time.perf_counter() - start})
+        if off_policy:
+            rows[-1].update(staleness=it - born, out_frac=sum(s.get("out_frac", 0.0) for s in stats) / len(stats),
+                            scale=sum(s.get("scale", 1.0) for s in stats) / len(stats))
     out = pd.DataFrame(rows)
     out.insert(0, "label", label)
     out["kind"], out["seed"] = kind, seed
@@ -239,3 +337,31 @@ def summarise(curves: pd.DataFrame) -> pd.DataFrame:
         table[col] = last[col].groupby("label").mean()
     table["seeds"] = change.groupby("label").size()
     return table.reset_index()
+
+
+OFFPOLICY_ARMS = {
+    "on-policy": {},
+    "stale": {"staleness": None},
+    "stale + SORL (batch)": {"staleness": None, "renorm": "sorl"},
+    "stale + SORL (per trajectory)": {"staleness": None, "renorm": "sorl_row"},
+}
+
+
+def offpolicy_comparison(make_learner: Callable[[int], Learner], estimator="grpo", *, staleness: int = 4,
+                         seeds: Sequence[int] = (0, 1, 2), arms: Sequence[str] | None = None,
+                         progress: bool = False, **common) -> pd.DataFrame:
+    """SORL's experiment: on-policy training against training on batches ``staleness`` iterations
+    old, without and with the clipping-triggered normalisation (``OFFPOLICY_ARMS``), one fresh
+    learner per (arm, seed). ``common`` goes to ``train`` (e.g. ``kind="grpo"``, ``lr``,
+    ``epochs``, ``iterations``). Returns the stacked curves (``compare``); ``summarise`` gives
+    mean and range of the final success per arm."""
+    staleness = check_int("staleness", staleness, low=1)
+    names = list(OFFPOLICY_ARMS) if arms is None else list(arms)
+    for n in names:
+        if n not in OFFPOLICY_ARMS:
+            raise ValueError(f"arms: unknown arm {n!r}; known: {list(OFFPOLICY_ARMS)}")
+    runs = {}
+    for n in names:
+        kw = {k: (staleness if v is None else v) for k, v in OFFPOLICY_ARMS[n].items()}
+        runs[n] = lambda learner, kw=kw: {"estimator": estimator, **kw}
+    return compare(make_learner, runs, seeds=seeds, progress=progress, **common)
