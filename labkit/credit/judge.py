@@ -305,7 +305,7 @@ def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float 
     g, called = _judge(rollouts, grades, "grades", tuple(present.shape))
     inside = g[present]
     check_finite("grades", inside)
-    if bool(((inside != -1) & (inside != 0) & (inside != 1)).any()):
+    if not bool(torch.isin(inside, torch.tensor(TARL_GRADE_VALUES, dtype=torch.float64)).all()):
         raise ValueError("grades: TARL grades must be -1 (harmful), 0 (neutral) or +1 (helpful)")
     g = torch.where(present, g, 0.0)
     outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,

@@ -8,13 +8,7 @@ judge is supposed to report (which the environment knows), made imperfect on pur
 * ``stand_in_judge``: good / bad verdicts per turn from the sign of the exact advantage, each
   flipped with a seeded error rate (CriticSearch's retrospective critic);
 * ``stand_in_step_verifier``: correct / wrong verdicts per reasoning step from the task's exact
-  step correctness, each flipped with a seeded error rate (CAPO's LLM-as-GenPRM);
-* ``stand_in_turn_grades``: -1 / 0 / +1 grades per turn from the exact advantage, each replaced
-  by another grade at a seeded error rate (TARL's turn judge);
-* ``LatentRewardRegressor`` with ``corrupt_features``: LaRe's reward decoder (least squares on
-  hand-made turn features, the stand-in for its LLM-written latent reward), and that
-  feature function made sloppy at a known rate;
-* ``judge_error_curve``: how TARL's and LaRe's credit degrade as those error rates rise.
+  step correctness, each flipped with a seeded error rate (CAPO's LLM-as-GenPRM).
 
 Turning the noise up shows how much of a judge-based method's quality is the judge's. The
 estimators in ``labkit.credit`` take the judge's output as a tensor or a callable, so a real
@@ -22,13 +16,10 @@ judge plugs in the same way.
 """
 from __future__ import annotations
 
-import pandas as pd
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
-from labkit.credit import get_estimator
-from labkit.envs.toolworld.features import FEATURE_NAMES, turn_features
 
 
 def noisy_oracle(reference, *, noise: float, seed: int = 0, low: float | None = None,
@@ -124,9 +115,6 @@ def stand_in_step_verifier(rollouts: Rollouts, *, step_correct=None, error_rate:
 
 
 # --------------------------------------------------------------------------- TARL, LaRe, the judge-error curve
-TARL_GRADES = (-1.0, 0.0, 1.0)
-
-
 def stand_in_turn_grades(rollouts: Rollouts, *, advantage, error_rate: float = 0.1, tolerance: float = 0.02,
                          seed: int = 0) -> torch.Tensor:
     """STAND-IN for TARL's LLM judge: a grade in {-1, 0, +1} for every turn.
@@ -264,6 +252,12 @@ def judge_error_curve(env, policy, rollouts: Rollouts, truth, *, score, error_ra
     import labkit.scoring). Returns a pandas DataFrame with columns method, error_rate, seed,
     score. The exact advantage is ``truth.advantage(rollouts)``.
     """
+    # imported here so that this module's head stays as it was (this block was appended for issue 15)
+    import pandas as pd
+
+    from labkit.credit import get_estimator
+    from labkit.envs.toolworld.features import FEATURE_NAMES, turn_features
+
     if not callable(score):
         raise TypeError("score: a callable (credit, exact, mask) -> float, e.g. labkit.scoring.rank_correlation")
     rates = [check_number("error_rates", r, low=0.0, high=1.0) for r in error_rates]
