@@ -225,3 +225,17 @@ def test_judge_error_curve_falls_with_the_error_rate():
     assert mean[("tarl", 0.0)] > mean[("tarl", 0.6)] + 0.1
     with pytest.raises(TypeError, match="^score"):
         judge_error_curve(env, pol, ro, truth, score=None)
+
+
+def test_template_grades_follow_the_scripted_agent():
+    from labkit.envs.toolworld.features import template_grades
+    env, ro = _transcript()
+    assert template_grades(env, ro)[0].tolist() == [1, 1, 1, 1, 1]
+    wrong = ro.with_(tokens=torch.where(torch.arange(ro.horizon) == 1, env.edit_action(0), ro.tokens))
+    assert template_grades(env, wrong)[0].tolist() == [1, -1, 1, 1, 1]
+    # the scripted agent's own choices are exactly the templates
+    pol = env.scripted_policy(50.0)
+    sampled = env.sample(pol, 2, group_size=2, seed=0)
+    g = template_grades(env, sampled)
+    present = sampled.view(sampled.mask, "turn", "first")[1]
+    assert bool((g[present] == 1).all())

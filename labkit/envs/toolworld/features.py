@@ -111,3 +111,35 @@ def verifiable_turn_rewards(env, rollouts: Rollouts, *, weights: Mapping[str, fl
     for c, v in w.items():
         out = out + v * checks[c]
     return out
+
+
+SKILL_TEMPLATES = ("locate", "inspect", "fix", "verify", "finish")
+"""SCRIBE-style skill prototypes of a ToolWorld turn, keyed by what the agent has just seen:
+locate (start, thought, "tests fail", "file j looks fine": expect search), inspect ("hint: file
+j": expect open j), fix ("file j looks buggy": expect edit j), verify ("edited file j": expect
+run tests), finish ("tests pass": expect submit)."""
+
+
+def template_grades(env, rollouts: Rollouts) -> torch.Tensor:
+    """STAND-IN for SCRIBE-style template grading: +1 / -1 per turn, (B, N) float64.
+
+    Each turn is matched to its skill prototype (``SKILL_TEMPLATES``) by the observation it
+    answers, and graded +1 if the action is what the template expects, -1 otherwise; absent
+    turns get 0. The grader reads only the observation and the action, so it cannot be fooled
+    by a lucky tool answer, but it is only as right as its templates: where the best action
+    differs from the template (a misleading hint, a flaky pass) it grades the wrong way.
+    Usable as TARL's ``grades``: ``tarl(rollouts, grades=template_grades(env, rollouts))``.
+    """
+    _world_of(env)
+    obs, act, present = turn_table(rollouts)
+    N = env.n_files
+    expect = torch.full_like(act, SEARCH)                       # locate: everything not listed below
+    for lo, to_action in ((env.hint_obs(0), env.open_action), (env.buggy_obs(0), env.edit_action)):
+        j = obs - lo
+        inside = (j >= 0) & (j < N)
+        expect = torch.where(inside, to_action(j.clamp(0, N - 1)), expect)
+    j = obs - env.edited_obs(0)
+    expect = torch.where((j >= 0) & (j < N), torch.full_like(act, RUN_TESTS), expect)
+    expect = torch.where(obs == TESTS_PASS, torch.full_like(act, SUBMIT), expect)
+    grade = torch.where(act == expect, 1.0, -1.0).to(torch.float64)
+    return torch.where(present, grade, 0.0)
