@@ -356,8 +356,11 @@ def lare(rollouts: Rollouts, *, step_rewards: JudgeOutput = None, target: str = 
         labkit's is ``turn_features``, factors of a ToolWorld turn written by hand, and the
         decoder is a linear least-squares fit (``LatentRewardRegressor``) instead of LaRe's
         neural decoder. LaRe trains its agents with standard RL on the proxy rewards (a learned
-        critic); the group-mean baseline here is labkit's substitute. The arXiv id in the
-        survey's table (2412.16989) differs from the paper's (2412.11120, AAAI 2025).
+        critic); the group-mean baseline here is labkit's substitute. The survey describes
+        LaRe as textual per-step justifications turned into scalars; the paper's mechanism is
+        the code-written latent reward plus a return-decomposing decoder, which labkit follows.
+        The arXiv id in the lab's inventory (2412.16989) differs from the paper's (2412.11120,
+        AAAI 2025).
 
     Cost:
         a callable costs one ``aux_calls`` per trajectory (one pass of the latent-reward code
