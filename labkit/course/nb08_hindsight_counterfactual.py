@@ -388,3 +388,55 @@ def family_scores(rollouts: Rollouts, truth, credits: Mapping[str, Credit]) -> p
     df["env_steps"] = [c.cost.env_steps for c in credits.values()]
     df["family"] = [MORE_METHODS.get(n, ("", ""))[0] for n in credits]
     return df
+
+
+def judge_error_curve(env, policy, rollouts: Rollouts, truth, *, score=None,
+                      error_rates: Sequence[float] = (0.0, 0.1, 0.2, 0.3, 0.5), seeds: Sequence[int] = (0, 1, 2),
+                      fit_rollouts: Rollouts | None = None, tolerance: float = 0.02,
+                      grade_weight: float = 1.0) -> pd.DataFrame:
+    """How credit quality falls as the stand-in judge errs more often: one row per (method, error_rate, seed).
+
+    For every ``error_rate`` and ``seed``:
+
+    * ``tarl``: grades from ``stand_in_turn_grades`` (that error rate, that seed) fed to
+      ``labkit.credit.judge.tarl`` with ``grade_weight``;
+    * ``lare``: the hand-made ``turn_features`` with every 0/1 factor flipped at that rate
+      (``corrupt_features``), a ``LatentRewardRegressor`` fitted on ``fit_rollouts`` (default:
+      ``rollouts`` themselves) with the same corruption, its step rewards fed to
+      ``labkit.credit.judge.lare``.
+
+    ``score(credit_token (B, T), exact_advantage (B, T), mask (B, T)) -> float`` is the agreement
+    measure (default ``labkit.scoring.rank_correlation``). Returns a DataFrame with columns
+    method, error_rate, seed, score. The exact advantage is ``truth.advantage(rollouts)``.
+    """
+    from labkit.envs.toolworld.features import FEATURE_NAMES, turn_features
+    from labkit.learn.judges import LatentRewardRegressor, corrupt_features, stand_in_turn_grades
+
+    from labkit.scoring import rank_correlation
+
+    score = rank_correlation if score is None else score
+    if not callable(score):
+        raise TypeError("score: a callable (credit, exact, mask) -> float, e.g. labkit.scoring.rank_correlation")
+    rates = [check_number("error_rates", r, low=0.0, high=1.0) for r in error_rates]
+    seeds = [check_int("seeds", s) for s in seeds]
+    if not rates or not seeds:
+        raise ValueError("error_rates: need at least one error rate and one seed")
+    exact = truth.advantage(rollouts)
+    m = rollouts.mask
+    fit_ro = rollouts if fit_rollouts is None else fit_rollouts
+    feats, present = turn_features(env, rollouts), rollouts.view(rollouts.mask, "turn", "first")[1]
+    fit_feats, fit_present = turn_features(env, fit_ro), fit_ro.view(fit_ro.mask, "turn", "first")[1]
+    tarl, lare = get_estimator("tarl"), get_estimator("lare")
+    rows = []
+    for rate in rates:
+        for s in seeds:
+            grades = stand_in_turn_grades(rollouts, advantage=exact, error_rate=rate, tolerance=tolerance, seed=s)
+            c = tarl(rollouts, grades=grades, grade_weight=grade_weight)
+            rows.append({"method": "tarl", "error_rate": rate, "seed": s, "score": score(c.token, exact, m)})
+            reg = LatentRewardRegressor(feature_names=FEATURE_NAMES).fit(
+                corrupt_features(fit_feats, error_rate=rate, seed=s + 10_000, present=fit_present),
+                fit_ro.scores, fit_present)
+            r_hat = reg.step_rewards(corrupt_features(feats, error_rate=rate, seed=s, present=present), present)
+            c = lare(rollouts, step_rewards=r_hat)
+            rows.append({"method": "lare", "error_rate": rate, "seed": s, "score": score(c.token, exact, m)})
+    return pd.DataFrame(rows)

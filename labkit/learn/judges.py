@@ -112,3 +112,122 @@ def stand_in_step_verifier(rollouts: Rollouts, *, step_correct=None, error_rate:
     verdict = torch.where(flip, 1 - good, good)
     verdict = torch.where(present, verdict, 0.0)
     return verdict[0] if n_critiques == 1 else verdict
+
+
+# --------------------------------------------------------------------------- TARL, LaRe, the judge-error curve
+def stand_in_turn_grades(rollouts: Rollouts, *, advantage, error_rate: float = 0.1, tolerance: float = 0.02,
+                         seed: int = 0) -> torch.Tensor:
+    """STAND-IN for TARL's LLM judge: a grade in {-1, 0, +1} for every turn.
+
+    grade_n = +1 if the turn's exact advantage A_n > tolerance, -1 if A_n < -tolerance, else 0
+    (a routine turn that neither helps nor hurts); each grade is then, with probability
+    ``error_rate`` (seeded), replaced by one of the two *other* grades drawn uniformly. So
+    ``error_rate`` is exactly the share of wrong grades: 0 is a perfect judge of the sign,
+    2/3 a judge that knows nothing (uniform over the three grades). ``advantage`` (B, T) per
+    position (``env.truth(policy).advantage(rollouts)``) is the privileged knowledge the
+    stand-in grades with. Returns (B, N) float64, 0 where there is no turn. A real judge's
+    errors are not independent coin flips (it misreads the same kind of turn again and again);
+    this models only a known error rate.
+    """
+    error_rate = check_number("error_rate", error_rate, low=0.0, high=1.0)
+    tolerance = check_number("tolerance", tolerance, low=0.0)
+    adv = as_tensor("advantage", advantage).to(torch.float64)
+    check_shape("advantage", adv, tuple(rollouts.mask.shape))
+    check_finite("advantage", torch.where(rollouts.mask, adv, 0.0))
+    a, present = rollouts.view(adv, "turn", "first")
+    exact = torch.where(a > tolerance, 1.0, torch.where(a < -tolerance, -1.0, 0.0))
+    g = torch.Generator().manual_seed(check_int("seed", seed))
+    wrong = torch.rand(present.shape, generator=g, dtype=torch.float64) < error_rate
+    # shift by 1 or 2 grades (mod 3): a uniformly drawn other grade
+    shift = 1 + (torch.rand(present.shape, generator=g, dtype=torch.float64) < 0.5).to(torch.float64)
+    other = torch.remainder(exact + 1 + shift, 3.0) - 1
+    grade = torch.where(wrong, other, exact)
+    return torch.where(present, grade, 0.0)
+
+
+def corrupt_features(features, *, error_rate: float, seed: int = 0, present=None) -> torch.Tensor:
+    """STAND-IN for a sloppy LLM-written feature function: each 0/1 feature flipped w.p. ``error_rate``.
+
+    ``features`` (B, N, d) from ``labkit.envs.toolworld.features.turn_features``; ``present``
+    (B, N), if given, keeps absent turns at 0. This is LaRe's error dial in the judge-error
+    curve: the LLM's encoder misjudging a factor of a step.
+    """
+    x = as_tensor("features", features).to(torch.float64)
+    if x.dim() != 3:
+        raise ValueError(f"features: expected (B, N, d), got shape {tuple(x.shape)}")
+    error_rate = check_number("error_rate", error_rate, low=0.0, high=1.0)
+    g = torch.Generator().manual_seed(check_int("seed", seed))
+    flip = torch.rand(x.shape, generator=g, dtype=torch.float64) < error_rate
+    out = torch.where(flip, 1.0 - x, x)
+    if present is not None:
+        p = as_tensor("present", present).bool()
+        check_shape("present", p, tuple(x.shape[:2]))
+        out = torch.where(p[..., None], out, 0.0)
+    return out
+
+
+class LatentRewardRegressor:
+    """LaRe's reward decoder, by least squares: per-step rewards whose sum over an episode fits its return.
+
+        r_hat(step) = w . phi(step)               (phi: the step's latent-reward features)
+        w = argmin_w  sum_b (sum_n w . phi_{b,n} - R_b)^2 + ridge * |w|^2
+
+    Because the model is linear, the sum over a trajectory is w . (sum_n phi_{b,n}), so the fit
+    is one ridge regression of the returns on the per-episode feature sums (return
+    decomposition, as in RUDDER / IRCR and LaRe's decoder). No intercept: a constant would not
+    belong to any step. ``weights`` (d,) after ``fit``; ``feature_names`` for display.
+    """
+
+    def __init__(self, *, ridge: float = 1e-3, feature_names=None):
+        self.ridge = check_number("ridge", ridge, low=0.0)
+        self.feature_names = None if feature_names is None else tuple(feature_names)
+        self.weights: torch.Tensor | None = None
+        self.r2: float | None = None
+
+    def fit(self, features, returns, present=None) -> "LatentRewardRegressor":
+        """Fit on ``features`` (B, N, d) and episode ``returns`` (B,); absent turns (``present``
+        False) are ignored. Returns self; ``r2`` is the share of the returns' variance the
+        decomposition explains (in-sample)."""
+        x = as_tensor("features", features).to(torch.float64)
+        if x.dim() != 3:
+            raise ValueError(f"features: expected (B, N, d), got shape {tuple(x.shape)}")
+        B, N, d = x.shape
+        if B < 1:
+            raise ValueError("features: need at least one episode to fit")
+        y = as_tensor("returns", returns).to(torch.float64).reshape(-1)
+        check_shape("returns", y, (B,))
+        check_finite("returns", y)
+        if present is not None:
+            p = as_tensor("present", present).bool()
+            check_shape("present", p, (B, N))
+            x = torch.where(p[..., None], x, 0.0)
+        check_finite("features", x)
+        S = x.sum(1)                                              # (B, d) feature sums per episode
+        gram = S.T @ S + self.ridge * torch.eye(d, dtype=torch.float64)
+        # lstsq rather than solve: with ridge = 0 and an unused feature the Gram matrix is singular
+        self.weights = torch.linalg.lstsq(gram, (S.T @ y)[:, None]).solution[:, 0]
+        resid = y - S @ self.weights
+        var = float(((y - y.mean()) ** 2).sum())
+        self.r2 = 1.0 - float((resid ** 2).sum()) / var if var > 0 else float("nan")
+        return self
+
+    def step_rewards(self, features, present=None) -> torch.Tensor:
+        """r_hat (B, N) = w . phi per step, 0 where ``present`` is False."""
+        if self.weights is None:
+            raise ValueError("LatentRewardRegressor: call fit() first")
+        x = as_tensor("features", features).to(torch.float64)
+        if x.dim() != 3 or x.shape[-1] != self.weights.numel():
+            raise ValueError(f"features: expected (B, N, {self.weights.numel()}), got shape {tuple(x.shape)}")
+        r = x @ self.weights
+        if present is not None:
+            p = as_tensor("present", present).bool()
+            check_shape("present", p, tuple(x.shape[:2]))
+            r = torch.where(p, r, 0.0)
+        return r
+
+    def table(self):
+        """The fitted weights as {feature name: weight} (what a reader checks against intuition)."""
+        if self.weights is None:
+            raise ValueError("LatentRewardRegressor: call fit() first")
+        names = self.feature_names or tuple(f"f{i}" for i in range(self.weights.numel()))
+        return {n: float(w) for n, w in zip(names, self.weights)}
