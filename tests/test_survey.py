@@ -209,8 +209,7 @@ def test_every_catalog_row_has_a_lab_status(methods):
 
 
 def test_planned_rows_name_a_function_and_notebook(methods):
-    planned = methods[methods["status"] == "planned"]
-    assert len(planned) > 0
+    planned = methods[methods["status"] == "planned"]   # may be empty once everything planned is built
     for row in planned.itertuples(index=False):
         assert re.fullmatch(r"labkit\.credit\.[a-z_]+\.[a-z_][a-z0-9_]*", row.labkit_function)
         assert row.labkit_function.split(".")[2] in survey.CREDIT_MODULES
@@ -227,8 +226,8 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
     judge = methods[methods["methodology_family"] == "judge"]
     planned = judge[judge["status"] == "planned"]
     built = judge[judge["status"] == "stand-in"]
-    assert set(planned["name"]) == {"LaRe", "TARL"}
-    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM"}
+    assert set(planned["name"]) == set()
+    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM", "TARL", "LaRe", "SCRIBE"}
     for row in pd.concat([planned, built]).itertuples(index=False):
         assert row.labkit_function.startswith("labkit.credit.judge."), row.name
         assert row.status_note.lower().startswith(("stand-in judge planned", "stand-in judge:")), row.name
@@ -467,8 +466,8 @@ def test_field_filters(methods):
     assert {"SPO", "TEMPO", "SCAR"} <= set(seg["name"])
     both = filter_methods(methods, granularity=["segment", "multi-agent"])
     assert len(both) == len(seg) + len(filter_methods(methods, granularity="multi-agent"))
-    judge = filter_methods(methods, family="judge", status="planned")
-    assert set(judge["name"]) == {"LaRe", "TARL"}
+    judge = filter_methods(methods, family="judge", status="stand-in")
+    assert set(judge["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM", "TARL", "LaRe", "SCRIBE"}
     recent = filter_methods(methods, collection="recent_addition")
     assert len(recent) == 26
     combo = filter_methods(methods, text="entropy", setting="agentic", family="entropy_information")

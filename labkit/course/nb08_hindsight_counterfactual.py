@@ -16,6 +16,7 @@ turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All see
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -336,7 +337,13 @@ MORE_METHODS = {
     "iStar": ("implicit", "a step reward model fitted by DPO on trajectory pairs"),
     "SPA-RL": ("redistribution", "a progress table fitted so each episode's contributions sum to its outcome"),
     "SPA-RL + GRPO": ("redistribution", "the same, added to the group advantage"),
+    "TARL (stand-in judge)": ("judge", "STAND-IN judge: sign of exact A, 10 % of grades wrong"),
+    "LaRe (stand-in features)": ("judge", "STAND-IN for the LLM's latent reward: hand-made turn features + least squares"),
+    "SCRIBE-style templates": ("judge", "hand-written skill templates grading each turn"),
+    "Turn-Level Reward Design": ("process", "the world's checkable turn signals (tests pass, hinted file opened, ...)"),
+    "StepAgent (DP expert)": ("implicit", "expert demonstrations + a step discriminator (inverse RL)"),
 }
+OFFPOLICY_DIR = Path(__file__).resolve().parents[2] / "data" / "offpolicy_irl"
 
 
 def trained_agent(env, start, *, iterations: int = NB08_TRAIN_ITERATIONS, seed: int = 0):
@@ -353,27 +360,84 @@ def trained_agent(env, start, *, iterations: int = NB08_TRAIN_ITERATIONS, seed: 
     return policy
 
 
-def fit_turn_models(env, policy, history: Rollouts) -> dict:
+def dp_expert(env):
+    """The DP-optimal observation-only ToolWorld policy (StepAgent's expert), rebuilt from the
+    actions ``scripts/offpolicy_irl.py`` cached (finding it live takes seconds)."""
+    import json
+
+    from labkit.learn.irl import policy_from_actions
+
+    meta = OFFPOLICY_DIR / "meta.json"
+    if not meta.is_file():
+        raise FileNotFoundError(f"path: {meta} is missing; run python scripts/offpolicy_irl.py")
+    return policy_from_actions(env, json.loads(meta.read_text())["step_agent"]["dp_expert"]["actions"])
+
+
+def fit_turn_models(env, policy, history: Rollouts, *, expert=None, n_demos: int = 256, seed: int = 123) -> dict:
     """The learned turn models of the other families, fitted on ``history`` (episodes of
-    ``policy``): iStar's implicit step reward model and SPA-RL's progress table."""
+    ``policy``): iStar's implicit step reward model, SPA-RL's progress table, LaRe's stand-in
+    decoder (least squares of the return on hand-made turn features) and StepAgent's step
+    discriminator, fitted on ``n_demos`` episodes of ``expert`` (default ``dp_expert(env)``)."""
+    from labkit.envs.toolworld.features import FEATURE_NAMES, turn_features
+    from labkit.learn.irl import StepRewardIRL
+    from labkit.learn.judges import LatentRewardRegressor
     from labkit.learn.turn_models import ImplicitStepRewardModel, ProgressEstimator
 
+    expert = dp_expert(env) if expert is None else expert
+    demos = env.sample(expert, check_int("n_demos", n_demos, low=1), group_size=1, seed=seed)
+    present = history.view(history.mask, "turn", "first")[1]
     return {"istar": ImplicitStepRewardModel.for_policy(policy).fit(history),
-            "spa_rl": ProgressEstimator.for_env(env).fit(history)}
+            "spa_rl": ProgressEstimator.for_env(env).fit(history),
+            "lare": LatentRewardRegressor(feature_names=FEATURE_NAMES).fit(turn_features(env, history),
+                                                                          history.scores, present),
+            "step_agent": StepRewardIRL.for_env(env).fit(demos, policy.probs().detach(), seed=1)}
 
 
-def more_credits(env, policy, reference, rollouts: Rollouts, models: Mapping) -> dict[str, Credit]:
+def more_credits(env, policy, reference, rollouts: Rollouts, models: Mapping, truth, *,
+                 judge_error: float = 0.1, seed: int = 0) -> dict[str, Credit]:
     """Every method of ``MORE_METHODS`` on ``rollouts`` of ``policy`` ({display name: Credit});
-    ``reference`` is the policy before training (ITPO's pi_ref), ``models`` ``fit_turn_models``'s."""
+    ``reference`` is the policy before training (ITPO's pi_ref), ``models`` ``fit_turn_models``'s;
+    the stand-in TARL judge reads the exact advantage with ``judge_error`` of its grades wrong."""
+    from functools import partial
+
+    from labkit.envs.toolworld.features import template_grades, turn_features, verifiable_turn_rewards
+    from labkit.learn.judges import stand_in_turn_grades
     from labkit.learn.turn_models import policy_logprobs
 
     est = get_estimator
     lp, lp_ref = policy_logprobs(policy, rollouts), policy_logprobs(reference, rollouts)
+    def lare_rewards(r):  # the stand-in "LLM" reads every trajectory once: a callable, so lare counts the calls
+        return models["lare"].step_rewards(turn_features(env, r), r.view(r.mask, "turn", "first")[1])
+
+    grades = partial(stand_in_turn_grades, advantage=truth.advantage(rollouts), error_rate=judge_error, seed=seed)
     return {"GRPO": est("grpo")(rollouts),
             "ITPO": est("itpo")(rollouts, logprobs=lp, ref_logprobs=lp_ref),
             "iStar": est("istar")(rollouts, step_rewards=models["istar"]),
             "SPA-RL": est("spa_rl")(rollouts, contributions=models["spa_rl"]),
-            "SPA-RL + GRPO": est("spa_rl")(rollouts, contributions=models["spa_rl"], outcome_weight=1.0)}
+            "SPA-RL + GRPO": est("spa_rl")(rollouts, contributions=models["spa_rl"], outcome_weight=1.0),
+            "TARL (stand-in judge)": est("tarl")(rollouts, grades=grades),
+            "LaRe (stand-in features)": est("lare")(rollouts, step_rewards=lare_rewards),
+            "SCRIBE-style templates": est("tarl")(rollouts, grades=partial(template_grades, env)),
+            "Turn-Level Reward Design": est("turn_reward_design")(rollouts,
+                                                                  turn_rewards=partial(verifiable_turn_rewards, env)),
+            "StepAgent (DP expert)": est("step_agent")(rollouts, reward=models["step_agent"])}
+
+
+def load_offpolicy_results() -> dict:
+    """``scripts/offpolicy_irl.py``'s cached training results: ``sorl`` (per staleness and arm:
+    final exact success over the 3 main seeds, clipping shares), ``sorl_check`` (the same arms
+    on 8 further seeds), ``step_agent`` (StepAgent training curves) and ``meta`` (settings)."""
+    import json
+
+    names = {"sorl": "sorl_summary.csv", "sorl_check": "sorl_check.csv", "step_agent": "step_agent_curves.csv",
+             "meta": "meta.json"}
+    out = {}
+    for key, name in names.items():
+        f = OFFPOLICY_DIR / name
+        if not f.is_file():
+            raise FileNotFoundError(f"path: {f} is missing; run python scripts/offpolicy_irl.py")
+        out[key] = json.loads(f.read_text()) if name.endswith(".json") else pd.read_csv(f)
+    return out
 
 
 def family_scores(rollouts: Rollouts, truth, credits: Mapping[str, Credit]) -> pd.DataFrame:
