@@ -30,6 +30,17 @@ def check_shape(name: str, tensor: torch.Tensor, shape: tuple[int | None, ...]) 
         raise ValueError(f"{name}: expected shape {want}, got {tuple(tensor.shape)}")
 
 
+def per_position(name: str, value: Any, mask: torch.Tensor) -> torch.Tensor:
+    """An estimator's per-position input (scores, contributions, log-probabilities): a tensor of
+    ``mask``'s shape as float64, set to 0 off the mask and required finite on it, with errors
+    naming ``name``."""
+    x = as_tensor(name, value)
+    check_shape(name, x, tuple(mask.shape))
+    x = torch.where(mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
+    check_finite(name, x)
+    return x
+
+
 def check_finite(name: str, tensor: torch.Tensor) -> None:
     """Reject NaN and +-inf, reporting the first bad index."""
     if tensor.is_floating_point():

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, per_position
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
@@ -39,6 +39,17 @@ def _logprobs(name: str, value, rollouts: Rollouts) -> torch.Tensor:
     if bool((x > 1e-6).any()):
         raise ValueError(f"{name}: log-probabilities must be <= 0 (got a maximum of {float(x.max()):.4g})")
     return x
+
+
+def _policy_logprobs(logprobs, rollouts: Rollouts) -> torch.Tensor:
+    """The policy's log-probabilities: ``logprobs`` if given, else the ones the rollouts were
+    sampled with (one rule for every log-ratio estimator here)."""
+    if logprobs is None:
+        if rollouts.logprobs is None:
+            raise ValueError("logprobs: not given and the rollouts carry none; pass the policy's (B, T) "
+                             "log-probabilities")
+        logprobs = rollouts.logprobs
+    return _logprobs("logprobs", logprobs, rollouts)
 
 
 def _at_level(rollouts: Rollouts, token: torch.Tensor, level: str, method: str, **info) -> Credit:
@@ -92,12 +103,7 @@ def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: flo
     """
     beta = check_number("beta", beta, low=0.0)
     check_choice("level", level, LEVELS)
-    if logprobs is None:
-        if rollouts.logprobs is None:
-            raise ValueError("logprobs: not given and the rollouts carry none; pass the tuned policy's (B, T) "
-                             "log-probabilities")
-        logprobs = rollouts.logprobs
-    lp = _logprobs("logprobs", logprobs, rollouts)
+    lp = _policy_logprobs(logprobs, rollouts)
     ref = _logprobs("ref_logprobs", ref_logprobs, rollouts)
     token = beta * (lp - ref)
     return _at_level(rollouts, token, level, "dpo_implicit_q", beta=beta,
@@ -153,17 +159,6 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
 # positions sharing a turn id).
 
 ITPO_NORMS = ("softmax", "none")
-
-
-def _per_position(name: str, value, rollouts: Rollouts) -> torch.Tensor:
-    """A checked (B, T) float64 per-position tensor, 0 off the mask."""
-    x = as_tensor(name, value)
-    if not x.is_floating_point():
-        x = x.to(torch.float64)
-    check_shape(name, x, (rollouts.batch_size, rollouts.horizon))
-    x = torch.where(rollouts.mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
-    check_finite(name, x)
-    return x
 
 
 def _empty_turn_credit(rollouts: Rollouts, method: str, **info) -> Credit:
@@ -226,12 +221,7 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
     beta = check_number("beta", beta, low=0.0)
     eps = check_number("eps", eps, low=0.0)
     check_choice("normalize", normalize, ITPO_NORMS)
-    if logprobs is None:
-        if rollouts.logprobs is None:
-            raise ValueError("logprobs: not given and the rollouts carry none; pass the policy's (B, T) "
-                             "log-probabilities")
-        logprobs = rollouts.logprobs
-    lp = _logprobs("logprobs", logprobs, rollouts)
+    lp = _policy_logprobs(logprobs, rollouts)
     ref = _logprobs("ref_logprobs", ref_logprobs, rollouts)
     if not bool(rollouts.mask.any()):
         return _empty_turn_credit(rollouts, "itpo", beta=beta, normalize=normalize)
@@ -307,7 +297,7 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
     if callable(step_rewards):
         step_rewards = step_rewards(rollouts)
         calls = rollouts.batch_size
-    x = _per_position("step_rewards", step_rewards, rollouts)
+    x = per_position("step_rewards", step_rewards, rollouts.mask)
     if not bool(rollouts.mask.any()):
         return _empty_turn_credit(rollouts, "istar", alpha=alpha)
     r, present = rollouts.view(x, "turn", "sum")

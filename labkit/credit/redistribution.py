@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, per_position
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit._registry import register
 
@@ -45,12 +45,7 @@ def _scores(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, to
     if scores is None:
         raise ValueError("scores: required, a (B, T) tensor of the outcome model's score after every token, "
                          "or a callable rollouts -> that tensor")
-    s = as_tensor("scores", scores)
-    if not s.is_floating_point():
-        s = s.to(torch.float64)
-    check_shape("scores", s, (rollouts.batch_size, rollouts.horizon))
-    s = torch.where(rollouts.mask, s.to(torch.float64), torch.zeros((), dtype=torch.float64))
-    check_finite("scores", s)
+    s = per_position("scores", scores, rollouts.mask)
     if prompt_scores is None:
         p = torch.zeros(rollouts.batch_size, dtype=torch.float64)
     else:
@@ -282,12 +277,7 @@ def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome
     if callable(contributions):
         contributions = contributions(rollouts)
         calls = rollouts.batch_size
-    x = as_tensor("contributions", contributions)
-    if not x.is_floating_point():
-        x = x.to(torch.float64)
-    check_shape("contributions", x, (rollouts.batch_size, rollouts.horizon))
-    x = torch.where(rollouts.mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
-    check_finite("contributions", x)
+    x = per_position("contributions", contributions, rollouts.mask)
     cost = Cost(aux_calls=calls)
     if not bool(rollouts.mask.any()):
         return Credit.from_tokens(rollouts, x, "spa_rl", cost=cost, credit=credit, outcome_weight=outcome_weight)
