@@ -10,7 +10,7 @@ from labkit.credit.entropy import hicra
 from labkit.credit.implicit import dpo_implicit_q, t_reg
 from labkit.credit.redistribution import acpo, red
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: one thread, restored afterwards
 
 
 def two_steps(reward=1.0, n=4):

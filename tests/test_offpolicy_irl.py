@@ -14,7 +14,7 @@ from labkit.learn.irl import (StepRewardIRL, expert_policy, full_information_val
                               reward_vs_advantage, step_agent_trainer)
 from labkit.learn.loop import offpolicy_comparison, policy_loss, summarise, train, turn_log_ratio
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: one thread, restored afterwards
 
 
 def small_world(**kw):
