@@ -544,3 +544,15 @@ def test_checklist_is_data_and_bad_rows_are_named(tmp_path):
     bad.write_text("key,category,item\na,B,x\n")
     with pytest.raises(ValueError, match="columns"):
         load_checklist(bad)
+
+
+def test_a_training_loop_rule_may_point_into_the_loop(methods, tmp_path):
+    """SORL's mechanism is how the loss treats a stale batch, not a credit rule: its row names the
+    loop function (any other labkit path outside labkit.credit is still refused)."""
+    row = methods.set_index("name").loc["SORL"]
+    assert row["labkit_function"] == "labkit.learn.loop.policy_loss" and row["status"] == "implemented"
+    text = survey.METHODS_CSV.read_text(encoding="utf-8")
+    bad = tmp_path / "methods.csv"
+    bad.write_text(text.replace("labkit.learn.loop.policy_loss", "labkit.learn.critics.LMCritic"), encoding="utf-8")
+    with pytest.raises(ValueError, match="labkit_function"):
+        survey.load_methods(bad)
