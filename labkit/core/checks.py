@@ -30,6 +30,17 @@ def check_shape(name: str, tensor: torch.Tensor, shape: tuple[int | None, ...]) 
         raise ValueError(f"{name}: expected shape {want}, got {tuple(tensor.shape)}")
 
 
+def resolve_input(name: str, value: Any, rollouts: Any, *, expected: str) -> tuple[Any, bool]:
+    """An estimator's explicit input from a model, judge or verifier: a tensor, or a callable
+    ``rollouts -> tensor`` that is called here. Returns ``(value, called)``; ``called`` says a
+    model ran, which the estimator's cost counts. ``None`` raises a ValueError naming ``name``
+    and saying what is ``expected``. (The one rule for "tensor or callable" inputs.)"""
+    if value is None:
+        raise ValueError(f"{name}: required, {expected}")
+    called = callable(value) and not isinstance(value, torch.Tensor)
+    return (value(rollouts) if called else value), called
+
+
 def per_position(name: str, value: Any, mask: torch.Tensor) -> torch.Tensor:
     """An estimator's per-position input (scores, contributions, log-probabilities): a tensor of
     ``mask``'s shape as float64, set to 0 off the mask and required finite on it, with errors

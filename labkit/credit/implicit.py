@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, per_position
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
+                                 per_position, resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
@@ -290,13 +291,10 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
     """
     alpha = check_number("alpha", alpha)
     eps = check_number("eps", eps, low=0.0)
-    calls = 0
-    if step_rewards is None:
-        raise ValueError("step_rewards: required, a (B, T) tensor of implicit step rewards or a callable "
-                         "rollouts -> that tensor")
-    if callable(step_rewards):
-        step_rewards = step_rewards(rollouts)
-        calls = rollouts.batch_size
+    step_rewards, called = resolve_input("step_rewards", step_rewards, rollouts,
+                                         expected="a (B, T) tensor of implicit step rewards or a callable "
+                                                  "rollouts -> that tensor")
+    calls = rollouts.batch_size if called else 0
     x = per_position("step_rewards", step_rewards, rollouts.mask)
     if not bool(rollouts.mask.any()):
         return _empty_turn_credit(rollouts, "istar", alpha=alpha)

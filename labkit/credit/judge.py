@@ -13,7 +13,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, whiten
 from labkit.credit._registry import register
@@ -23,11 +23,8 @@ JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
 
 def _judge(rollouts: Rollouts, output, name: str, shape: tuple[int, ...]) -> tuple[torch.Tensor, bool]:
-    if output is None:
-        raise ValueError(f"{name}: required, a tensor of shape {shape} or a callable rollouts -> {shape}")
-    called = callable(output) and not isinstance(output, torch.Tensor)
-    if called:
-        output = output(rollouts)
+    output, called = resolve_input(name, output, rollouts,
+                                   expected=f"a tensor of shape {shape} or a callable rollouts -> {shape}")
     x = as_tensor(name, output)
     check_shape(name, x, shape)
     x = x.to(torch.float64)
@@ -221,10 +218,9 @@ def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "major
     process_weight = check_number("process_weight", process_weight)
     eps = check_number("eps", eps, low=0.0)
     _, present = rollouts.view(rollouts.rewards, "step", "sum")
-    if verdicts is None:
-        raise ValueError("verdicts: required, (B, S) or (V, B, S) step verdicts in [0, 1] or a callable rollouts -> that")
-    called = callable(verdicts) and not isinstance(verdicts, torch.Tensor)
-    v = as_tensor("verdicts", verdicts(rollouts) if called else verdicts).to(torch.float64)
+    verdicts, called = resolve_input("verdicts", verdicts, rollouts, expected="(B, S) or (V, B, S) step verdicts "
+                                     "in [0, 1] or a callable rollouts -> that")
+    v = as_tensor("verdicts", verdicts).to(torch.float64)
     if v.dim() == 2:
         v = v[None]
     check_shape("verdicts", v, (None, *present.shape))

@@ -15,7 +15,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats
 from labkit.credit._registry import register
@@ -25,11 +25,10 @@ PURE_FORMS = ("min", "sum")
 
 
 def _step_scores(rollouts: Rollouts, step_scores, present: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    if step_scores is None:
-        raise ValueError("step_scores: required, a (B, S) tensor of PRM scores in [0, 1] or a callable "
-                         "rollouts -> (B, S) (e.g. ProcessRewardModel.step_scores)")
-    called = callable(step_scores) and not isinstance(step_scores, torch.Tensor)
-    p = as_tensor("step_scores", step_scores(rollouts) if called else step_scores).to(torch.float64)
+    step_scores, called = resolve_input("step_scores", step_scores, rollouts,
+                                        expected="a (B, S) tensor of PRM scores in [0, 1] or a callable rollouts "
+                                                 "-> (B, S) (e.g. ProcessRewardModel.step_scores)")
+    p = as_tensor("step_scores", step_scores).to(torch.float64)
     check_shape("step_scores", p, tuple(present.shape))
     inside = p[present]
     check_finite("step_scores", inside)
@@ -263,11 +262,11 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
     outcome_weight = check_number("outcome_weight", outcome_weight)
     eps = check_number("eps", eps, low=0.0)
     present = rollouts.view(rollouts.mask, "turn", "first")[1]
-    if turn_rewards is None:
-        raise ValueError("turn_rewards: required, a (B, N) tensor of verifiable turn rewards or a callable "
-                         "rollouts -> (B, N) (e.g. labkit.envs.toolworld.features.verifiable_turn_rewards)")
-    called = callable(turn_rewards) and not isinstance(turn_rewards, torch.Tensor)
-    v = as_tensor("turn_rewards", turn_rewards(rollouts) if called else turn_rewards).to(torch.float64)
+    turn_rewards, called = resolve_input("turn_rewards", turn_rewards, rollouts,
+                                         expected="a (B, N) tensor of verifiable turn rewards or a callable rollouts "
+                                                  "-> (B, N) (e.g. labkit.envs.toolworld.features"
+                                                  ".verifiable_turn_rewards)")
+    v = as_tensor("turn_rewards", turn_rewards).to(torch.float64)
     check_shape("turn_rewards", v, tuple(present.shape))
     check_finite("turn_rewards", v[present])
     v = torch.where(present, v, 0.0)

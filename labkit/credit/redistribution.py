@@ -20,7 +20,8 @@ from typing import Callable
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, per_position
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
+                                 per_position, resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit._registry import register
 
@@ -270,15 +271,11 @@ def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome
     check_choice("credit", credit, SPA_CREDITS)
     outcome_weight = check_number("outcome_weight", outcome_weight)
     eps = check_number("eps", eps, low=0.0)
-    if contributions is None:
-        raise ValueError("contributions: required, a (B, T) tensor of per-turn contributions or a callable "
-                         "rollouts -> that tensor")
-    calls = 0
-    if callable(contributions):
-        contributions = contributions(rollouts)
-        calls = rollouts.batch_size
+    contributions, called = resolve_input("contributions", contributions, rollouts,
+                                          expected="a (B, T) tensor of per-turn contributions or a callable "
+                                                   "rollouts -> that tensor")
     x = per_position("contributions", contributions, rollouts.mask)
-    cost = Cost(aux_calls=calls)
+    cost = Cost(aux_calls=rollouts.batch_size if called else 0)
     if not bool(rollouts.mask.any()):
         return Credit.from_tokens(rollouts, x, "spa_rl", cost=cost, credit=credit, outcome_weight=outcome_weight)
     c, present = rollouts.view(x, "turn", "sum")
