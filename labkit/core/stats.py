@@ -115,20 +115,29 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     return torch.where(mask, (x - mu) / torch.sqrt(var + eps), torch.zeros((), dtype=x.dtype))
 
 
-def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float | torch.Tensor) -> torch.Tensor:
     """G_t = r_t + gamma * G_{t'} backwards over the columns of (B, T) tensors, t' the next
     column where ``mask`` is True (columns off the mask carry the running return through
     unchanged: tool output does not discount); G past the last masked column is 0. 0 off-mask.
+
+    ``gamma`` is one number, or a (B, T) tensor of per-position discounts (gamma[b, t] is the
+    discount between position t and the next generated one): POAD's backups discount only
+    between actions, not between the tokens of one action (``labkit.core.turns.action_discounts``).
 
     The one backward loop the lab has: token returns, turn returns and GAE (whose "rewards"
     are TD errors and whose discount is gamma * lambda) all run through it.
     """
     check_shape("mask", mask, tuple(rewards.shape))
+    if isinstance(gamma, torch.Tensor):
+        check_shape("gamma", gamma, tuple(rewards.shape))
+        discount = gamma.to(rewards.dtype)
+    else:
+        discount = torch.full_like(rewards, float(gamma))
     out = torch.zeros_like(rewards)
     running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
     for t in range(rewards.shape[1] - 1, -1, -1):
         m = mask[:, t]
-        running = torch.where(m, rewards[:, t] + gamma * running, running)
+        running = torch.where(m, rewards[:, t] + discount[:, t] * running, running)
         out[:, t] = torch.where(m, running, 0)
     return out
 

@@ -8,13 +8,32 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_shape
+from labkit.core.checks import as_tensor, check_number, check_shape
 from labkit.core.rollouts import Rollouts
 
 
 def turn_rewards(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
     """Reward received inside each turn and whether the turn exists, both (B, N)."""
     return rollouts.view(rollouts.rewards, "turn", "sum")
+
+
+def action_discounts(rollouts: Rollouts, gamma: float) -> torch.Tensor:
+    """Per-position discounts (B, T) for backups that discount between actions only: 1 where the
+    next generated position belongs to the same turn (a token inside a multi-token action),
+    ``gamma`` where it starts a new turn or there is none. 0 off-mask. POAD's rule (BAD);
+    with every turn one position it is ``gamma`` everywhere, the ordinary token-level discount."""
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    ids, mask = rollouts.turn_ids, rollouts.mask
+    B, T = ids.shape
+    # turn id of the next generated position (-1 where none): carry the next masked id backwards
+    nxt = torch.full((B, T), -1, dtype=torch.long)
+    running = torch.full((B,), -1, dtype=torch.long)
+    for t in range(T - 1, -1, -1):
+        nxt[:, t] = running
+        running = torch.where(mask[:, t], ids[:, t], running)
+    same = mask & (nxt == ids) & (nxt >= 0)
+    d = torch.where(same, torch.ones((), dtype=torch.float64), torch.tensor(gamma, dtype=torch.float64))
+    return torch.where(mask, d, torch.zeros((), dtype=torch.float64))
 
 
 def turn_table(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

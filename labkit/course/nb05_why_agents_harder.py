@@ -18,10 +18,15 @@ from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
 from labkit.core.rollouts import Credit, Rollouts
-from labkit.course.presets import NB05_AGENT_STRENGTH, NB05_ECHO_WORLD, NB05_WORLD
+from labkit.course.presets import NB05_AGENT_STRENGTH, NB05_ECHO_WORLD, NB05_TOKEN_GAMMA, NB05_WORLD
 from labkit.credit import get_estimator
 from labkit.credit.group import starpo_filter
+from labkit.core.stats import discounted_returns
+from labkit.core.turns import action_discounts
 from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
+from labkit.envs.toolworld.tokens import (exact_token_advantage, exact_token_values, n_token_states, token_luck,
+                                          token_vocab, tokenize)
+from labkit.learn.critics import TabularCritic
 from labkit.learn.loop import train
 from labkit.scoring import pearson
 
@@ -110,6 +115,106 @@ def noise_horizon_sweep(noises: Iterable[float] = (0.0, 0.1, 0.2, 0.3, 0.4),
         rows.append({"noise": noise, "max_turns": T, "grpo_corr": st.corr_exact, "grpo_sign_agree": st.sign_agree,
                      **luck_summary(res["rollouts"], res["skill"], res["luck"])})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- inside a turn: POAD
+def call_verbs(tokens: Rollouts) -> torch.Tensor:
+    """(B, L) True on the verb token of every multi-token action (``open j``, ``edit j``)."""
+    k = tokens.truth["token_in_turn"]
+    nxt_is_file = torch.zeros_like(tokens.mask)
+    nxt_is_file[:, :-1] = k[:, 1:] == 1
+    return tokens.mask & (k == 0) & nxt_is_file
+
+
+def _luck_per_skill(c: torch.Tensor, skill: torch.Tensor, luck_after: torch.Tensor) -> float:
+    """b_luck / b_skill of the least-squares fit c ~ b0 + b_skill skill + b_luck luck_after."""
+    Z = torch.stack([torch.ones_like(c), skill, luck_after], 1)
+    beta = torch.linalg.lstsq(Z, c[:, None]).solution[:, 0]
+    return float(beta[2] / beta[1]) if abs(float(beta[1])) > 1e-12 else float("nan")
+
+
+def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam: float = 0.0,
+                 format_tokens: int = 0, n_tasks: int = 16, group_size: int = 8, seed: int = 0) -> dict:
+    """POAD's question on ToolWorld written as tokens: where does credit land inside a tool call?
+
+    One seeded batch of ``policy`` is written as tokens (``labkit.envs.toolworld.tokens``, with
+    ``format_tokens`` formatting tokens inside every ``open`` / ``edit`` call), and
+    three critics' credits are set against the exact token advantage (discount ``gamma`` per
+    action, as the truth of the agent's objective):
+
+    * ``POAD``: ``poad`` with a tabular token-state critic fitted on returns discounted per action;
+    * ``token-level GAE``: ``gae`` with the same critic fitted on returns discounted per token
+      (the naive token MDP: an ``open j`` shrinks the future by gamma twice);
+    * ``turn-level GAE``: ``turn_gae`` with a critic over observations; both tokens of an action
+      get the action's credit.
+
+    All three fit their critic on the batch itself (one seeded batch; lam as given). Two more rows
+    run POAD and token-level GAE on the exact token values (``exact_token_values``): the
+    backups alone, without a critic's error. Returns
+    ``tokens`` (the token Rollouts), ``exact`` (B, L), ``credit`` {name: (B, L)} with the exact
+    one first, ``stats`` (one row per method: Pearson with the exact token advantage over all
+    tokens and over the verb tokens of multi-token actions; the mean error on those verbs,
+    ``verb_bias``, and the mean credit of the formatting tokens, ``format_credit`` (exact: 0; NaN
+    without any); ``call_bias``, the mean over ``open`` / ``edit`` calls of (the call's summed
+    credit - its exact advantage); ``luck_per_skill`` from the fit c ~ skill + luck_after with luck_after the
+    tool luck from this token on; and the cost) and ``truth``.
+    """
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    lam = check_number("lam", lam, low=0.0, high=1.0)
+    turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    truth = env.truth(policy, gamma=gamma)
+    tok = tokenize(env, turns, policy, format_tokens=format_tokens)
+    exact = exact_token_advantage(env, truth, tok)
+    per_action = discounted_returns(tok.rewards, tok.mask, action_discounts(tok, gamma))
+    bad_critic = TabularCritic(n_token_states(env)).fit(tok, targets=per_action)
+    token_critic = TabularCritic(n_token_states(env)).fit(tok, gamma=gamma)
+    turn_critic = TabularCritic(env.n_obs).fit(turns, gamma=gamma)
+    n_turns = int(tok.turn_ids.max()) + 1
+    credits = {"POAD": get_estimator("poad")(tok, values=bad_critic.value(tok), gamma=gamma, lam=lam),
+               "token-level GAE": get_estimator("gae")(tok, values=token_critic.value(tok), gamma=gamma, lam=lam),
+               "turn-level GAE": get_estimator("turn_gae")(tok, values=turn_critic.value(turns)[:, :n_turns],
+                                                           gamma=gamma, lam=lam)}
+    exact_v = exact_token_values(env, truth, tok)
+    credits["POAD, exact V"] = get_estimator("poad")(tok, values=exact_v, gamma=gamma, lam=lam)
+    credits["token-level GAE, exact V"] = get_estimator("gae")(tok, values=exact_v, gamma=gamma, lam=lam)
+    m = tok.mask
+    verbs = call_verbs(tok)
+    fmt = m & (tok.tokens == len(token_vocab(env)) - 1)
+    luck = token_luck(env, truth, tok)
+    luck_after = torch.where(m, luck.flip(1).cumsum(1).flip(1), 0.0)
+    calls = tok.view(verbs.to(torch.float64), "turn", "sum")[0] > 0          # (B, n_turns)
+    exact_turn = tok.view(exact, "turn", "sum")[0]
+
+    def call_bias(x):
+        return float((tok.view(x, "turn", "sum")[0] - exact_turn)[calls].mean()) if bool(calls.any()) else float("nan")
+
+    rows = [{"method": "exact", "corr_all": 1.0, "corr_verbs": 1.0, "verb_bias": 0.0, "call_bias": 0.0,
+             "format_credit": 0.0 if bool(fmt.any()) else float("nan"),
+             "luck_per_skill": _luck_per_skill(exact[m], exact[m], luck_after[m]), "aux_calls": 0}]
+    for name, c in credits.items():
+        x = c.token.to(torch.float64)
+        rows.append({"method": name, "corr_all": pearson(x[m], exact[m]), "corr_verbs": pearson(x[verbs], exact[verbs]),
+                     "verb_bias": float((x - exact)[verbs].mean()), "call_bias": call_bias(x),
+                     "format_credit": float(x[fmt].mean()) if bool(fmt.any()) else float("nan"),
+                     "luck_per_skill": _luck_per_skill(x[m], exact[m], luck_after[m]), "aux_calls": c.cost.aux_calls})
+    return {"tokens": tok, "exact": exact, "credit": {"exact": exact, **{k: c.token for k, c in credits.items()}},
+            "stats": pd.DataFrame(rows), "truth": truth, "n_calls": int(verbs.sum())}
+
+
+def token_labels(tokens: Rollouts) -> list[list[str]]:
+    """Display strings of every token (``open``, ``file 2``, ...), one list per trajectory."""
+    return [row[:n] for row, n in zip(tokens.text, tokens.mask.sum(1).tolist())]
+
+
+def call_length_sweep(env: ToolWorld, policy, *, format_tokens: Iterable[int] = (0, 2, 5, 10, 20),
+                      gamma: float = NB05_TOKEN_GAMMA, lam: float = 0.0, **kw) -> pd.DataFrame:
+    """``token_credit`` over the length of a tool call: each method's scores per number of
+    formatting tokens (``format_tokens``), one row per (method, length)."""
+    rows = [token_credit(env, policy, gamma=gamma, lam=lam, format_tokens=k, **kw)["stats"].assign(format_tokens=int(k))
+            for k in format_tokens]
+    if not rows:
+        raise ValueError("format_tokens: need at least one length")
+    return pd.concat(rows, ignore_index=True)
 
 
 # --------------------------------------------------------------------------- the echo trap

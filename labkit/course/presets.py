@@ -65,6 +65,10 @@ NB05_AGENT_STRENGTH = 3.0       # scripted agent: the sensible action has probab
 
 # 05, echo trap: noisier tools, a sixth file, 40 turns and a broken build (-3) for a wrong
 #     submit, so doing nothing until time runs out (0) is *safe* and trying is risky.
+# 05, inside a turn (POAD): the same world; a discount per action makes the difference between
+#     discounting per token (token-level GAE) and per action (POAD's backups) visible.
+NB05_TOKEN_GAMMA = 0.9
+
 NB05_ECHO_WORLD = ToolWorldArgs(n_files=6, max_turns=40, mislead=0.4, noise=0.3, flaky=0.3, wrong_submit=3.0)
 
 # 06: notebook 05's noise in a larger world (eight files) with longer episodes (50 turns): long

@@ -43,13 +43,23 @@ class TabularCritic:
         self.sums = torch.zeros(self.n_states, dtype=torch.float64)
         self.counts = torch.zeros(self.n_states, dtype=torch.float64)
 
-    def fit(self, rollouts: Rollouts, *, gamma: float = 1.0) -> "TabularCritic":
-        """Accumulate returns from ``rollouts`` (can be called repeatedly with more data)."""
+    def fit(self, rollouts: Rollouts, *, gamma: float = 1.0, targets=None) -> "TabularCritic":
+        """Accumulate returns from ``rollouts`` (can be called repeatedly with more data).
+
+        The regression target of each position is its return discounted by ``gamma`` per
+        position, or ``targets`` (B, T) where given: e.g. returns discounted per action rather
+        than per token, ``discounted_returns(r, mask, action_discounts(rollouts, gamma))``, the
+        critic POAD's backups need."""
         if rollouts.states is None:
             raise ValueError("rollouts.states: a tabular critic needs the state of every position")
         if int(rollouts.states[rollouts.mask].max()) >= self.n_states:
             raise ValueError(f"rollouts.states: index beyond this critic's {self.n_states} states")
-        G = rollouts.returns(gamma).to(torch.float64)
+        if targets is None:
+            G = rollouts.returns(gamma).to(torch.float64)
+        else:
+            G = as_tensor("targets", targets).to(torch.float64)
+            check_shape("targets", G, tuple(rollouts.mask.shape))
+            check_finite("targets", torch.where(rollouts.mask, G, 0.0))
         s = rollouts.states[rollouts.mask]
         self.sums.index_add_(0, s, G[rollouts.mask])
         self.counts.index_add_(0, s, torch.ones_like(G[rollouts.mask]))

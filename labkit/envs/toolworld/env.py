@@ -342,10 +342,12 @@ class ToolWorld:
         return "\n".join(lines)
 
     # ---- exact truth
-    def truth(self, policy) -> ToolTruth:
-        """Exact V, Q, A, J and dJ/dlogits under ``policy`` (``truth.backward_induction``)."""
+    def truth(self, policy, *, gamma: float = 1.0) -> ToolTruth:
+        """Exact V, Q, A, J and dJ/dlogits under ``policy`` (``truth.backward_induction``), with
+        the return discounted by ``gamma`` per turn (default 1: undiscounted, as everywhere else)."""
         self._check_policy(policy)
-        return backward_induction(self, policy, start_obs=START)
+        gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+        return backward_induction(self, policy, start_obs=START, gamma=gamma)
 
     # ---- re-execution (restore a hidden state and play on; used by C3 / CCPO)
     def decode_hidden(self, hidden) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

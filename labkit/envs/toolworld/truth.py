@@ -24,7 +24,8 @@ class ToolTruth:
     Q (T, N, 2, A): Q[t, b, f, a] (the observation only selects the action, so Q ignores it).
     J: expected return of a fresh task (b uniform); task_values (N,) the same per bug location.
     grad (n_obs, A): exact dJ/dlogits. occupancy (T, N, 2, n_obs): P(turn t played in that state).
-    pi (n_obs, A): the policy the truth was computed for.
+    pi (n_obs, A): the policy the truth was computed for. gamma: the discount per turn (1 by
+    default: the lab's worlds are undiscounted; POAD's lesson in notebook 05 discounts).
     """
 
     V: torch.Tensor
@@ -35,6 +36,7 @@ class ToolTruth:
     occupancy: torch.Tensor
     pi: torch.Tensor
     n_obs: int
+    gamma: float = 1.0
 
     @property
     def A(self) -> torch.Tensor:
@@ -42,8 +44,9 @@ class ToolTruth:
         return self.Q[:, :, :, None, :] - self.V[:-1, :, :, :, None]
 
     def policy_gradient_theorem(self) -> torch.Tensor:
-        """Closed-form gradient sum_{t,b,f} d_t(b, f, o) pi(a | o) A_t(b, f, o, a), (n_obs, A)."""
-        return (self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
+        """Closed-form gradient sum_{t,b,f} gamma^t d_t(b, f, o) pi(a | o) A_t(b, f, o, a), (n_obs, A)."""
+        weight = self.gamma ** torch.arange(self.Q.shape[0], dtype=torch.float64)
+        return (weight[:, None, None, None, None] * self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
 
     def _index(self, rollouts: Rollouts):
         hidden = rollouts.truth.get("hidden_states")
@@ -90,12 +93,12 @@ class ToolTruth:
 
     def skill_luck(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
         """(skill, luck), each (B, T): skill_t = A_t(s_t, a_t), what the choice was worth;
-        luck_t = r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t), what the tool's random answer added.
-        V_0(s_0) + sum_t (skill_t + luck_t) = realised return, per trajectory."""
+        luck_t = r_t + gamma V_{t+1}(s_{t+1}) - Q_t(s_t, a_t), what the tool's random answer added.
+        V_0(s_0) + sum_t gamma^t (skill_t + luck_t) = realised (discounted) return, per trajectory."""
         q = self.q_value(rollouts)
         skill = q - self.value(rollouts)
         r = rollouts.rewards.to(torch.float64)
-        luck = torch.where(rollouts.mask, r + self.next_value(rollouts) - q, 0.0)
+        luck = torch.where(rollouts.mask, r + self.gamma * self.next_value(rollouts) - q, 0.0)
         return skill, luck
 
     def step_value_fn(self):
@@ -106,13 +109,14 @@ class ToolTruth:
 
 
 # --------------------------------------------------------------------------- exact hindsight (HCA oracle)
-def backward_induction(world, policy, *, start_obs: int) -> ToolTruth:
+def backward_induction(world, policy, *, start_obs: int, gamma: float = 1.0) -> ToolTruth:
     """Exact V, Q, A, J and dJ/dlogits of ``world`` under ``policy``, by backward induction over turns.
 
     ``world`` supplies its one-turn dynamics (``kernel``, ``fixed_after``, ``expected_reward``),
     its sizes and ``occupancy(pi)``; ``start_obs`` is the observation every task starts from.
     Because the world's answers depend on (bug, fixed, observation) only, one sweep of T turns
     over that hidden state gives every Q_t and V_t; autograd through the sweep gives dJ/dlogits.
+    ``gamma`` discounts once per turn: Q_t = r + gamma E[V_{t+1}].
     """
     N, T = world.n_files, world.max_turns
     K, f_after, R = world.kernel, world.fixed_after, world.expected_reward
@@ -123,7 +127,7 @@ def backward_induction(world, policy, *, start_obs: int) -> ToolTruth:
     for _ in range(T):
         # W[b, f', a]: expected value of the answer to action a when the flag is now f'.
         W = torch.einsum("bfao,bfo->bfa", K, V_next)
-        Q = R + W.gather(1, f_after)                     # Q_t(b, f, a), independent of o
+        Q = R + gamma * W.gather(1, f_after)                     # Q_t(b, f, a), independent of o
         V_next = torch.einsum("bfa,oa->bfo", Q, pi)      # V_t(b, f, o)
         Qs.append(Q)
         Vs.append(V_next)
@@ -135,7 +139,7 @@ def backward_induction(world, policy, *, start_obs: int) -> ToolTruth:
     with torch.no_grad():
         occupancy = world.occupancy(pi.detach())
     return ToolTruth(V=V.detach(), Q=Q.detach(), J=float(J.detach()), task_values=task_values.detach(),
-                     grad=grad, occupancy=occupancy, pi=pi.detach(), n_obs=world.n_obs)
+                     grad=grad, occupancy=occupancy, pi=pi.detach(), n_obs=world.n_obs, gamma=float(gamma))
 
 
 def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor, outcome=None) -> torch.Tensor:
