@@ -140,3 +140,20 @@ def test_cached_results_have_what_the_notebook_reads():
     scores = pd.read_csv(DATA / "credit_scores.csv")
     assert {"method", "rank_corr", "luck_per_skill", "aux_calls"} <= set(scores.columns)
     assert (DATA / "meta.json").is_file()
+
+
+def test_notebook_lesson_reads_the_cache_and_computes_verdicts():
+    from labkit.course import nb08_hindsight_counterfactual as lesson
+
+    res = lesson.load_schedule_results()
+    table = lesson.schedule_table(res)
+    assert len(table) == len(res["summary"]) and table.final_mean.between(0, 1).all()
+    lines = lesson.schedule_verdicts(res)
+    assert len(lines) == len(res["summary"]) - 1                       # every arm but the control
+    for line, (_, r) in zip(lines, res["summary"].iloc[1:].iterrows()):
+        measurable = abs(r.final_effect) > 2 * r.final_se
+        assert ("no measurable effect" not in line.split(";")[0]) == measurable
+    spec = lesson.schedule_chart(res).to_dict()
+    assert "vconcat" in spec
+    with pytest.raises(ValueError, match=r"^z"):
+        lesson.schedule_verdicts(res, z=0)
