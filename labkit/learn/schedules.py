@@ -38,8 +38,7 @@ def _resolve(name: str, estimator) -> tuple[Estimator, str]:
 
 # --------------------------------------------------------------------------- Schedule
 class Schedule:
-    """A staged estimator: stage k's estimator is used from iteration ``first_k`` on (PilotRL,
-    Lu et al. 2025, arXiv:2508.00344, and PRS, Su et al. 2025, arXiv:2512.07478, are two).
+    """Training schedule (as in PilotRL, Lu et al. 2025, arXiv:2508.00344, and PRS, Su et al. 2025, arXiv:2512.07478): stage k's estimator is used from iteration ``first_k`` on.
 
     Formula:
         estimator(it) = e_k with k = max {k : first_k <= it}, iterations counted from 1.
@@ -116,7 +115,7 @@ class Schedule:
 
 # --------------------------------------------------------------------------- PilotRL stand-in
 def pilotrl_schedule(switch_at: int = 20, *, coarse="grpo", fine="gigpo", name: str = "PilotRL (stand-in)") -> Schedule:
-    """PilotRL (Lu et al. 2025, arXiv:2508.00344), STAND-IN: coarse-to-fine credit across training stages.
+    """PilotRL (Lu et al. 2025, arXiv:2508.00344): STAND-IN, coarse-to-fine credit across training stages.
 
     Formula:
         iterations 1 .. switch_at - 1:  A = ``coarse`` credit (default GRPO: one group-relative
@@ -247,7 +246,7 @@ tools' hints: open the hinted file, edit the flagged file; tests passing after a
 
 def prs_schedule(env, *, stages: Sequence = PRS_STAGES, estimator="grpo", name: str = "PRS (stand-in)",
                  names: Sequence[str] | None = None) -> Schedule:
-    """PRS, Progressive Reward Shaping (Su et al. 2025, arXiv:2512.07478), STAND-IN: dense checkable rewards phased out in stages.
+    """PRS, Progressive Reward Shaping (Su et al. 2025, arXiv:2512.07478): STAND-IN, dense checkable rewards phased out in stages.
 
     Formula:
         at iteration it in stage k:  credit = estimator(outcome + sum_c w_{k,c} * check_c per turn)
@@ -309,7 +308,25 @@ def prs_schedule(env, *, stages: Sequence = PRS_STAGES, estimator="grpo", name: 
 
 def shaped_constant(env, weights: Mapping[str, float] | None = None, *, estimator="grpo",
                     name: str = "shaping kept on") -> Schedule:
-    """The PRS control (Su et al. 2025, arXiv:2512.07478): the dense checks of the first PRS stage
-    kept on for the whole run, one stage (see ``prs_schedule``)."""
+    """PRS's control (Su et al. 2025, arXiv:2512.07478): the dense checks kept on for the whole run.
+
+    Formula:
+        credit = estimator(outcome + sum_c weights[c] * check_c per turn) at every iteration
+        (``prs_schedule`` with one stage).
+
+    Defaults:
+        weights = the first PRS stage's (``PRS_STAGES[0]``: every check at 0.5); estimator = "grpo".
+
+    Degenerate input:
+        empty or all-zero weights give the estimator on the outcome alone; negative weights raise
+        a ValueError naming ``stages[0] weight of <check>``, unknown checks one naming ``weights``.
+
+    Deviations from the reference:
+        a control, not part of the paper's method: constant shaping is what PRS's stages are
+        meant to improve on.
+
+    Cost:
+        one ``aux_calls`` per trajectory per iteration (the checks), plus the estimator's.
+    """
     weights = dict(PRS_STAGES[0][1]) if weights is None else dict(weights)
     return prs_schedule(env, stages=[(1, weights)], estimator=estimator, name=name)
