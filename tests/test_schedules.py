@@ -139,7 +139,7 @@ def test_cached_results_have_what_the_notebook_reads():
     assert {"label", "p_rerun_after_pass", "checks_per_episode", "timeout_share"} <= set(hacking.columns)
     scores = pd.read_csv(DATA / "credit_scores.csv")
     assert {"method", "rank_corr", "luck_per_skill", "aux_calls"} <= set(scores.columns)
-    assert (DATA / "meta.json").is_file()
+    assert (DATA / "meta.json").is_file() and (DATA / "check_summary.csv").is_file()
 
 
 def test_notebook_lesson_reads_the_cache_and_computes_verdicts():
