@@ -192,7 +192,7 @@ def main() -> None:
     t = time.perf_counter()
     scores = credit_scores()
     score_seconds = time.perf_counter() - t
-    keep = ["label", "seed", "iteration", "stage", "success", "train_reward", "entropy", "aux_calls", "seconds"]
+    keep = ["label", "seed", "iteration", "stage", "success", "train_reward", "entropy", "aux_calls"]   # no wall time: it would churn the file
     curves[[c for c in keep if c in curves]].round(6).to_csv(OUT / "curves.csv", index=False)
     table.round(4).to_csv(OUT / "summary.csv", index=False)
     check.round(4).to_csv(OUT / "check_summary.csv", index=False)
