@@ -504,3 +504,74 @@ def judge_error_curve(env, policy, rollouts: Rollouts, truth, *, score=None,
             c = lare(rollouts, step_rewards=r_hat)
             rows.append({"method": "lare", "error_rate": rate, "seed": s, "score": score(c.token, exact, m)})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- training schedules: PilotRL and PRS (stand-ins)
+SCHEDULES_DIR = Path(__file__).resolve().parents[2] / "data" / "schedules"
+SCHEDULE_PANELS = {
+    "PRS: dense checks, phased out or kept on": ["outcome only (GRPO)", "shaping kept on (w=0.1)", "PRS (w=0.1)",
+                                                 "shaping kept on (w=0.5)", "PRS (w=0.5)"],
+    "PilotRL: episode credit, then turn credit": ["outcome only (GRPO)", "GiGPO throughout", "PilotRL (GRPO -> GiGPO)"],
+}
+
+
+def load_schedule_results() -> dict:
+    """``scripts/training_schedules.py``'s cached runs (``labkit.learn.schedules``: PilotRL and PRS
+    stand-ins on an eight-file ToolWorld): ``curves`` (exact success every 10 batches per arm and
+    seed), ``summary`` (final success mean / std / range, area under the curve, effect against
+    outcome-only GRPO and its standard error), ``hacking`` (what the trained policies do),
+    ``credit_scores`` (each stage's credit against the exact advantage) and ``meta``."""
+    import json
+
+    names = {"curves": "curves.csv", "summary": "summary.csv", "hacking": "hacking.csv",
+             "credit_scores": "credit_scores.csv", "meta": "meta.json"}
+    out = {}
+    for key, name in names.items():
+        f = SCHEDULES_DIR / name
+        if not f.is_file():
+            raise FileNotFoundError(f"path: {f} is missing; run python scripts/training_schedules.py")
+        out[key] = json.loads(f.read_text()) if name.endswith(".json") else pd.read_csv(f)
+    return out
+
+
+def schedule_table(results: Mapping) -> pd.DataFrame:
+    """One row per arm: final exact success (mean, std, min, max over seeds), the area under the
+    curve (mean success over the run), and what the trained policies do with the shaped checks
+    (checks fired and time-outs per episode, chance of re-running the tests after "tests pass")."""
+    summary, hack = results["summary"], results["hacking"]
+    habits = hack[hack.seed >= 0].groupby("label", sort=False)[["checks_per_episode", "timeout_share",
+                                                                  "p_rerun_after_pass"]].mean()
+    table = summary.set_index("arm")[["seeds", "final_mean", "final_std", "final_min", "final_max", "auc_mean"]]
+    return table.join(habits).rename_axis("arm").reset_index()
+
+
+def schedule_verdicts(results: Mapping, *, z: float = 2.0) -> list[str]:
+    """One sentence per arm, computed from the cached numbers: the difference of mean final
+    success against outcome-only GRPO, and whether it exceeds ``z`` standard errors of that
+    difference (the seeds' spread)."""
+    z = check_number("z", z, low=0.0, low_open=True)
+    lines = []
+    for _, r in results["summary"].iterrows():
+        if r.arm == "outcome only (GRPO)":
+            continue
+        d, se = float(r.final_effect), float(r.final_se)
+        word = ("measurably better" if d > 0 else "measurably worse") if abs(d) > z * se else "no measurable effect"
+        line = f"{r.arm}: {word} ({d:+.3f} final success vs outcome-only GRPO; {z:g} SE = {z * se:.3f})"
+        if "final_effect_vs_gigpo" in r and r.final_effect_vs_gigpo == r.final_effect_vs_gigpo:  # not NaN
+            d2, se2 = float(r.final_effect_vs_gigpo), float(r.final_se_vs_gigpo)
+            w2 = ("better" if d2 > 0 else "worse") if abs(d2) > z * se2 else "no measurable effect"
+            line += f"; vs GiGPO throughout: {w2} ({d2:+.3f}; {z:g} SE = {z * se2:.3f})"
+        lines.append(line)
+    return lines
+
+
+def schedule_chart(results: Mapping):
+    """Learning curves with the seeds' range as a band, one panel per method (``SCHEDULE_PANELS``)."""
+    from labkit import viz
+    from labkit.learn.loop import curve_band
+
+    band = curve_band(results["curves"])
+    charts = [viz.line_chart(band[band.label.isin(arms)], "iteration", "mean", color="label", band=("min", "max"),
+                             title=title, x_title="training batch", y_title="exact success (seed range shaded)")
+              for title, arms in SCHEDULE_PANELS.items()]
+    return charts[0] & charts[1]

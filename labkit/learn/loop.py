@@ -187,6 +187,10 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     ``renorm`` go to ``policy_loss``. With any of the three set, the curve also has ``staleness``
     (the age of the batch trained on), ``out_frac`` and ``scale`` columns.
 
+    Training schedules (``labkit.learn.schedules``: PilotRL, PRS): an ``estimator`` with a
+    ``for_iteration(it)`` method is asked for iteration it's estimator every iteration, and the
+    curve gains a ``stage`` column (``estimator.stage_of(it)``; NaN at iteration 0).
+
     Returns one row per iteration: ``iteration`` (1-based), ``train_reward`` (mean score of the
     batch), ``success`` (``learner.evaluate``; at iteration 0, the untrained policy, every
     ``eval_every`` iterations and at the end; NaN elsewhere), ``loss``, ``grad_norm``,
@@ -210,7 +214,9 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     if isinstance(estimator, str):
         label = label or estimator
         estimator = get_estimator(estimator)
-    if not callable(estimator):
+    # a training schedule (labkit.learn.schedules.Schedule) hands out one estimator per iteration
+    schedule = estimator if callable(getattr(estimator, "for_iteration", None)) else None
+    if schedule is None and not callable(estimator):
         raise TypeError("estimator: expected a registered name or a callable rollouts -> Credit")
     if critic is not None and not callable(getattr(critic, "update", None)):
         raise TypeError("critic: expected an object with update(rollouts, targets)")
@@ -229,7 +235,7 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
         fresh = learner.collect(it, seed=seed * 1_000_003 + it)
         queue.append((it, fresh))
         born, rollouts = queue[0]  # with staleness 0 this is the fresh batch
-        credit = estimator(rollouts)
+        credit = (schedule.for_iteration(it) if schedule is not None else estimator)(rollouts)
         if not isinstance(credit, Credit):
             raise TypeError(f"estimator: returned {type(credit).__name__}, expected a Credit")
         advantages = credit.token.detach()
@@ -272,6 +278,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
                      "clip_frac": sum(s["clip_frac"] for s in stats) / len(stats),
                      "approx_kl": sum(s["approx_kl"] for s in stats) / len(stats),
                      **totals, "seconds": time.perf_counter() - start})
+        if schedule is not None:
+            rows[-1]["stage"] = schedule.stage_of(it)
         if off_policy:
             rows[-1].update(staleness=it - born, out_frac=sum(s.get("out_frac", 0.0) for s in stats) / len(stats),
                             scale=sum(s.get("scale", 1.0) for s in stats) / len(stats))
