@@ -556,3 +556,13 @@ def test_a_training_loop_rule_may_point_into_the_loop(methods, tmp_path):
     bad.write_text(text.replace("labkit.learn.loop.policy_loss", "labkit.learn.critics.LMCritic"), encoding="utf-8")
     with pytest.raises(ValueError, match="labkit_function"):
         survey.load_methods(bad)
+
+
+def test_training_schedules_point_into_the_schedules_module(methods):
+    """PilotRL and PRS are orders in which credit (or reward) is used over training, run as
+    stand-in schedules in the loop: their rows name labkit.learn.schedules, labelled stand-in."""
+    rows = methods.set_index("name")
+    for name, fn in (("PilotRL", "pilotrl_schedule"), ("PRS", "prs_schedule")):
+        row = rows.loc[name]
+        assert row["labkit_function"] == f"labkit.learn.schedules.{fn}" and row["status"] == "stand-in"
+        assert row["status_note"].startswith("Stand-in:") and row["notebook"] == "08_hindsight_counterfactual.ipynb"

@@ -74,9 +74,10 @@ BASELINE_COLUMNS: tuple[str, ...] = (
 )
 
 _FUNCTION_RE = re.compile(r"^labkit\.credit\.([a-z_]+)\.([a-z_][a-z0-9_]*)$")
-#: A method whose mechanism is a rule of the training loop (how the loss treats a batch), not a
-#: credit estimator, points into the loop instead (SORL's off-policy renormalisation).
-_LOOP_FUNCTION_RE = re.compile(r"^labkit\.learn\.loop\.[a-z_][a-z0-9_]*$")
+#: A method whose mechanism is a rule of the training loop (how the loss treats a batch, or which
+#: credit is used at which iteration), not a credit estimator, points into the loop or its
+#: schedules instead (SORL's off-policy renormalisation; PilotRL's and PRS's schedules).
+_LOOP_FUNCTION_RE = re.compile(r"^labkit\.learn\.(loop|schedules)\.[a-z_][a-z0-9_]*$")
 _ARXIV_RE = re.compile(r"^(\d{4}\.\d{4,5}|openreview-[A-Za-z0-9_-]+)$")
 
 
@@ -156,8 +157,8 @@ class _Checker:
                 if not m or m.group(1) not in CREDIT_MODULES:
                     self.fail("labkit_function", i,
                               f"{fn!r} is not labkit.credit.<module>.<function> with <module> "
-                              f"one of {CREDIT_MODULES} (or labkit.learn.loop.<function> for a "
-                              "training-loop rule)")
+                              f"one of {CREDIT_MODULES} (or labkit.learn.loop.<function> / "
+                              "labkit.learn.schedules.<function> for a training-loop rule or schedule)")
             if status in ("implemented", "stand-in", "planned"):
                 if not fn:
                     self.fail("labkit_function", i, f"status {status!r} needs a labkit function")
