@@ -233,10 +233,14 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
         assert row.status_note.lower().startswith(("stand-in judge planned", "stand-in judge:")), row.name
 
 
-def test_infrastructure_is_concept_only(methods):
+def test_infrastructure_is_concept_only_unless_it_runs_in_the_loop(methods):
+    """Infrastructure has no credit estimator: a row is concept-only, or (PRS's reward schedule)
+    runs as a rule of the training loop and points into labkit.learn."""
     infra = methods[methods["methodology_family"] == "infrastructure"]
     assert "Agent Lightning" in set(infra["name"])
-    assert (infra["status"] == "concept-only").all()
+    built = infra[infra["status"] != "concept-only"]
+    assert set(built["name"]) == {"PRS"}
+    assert built["labkit_function"].str.startswith("labkit.learn.").all()
 
 
 @pytest.mark.parametrize("name, function, notebook", [
