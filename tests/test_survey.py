@@ -234,12 +234,12 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
 
 
 def test_infrastructure_is_concept_only_unless_it_runs_in_the_loop(methods):
-    """Infrastructure has no credit estimator: a row is concept-only, or (PRS's reward schedule)
+    """Infrastructure has no credit estimator: a row is concept-only, or (PilotRL, PRS: schedules)
     runs as a rule of the training loop and points into labkit.learn."""
     infra = methods[methods["methodology_family"] == "infrastructure"]
     assert "Agent Lightning" in set(infra["name"])
     built = infra[infra["status"] != "concept-only"]
-    assert set(built["name"]) == {"PRS"}
+    assert set(built["name"]) == {"PilotRL", "PRS"}
     assert built["labkit_function"].str.startswith("labkit.learn.").all()
 
 
