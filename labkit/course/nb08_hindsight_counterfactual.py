@@ -427,15 +427,20 @@ def load_offpolicy_results() -> dict:
     """``scripts/offpolicy_irl.py``'s cached training results: ``sorl`` (per staleness and arm:
     final exact success over the 3 main seeds, clipping shares), ``sorl_check`` (the same arms
     on 8 further seeds), ``step_agent`` (StepAgent training curves) and ``meta`` (settings)."""
+    return _load_cache(OFFPOLICY_DIR, {"sorl": "sorl_summary.csv", "sorl_check": "sorl_check.csv",
+                                       "step_agent": "step_agent_curves.csv", "meta": "meta.json"},
+                       "scripts/offpolicy_irl.py")
+
+
+def _load_cache(directory: Path, names: Mapping[str, str], script: str) -> dict:
+    """Read a script's cached results ({key: file name}: CSV as DataFrames, JSON as dicts)."""
     import json
 
-    names = {"sorl": "sorl_summary.csv", "sorl_check": "sorl_check.csv", "step_agent": "step_agent_curves.csv",
-             "meta": "meta.json"}
     out = {}
     for key, name in names.items():
-        f = OFFPOLICY_DIR / name
+        f = directory / name
         if not f.is_file():
-            raise FileNotFoundError(f"path: {f} is missing; run python scripts/offpolicy_irl.py")
+            raise FileNotFoundError(f"path: {f} is missing; run python {script}")
         out[key] = json.loads(f.read_text()) if name.endswith(".json") else pd.read_csv(f)
     return out
 
@@ -521,17 +526,9 @@ def load_schedule_results() -> dict:
     seed), ``summary`` (final success mean / std / range, area under the curve, effect against
     outcome-only GRPO and its standard error), ``hacking`` (what the trained policies do),
     ``credit_scores`` (each stage's credit against the exact advantage) and ``meta``."""
-    import json
-
-    names = {"curves": "curves.csv", "summary": "summary.csv", "hacking": "hacking.csv",
-             "credit_scores": "credit_scores.csv", "meta": "meta.json"}
-    out = {}
-    for key, name in names.items():
-        f = SCHEDULES_DIR / name
-        if not f.is_file():
-            raise FileNotFoundError(f"path: {f} is missing; run python scripts/training_schedules.py")
-        out[key] = json.loads(f.read_text()) if name.endswith(".json") else pd.read_csv(f)
-    return out
+    return _load_cache(SCHEDULES_DIR, {"curves": "curves.csv", "summary": "summary.csv", "hacking": "hacking.csv",
+                                       "credit_scores": "credit_scores.csv", "meta": "meta.json"},
+                       "scripts/training_schedules.py")
 
 
 def schedule_table(results: Mapping) -> pd.DataFrame:

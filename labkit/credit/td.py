@@ -45,6 +45,19 @@ def _gae_recursion(r: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, gamma: 
     return discounted_returns(delta, mask, gamma * lam)
 
 
+def _token_gae(rollouts: Rollouts, values: Values, gamma: float, lam: float, *,
+               per_action: bool) -> tuple[torch.Tensor, torch.Tensor, Cost]:
+    """Token-level GAE's advantages, returns (A + V) and cost; ``per_action`` discounts only
+    between actions (POAD), otherwise between every pair of tokens (``gae``)."""
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+    lam = check_number("lam", lam, low=0.0, high=1.0)
+    v, cost = _resolve_values(rollouts, values)
+    r, m = rollouts.rewards, rollouts.mask
+    discount = action_discounts(rollouts, gamma).to(r.dtype) if per_action else gamma
+    adv = _gae_recursion(r, v, m, discount, lam)
+    return adv, torch.where(m, adv + v, 0), cost
+
+
 @register("gae")
 def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0,
         whiten_advantages: bool = False) -> Credit:
@@ -77,14 +90,9 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
         a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
         tensor costs nothing here.
     """
-    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
-    lam = check_number("lam", lam, low=0.0, high=1.0)
-    v, cost = _resolve_values(rollouts, values)
-    r, m = rollouts.rewards, rollouts.mask
-    adv = _gae_recursion(r, v, m, gamma, lam)
-    returns = torch.where(m, adv + v, 0)
+    adv, returns, cost = _token_gae(rollouts, values, gamma, lam, per_action=False)
     if whiten_advantages:
-        adv = whiten(adv, m)
+        adv = whiten(adv, rollouts.mask)
     return Credit.from_tokens(rollouts, adv, "gae", cost=cost, returns=returns, gamma=gamma, lam=lam)
 
 
@@ -158,13 +166,7 @@ def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float =
         a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
         tensor costs nothing here.
     """
-    gamma = check_number("gamma", gamma, low=0.0, high=1.0)
-    lam = check_number("lam", lam, low=0.0, high=1.0)
-    v, cost = _resolve_values(rollouts, values)
-    r, m = rollouts.rewards, rollouts.mask
-    d = action_discounts(rollouts, gamma).to(r.dtype)
-    adv = _gae_recursion(r, v, m, d, lam)
-    returns = torch.where(m, adv + v, 0)
+    adv, returns, cost = _token_gae(rollouts, values, gamma, lam, per_action=True)
     return Credit.from_tokens(rollouts, adv, "poad", cost=cost, returns=returns, gamma=gamma, lam=lam)
 
 
