@@ -78,10 +78,12 @@ def test_itpo_degenerate():
     one = make([1], [1.0])
     assert torch.allclose(itpo(one, logprobs=lp[:, :1], ref_logprobs=lp[:, :1]).token,
                           torch.tensor([[1.0]], dtype=torch.float64), atol=1e-5)
-    # no played turn: zero credit
-    empty = make([0], [0.0])
-    z = torch.zeros(1, 1, dtype=torch.float64)
-    assert float(itpo(empty, logprobs=z, ref_logprobs=z).token.abs().sum()) == 0.0
+    # a row with no played turn gets zero credit (a batch with none is refused by Rollouts)
+    with pytest.raises(ValueError, match="^mask"):
+        make([0], [0.0])
+    gap = make([2, 0], [1.0, 0.0], groups=[0, 1])
+    z = torch.full((2, 2), -0.3, dtype=torch.float64)
+    assert float(itpo(gap, logprobs=z, ref_logprobs=z).token[1].abs().sum()) == 0.0
     # an all-equal group with no within-episode spread: zero
     eq = make([2, 2], [1.0, 1.0])
     lp2 = torch.full((2, 2), -0.5, dtype=torch.float64)
@@ -130,8 +132,8 @@ def test_istar_degenerate_is_grpo():
     flat = torch.full((2, 2), 0.7, dtype=torch.float64)  # all step rewards equal: A^S = 0
     assert torch.allclose(istar(ro, step_rewards=flat).token, g)
     assert torch.allclose(istar(ro, step_rewards=torch.randn(2, 2, dtype=torch.float64), alpha=0.0).token, g)
-    empty = make([0], [0.0])
-    assert float(istar(empty, step_rewards=torch.zeros(1, 1)).token.abs().sum()) == 0.0
+    gap = make([2, 0], [1.0, 0.0], groups=[0, 1])
+    assert float(istar(gap, step_rewards=torch.zeros(2, 2)).token[1].abs().sum()) == 0.0
 
 
 def test_istar_bad_arguments():
@@ -182,8 +184,8 @@ def test_spa_rl_hand_computed():
 def test_spa_rl_degenerate_and_bad_arguments():
     one = make([1], [1.0])
     assert torch.allclose(spa_rl(one, contributions=torch.ones(1, 1)).token, torch.ones(1, 1, dtype=torch.float64))
-    empty = make([0], [0.0])
-    assert float(spa_rl(empty, contributions=torch.zeros(1, 1)).token.abs().sum()) == 0.0
+    gap = make([2, 0], [1.0, 0.0], groups=[0, 1])
+    assert float(spa_rl(gap, contributions=torch.zeros(2, 2)).token[1].abs().sum()) == 0.0
     ro = make([2], [1.0])
     with pytest.raises(ValueError, match="contributions"):
         spa_rl(ro, contributions=torch.zeros(2, 2))

@@ -22,8 +22,17 @@ def two_steps(reward=1.0, n=4):
 
 
 def empty():
-    return Rollouts(tokens=torch.zeros(1, 3, dtype=torch.long), mask=torch.zeros(1, 3, dtype=torch.bool),
-                    rewards=torch.zeros(1, 3))
+    """Row 0 generated nothing; row 1 one token with reward 0 (a batch with nothing generated at
+    all is refused by Rollouts, so "nothing generated" is a row's property)."""
+    return Rollouts(tokens=torch.zeros(2, 3, dtype=torch.long),
+                    mask=torch.tensor([[False, False, False], [True, False, False]]), rewards=torch.zeros(2, 3),
+                    group_ids=torch.tensor([0, 1]))
+
+
+def test_a_batch_with_nothing_generated_is_refused():
+    with pytest.raises(ValueError, match="^mask"):
+        Rollouts(tokens=torch.zeros(1, 3, dtype=torch.long), mask=torch.zeros(1, 3, dtype=torch.bool),
+                 rewards=torch.zeros(1, 3))
 
 
 # --------------------------------------------------------------------------- From r to Q*
@@ -48,7 +57,7 @@ def test_dpo_implicit_q_degenerate_input():
     assert dpo_implicit_q(ro, logprobs=lp, ref_logprobs=lp * 2, beta=0.0).token.abs().sum() == 0
     assert dpo_implicit_q(ro, logprobs=lp, ref_logprobs=lp).token.abs().sum() == 0
     e = empty()
-    c = dpo_implicit_q(e, logprobs=torch.zeros(1, 3), ref_logprobs=torch.zeros(1, 3))
+    c = dpo_implicit_q(e, logprobs=torch.zeros(2, 3), ref_logprobs=torch.zeros(2, 3))
     assert c.token.abs().sum() == 0
     one = Rollouts(tokens=torch.zeros(1, 2, dtype=torch.long), mask=torch.ones(1, 2, dtype=torch.bool),
                    rewards=torch.tensor([[0.0, 1.0]]), step_ids=torch.tensor([[0, 0]]))
@@ -83,7 +92,7 @@ def test_t_reg_hand_computed_and_degenerate():
     s = t_reg(ro, better_logprobs=good, worse_logprobs=bad, level="step")
     assert s.values[0].tolist() == pytest.approx([0.1, -1.5])
     assert t_reg(ro, better_logprobs=good, worse_logprobs=bad, scale=0.0).token.abs().sum() == 0
-    assert t_reg(empty(), better_logprobs=torch.zeros(1, 3), worse_logprobs=torch.zeros(1, 3)).token.abs().sum() == 0
+    assert t_reg(empty(), better_logprobs=torch.zeros(2, 3), worse_logprobs=torch.zeros(2, 3)).token.abs().sum() == 0
     with pytest.raises(ValueError, match="^worse_logprobs"):
         t_reg(ro, better_logprobs=good, worse_logprobs=torch.full((1, 4), float("nan")))
     with pytest.raises(ValueError, match="^scale"):
@@ -118,7 +127,7 @@ def test_red_masked_gap_and_callable_scorer():
 
 
 def test_red_degenerate_and_bad_arguments():
-    c = red(empty(), scores=torch.zeros(1, 3))
+    c = red(empty(), scores=torch.zeros(2, 3))
     assert c.token.abs().sum() == 0 and float(c.info["final_scores"][0]) == 0
     ro = two_steps()
     const = red(ro, scores=torch.full((1, 4), 0.7), prompt_scores=torch.tensor([0.2]))
@@ -258,7 +267,9 @@ def test_int_hand_computed():
 
 
 def test_int_degenerate_and_bad_arguments():
-    c = int_interventions(empty(), rewrite_fn=fake_rewrites([], []))
+    # nothing failed (one success and a row with nothing generated): no intervention, no cost
+    solved = empty().with_(rewards=torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    c = int_interventions(solved, rewrite_fn=fake_rewrites([], []))
     assert c.token.abs().sum() == 0 and c.cost == Cost()
     ro = two_steps(reward=0.0)
     with pytest.raises(ValueError, match="^rewrite_fn"):

@@ -121,8 +121,9 @@ def three_in_a_group():
     """Lengths 3, 2, 1 in one group; outcomes 1, 0, 0; log-ratios chosen by hand."""
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0]]).bool()
     rewards = torch.tensor([[0, 0, 1.0], [0, 0, 0], [0, 0, 0]])
-    ref = torch.zeros(3, 3, dtype=torch.float64)
-    lp = torch.tensor([[0.2, 0.4, -0.2], [-0.2, 0.2, 0.0], [0.6, 0.0, 0.0]], dtype=torch.float64)
+    # both shifted by -1 so that they are log-probabilities; SPRO only reads their difference
+    ref = torch.full((3, 3), -1.0, dtype=torch.float64)
+    lp = torch.tensor([[0.2, 0.4, -0.2], [-0.2, 0.2, 0.0], [0.6, 0.0, 0.0]], dtype=torch.float64) - 1.0
     ro = Rollouts(tokens=torch.zeros(3, 3, dtype=torch.long), mask=mask, rewards=rewards, logprobs=lp)
     return ro, ref
 

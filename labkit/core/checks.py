@@ -91,6 +91,14 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
     return int(value)
 
 
+def check_integer_tensor(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """Require an integer tensor (float, bool or complex refused: a float label would be
+    truncated silently, e.g. group id 0.7 -> 0); return it as int64."""
+    if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+        raise TypeError(f"{name}: expected integers (an int tensor or a list of ints), got dtype {tensor.dtype}")
+    return tensor.long()
+
+
 def check_choice(name: str, value: Any, allowed: tuple) -> Any:
     if value not in allowed:
         raise ValueError(f"{name}: must be one of {allowed}, got {value!r}")

@@ -14,6 +14,14 @@ Conventions (all tensors are padded to a common length T):
 * ``step_ids`` / ``turn_ids`` / ``agent_ids`` label generated positions 0, 1, 2, ... in order of
   appearance within a trajectory, and are -1 elsewhere.
 * ``group_ids`` says which trajectories share a prompt / task instance (GRPO's group).
+
+The one validated boundary. A ``Rollouts`` checks everything it holds when it is built, so an
+estimator can trust it: every label (tokens, states, step / turn / agent / group ids) is an
+integer tensor (floats are refused, never truncated), token ids and states are >= 0 and group
+ids >= 0, rewards are finite and zero off the mask, log-probabilities are <= 0 and entropies
+>= 0 where generated, shapes agree. The empty-batch rule: a batch needs at least one trajectory,
+one position and **one generated position**; an empty batch is refused here with a message, so
+no estimator has to handle it. (A batch may still hold rows with nothing generated: they get 0.)
 """
 from __future__ import annotations
 
@@ -22,10 +30,12 @@ from typing import Any, Hashable, Sequence
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_integer_tensor, check_number,
+                                check_shape)
 from labkit.core.stats import discounted_returns
 
 LEVELS = ("token", "step", "turn", "agent", "episode")
+_ROUND_OFF = 1e-5  # how far a float32 log-probability may sit above 0 (or an entropy below 0)
 REDUCTIONS = ("sum", "mean", "first", "last", "max", "min")
 
 
@@ -125,18 +135,25 @@ class Rollouts:
         self.tokens = as_tensor("tokens", self.tokens)
         if self.tokens.dim() != 2:
             raise ValueError(f"tokens: expected shape (B, T), got {tuple(self.tokens.shape)}")
-        if self.tokens.is_floating_point() or self.tokens.dtype == torch.bool:
-            raise TypeError(f"tokens: expected an integer tensor, got {self.tokens.dtype}")
-        self.tokens = self.tokens.long()
+        self.tokens = check_integer_tensor("tokens", self.tokens)
         B, T = self.tokens.shape
         if B == 0:
             raise ValueError("tokens: a Rollouts batch needs at least one trajectory")
+        if T == 0:
+            raise ValueError("tokens: a Rollouts batch needs at least one position (T = 0)")
         self.mask = as_tensor("mask", self.mask)
         check_shape("mask", self.mask, (B, T))
         if self.mask.dtype != torch.bool:
             if bool(((self.mask != 0) & (self.mask != 1)).any()):
                 raise ValueError("mask: must be boolean (or 0/1)")
             self.mask = self.mask.bool()
+        if not bool(self.mask.any()):
+            raise ValueError("mask: no generated position in the batch (mask is all False), so there is "
+                             "nothing to give credit to; keep at least one generated position")
+        if bool((self.tokens[self.mask] < 0).any()):
+            b, t = (int(i) for i in (self.mask & (self.tokens < 0)).nonzero()[0])
+            raise ValueError(f"tokens: token ids must be >= 0 on generated positions, got "
+                             f"{int(self.tokens[b, t])} at {(b, t)}")
         self.rewards = as_tensor("rewards", self.rewards)
         if not self.rewards.is_floating_point():
             self.rewards = self.rewards.to(torch.float32)
@@ -149,8 +166,10 @@ class Rollouts:
 
         if self.group_ids is None:
             self.group_ids = torch.zeros(B, dtype=torch.long)
-        self.group_ids = as_tensor("group_ids", self.group_ids).long()
+        self.group_ids = check_integer_tensor("group_ids", as_tensor("group_ids", self.group_ids))
         check_shape("group_ids", self.group_ids, (B,))
+        if bool((self.group_ids < 0).any()):
+            raise ValueError(f"group_ids: must be >= 0 (one id per prompt / task), got {self.group_ids.min().item()}")
 
         ones = self.mask.long()
         if self.step_ids is None:
@@ -160,11 +179,11 @@ class Rollouts:
         if self.agent_ids is None:
             self.agent_ids = torch.where(self.mask, 0, -1)
         for name in ("step_ids", "turn_ids"):
-            ids = as_tensor(name, getattr(self, name))
+            ids = check_integer_tensor(name, as_tensor(name, getattr(self, name)))
             check_shape(name, ids, (B, T))
             _check_labels(name, ids, self.mask)
             setattr(self, name, ids.long())
-        ids = as_tensor("agent_ids", self.agent_ids)
+        ids = check_integer_tensor("agent_ids", as_tensor("agent_ids", self.agent_ids))
         check_shape("agent_ids", ids, (B, T))
         if bool(((ids >= 0) != self.mask).any()):
             raise ValueError("agent_ids: must be >= 0 exactly where mask is True")
@@ -176,10 +195,19 @@ class Rollouts:
                 x = as_tensor(name, x)
                 check_shape(name, x, (B, T))
                 check_finite(name, torch.where(self.mask, x, 0))
+                # a log-probability is <= 0 and an entropy >= 0 (tolerance: float32 round-off)
+                wrong = self.mask & ((x > _ROUND_OFF) if name == "logprobs" else (x < -_ROUND_OFF))
+                if bool(wrong.any()):
+                    b, t = (int(i) for i in wrong.nonzero()[0])
+                    rule = "log-probabilities must be <= 0" if name == "logprobs" else "entropies must be >= 0"
+                    raise ValueError(f"{name}: {rule} on generated positions, got {float(x[b, t]):g} at {(b, t)}"
+                                     + ("; pass log pi (log_softmax), not probabilities or logits" if name == "logprobs" else ""))
                 setattr(self, name, x)
         if self.states is not None:
-            self.states = as_tensor("states", self.states).long()
+            self.states = check_integer_tensor("states", as_tensor("states", self.states))
             check_shape("states", self.states, (B, T))
+            if bool((self.states[self.mask] < 0).any()):
+                raise ValueError("states: state indices must be >= 0 on generated positions")
         if self.anchor_keys is not None:
             if len(self.anchor_keys) != B:
                 raise ValueError(f"anchor_keys: expected one list per trajectory ({B}), got {len(self.anchor_keys)}")

@@ -1,6 +1,7 @@
 """Estimators registered by name, verl-style: every estimator is ``fn(rollouts, **kw) -> Credit``."""
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from labkit.core.rollouts import Credit, Rollouts
@@ -10,16 +11,29 @@ ESTIMATORS: dict[str, Estimator] = {}
 
 
 def register(name: str) -> Callable[[Estimator], Estimator]:
+    """Register ``fn(rollouts, **options) -> Credit`` as ``name``. The registered function checks
+    that ``rollouts`` is a ``Rollouts`` (a TypeError naming ``rollouts`` otherwise): the batch
+    itself was validated when it was built, its options are the estimator's own business."""
     def wrap(fn: Estimator) -> Estimator:
         if name in ESTIMATORS:
             raise ValueError(f"name: estimator {name!r} is registered twice")
-        ESTIMATORS[name] = fn
-        fn.estimator_name = name
-        return fn
+
+        @functools.wraps(fn)
+        def checked(rollouts, *args, **kwargs):
+            if not isinstance(rollouts, Rollouts):
+                raise TypeError(f"rollouts: {name} expects a labkit Rollouts (from an env's sample(), or built "
+                                f"with labkit.core.rollouts.Rollouts), got {type(rollouts).__name__}")
+            return fn(rollouts, *args, **kwargs)
+
+        ESTIMATORS[name] = checked
+        checked.estimator_name = name
+        return checked
     return wrap
 
 
 def get_estimator(name: str) -> Estimator:
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected an estimator's registered name (a str), got {type(name).__name__}")
     try:
         return ESTIMATORS[name]
     except KeyError:
