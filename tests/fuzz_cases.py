@@ -9,7 +9,8 @@ A probe is one call of one public entry point with one bad or edge input, change
 time from a call that works. Its outcome falls in one of five classes:
 
 1. ``clear``      ValueError/TypeError whose message starts with the offending argument's name
-                  (``"name:"``, ``"name["`` or ``"name "``);
+                  (``"name:"``, ``"name["``, ``"name "`` or ``"name."`` as in
+                  ``"rollouts.states: ..."``);
 2. ``edge-ok``    a valid edge input handled with a finite result of the right shape;
 3. ``deep``       any other exception (IndexError, RuntimeError, AttributeError, KeyError, or a
                   ValueError/TypeError whose message does not start with the argument's name);
@@ -61,7 +62,7 @@ class Outcome:
 # --------------------------------------------------------------------------- classification
 def _names_arg(msg: str, args: tuple[str, ...]) -> bool:
     for a in args:
-        if msg.startswith(a) and (len(msg) == len(a) or msg[len(a)] in ":[ "):
+        if msg.startswith(a) and (len(msg) == len(a) or msg[len(a)] in ":[ ."):
             return True
     return False
 
@@ -989,10 +990,10 @@ def survey_probes() -> list[Probe]:
         P("lookup", "unknown name", lambda: survey.lookup(["NoSuchMethod"]), "either", ("names",))
         P("lookup", "names None", lambda: survey.lookup(None), "invalid", ("names",))
     if hasattr(survey, "recommend"):
-        P("recommend", "negative trajectory_tokens", lambda: survey.recommend(-5, "sparse", False, False), "invalid", ("trajectory_tokens",))
+        P("recommend", "negative trajectory_tokens", lambda: survey.recommend(-5, "outcome", False, False), "invalid", ("trajectory_tokens",))
         P("recommend", "unknown reward_density", lambda: survey.recommend(100, "weird", False, False), "invalid", ("reward_density",))
-        P("recommend", "stochastic_env a string", lambda: survey.recommend(100, "sparse", "no", False), "invalid", ("stochastic_env",))
-        P("recommend", "trajectory_tokens NaN", lambda: survey.recommend(float("nan"), "sparse", False, False), "invalid", ("trajectory_tokens",))
+        P("recommend", "stochastic_env a string", lambda: survey.recommend(100, "outcome", "no", False), "invalid", ("stochastic_env",))
+        P("recommend", "trajectory_tokens NaN", lambda: survey.recommend(float("nan"), "outcome", False, False), "invalid", ("trajectory_tokens",))
     if hasattr(survey, "decision_tree_graph"):
         P("decision_tree_graph", "unknown leaf", lambda: survey.decision_tree_graph("no_leaf"), "invalid", ("leaf",))
     if hasattr(survey, "filter_methods"):
@@ -1158,7 +1159,6 @@ KNOWN_GAPS: dict[str, str] = {
     'credit_function::fn: an int': 'deep',
     'critic_search::rollouts None': 'deep',
     'critic_search::rollouts a dict': 'deep',
-    'critic_search::batch: no generated position': 'deep',
     'critic_search::batch: T = 0': 'deep',
     'critic_search::verdicts: probability 5': 'accepted',
     'dpo_implicit_q::rollouts None': 'deep',
@@ -1185,11 +1185,9 @@ KNOWN_GAPS: dict[str, str] = {
     'grpo::normalize_std=int 2': 'accepted',
     'hca::rollouts None': 'deep',
     'hca::rollouts a dict': 'deep',
-    'hca::batch: no generated position': 'deep',
     'hca::batch: T = 0': 'deep',
     'hcapo::rollouts None': 'deep',
     'hcapo::rollouts a dict': 'deep',
-    'hcapo::batch: no generated position': 'deep',
     'hcapo::batch: T = 0': 'deep',
     "hcapo::do_no_harm=string 'no'": 'accepted',
     'hcapo::do_no_harm=int 2': 'accepted',
@@ -1283,8 +1281,6 @@ KNOWN_GAPS: dict[str, str] = {
     'spro::logprobs: log-probabilities > 0': 'accepted',
     'step_agent::rollouts None': 'deep',
     'step_agent::rollouts a dict': 'deep',
-    'step_agent::batch: no generated position': 'deep',
-    'step_agent::batch: T = 0': 'deep',
     'sweet_rl::rollouts None': 'deep',
     'sweet_rl::rollouts a dict': 'deep',
     't_reg::rollouts None': 'deep',
@@ -1332,33 +1328,22 @@ KNOWN_GAPS: dict[str, str] = {
     "ToolWorld.prompt::task='x'": 'accepted',
     'ToolTruth.advantage::rollouts from a ToolWorld with more files': 'deep',
     'ToolTruth.advantage::states out of the table': 'accepted',
-    'ToolTruth.advantage::rollouts from TeamTask': 'deep',
     'ToolTruth.advantage::rollouts None': 'deep',
-    'ToolTruth.advantage::plain rollouts without truth': 'deep',
     'ToolTruth.value::rollouts from a ToolWorld with more files': 'deep',
     'ToolTruth.value::states out of the table': 'accepted',
-    'ToolTruth.value::rollouts from TeamTask': 'deep',
     'ToolTruth.value::rollouts None': 'deep',
-    'ToolTruth.value::plain rollouts without truth': 'deep',
     'ToolTruth.q_value::rollouts from a ToolWorld with more files': 'deep',
     'ToolTruth.q_value::states out of the table': 'accepted',
-    'ToolTruth.q_value::rollouts from TeamTask': 'deep',
     'ToolTruth.q_value::rollouts None': 'deep',
-    'ToolTruth.q_value::plain rollouts without truth': 'deep',
     'ToolTruth.next_value::rollouts from a ToolWorld with more files': 'deep',
     'ToolTruth.next_value::states out of the table': 'accepted',
-    'ToolTruth.next_value::rollouts from TeamTask': 'deep',
     'ToolTruth.next_value::rollouts None': 'deep',
-    'ToolTruth.next_value::plain rollouts without truth': 'deep',
     'ToolTruth.skill_luck::rollouts from a ToolWorld with more files': 'deep',
     'ToolTruth.skill_luck::states out of the table': 'accepted',
-    'ToolTruth.skill_luck::rollouts from TeamTask': 'deep',
     'ToolTruth.skill_luck::rollouts None': 'deep',
-    'ToolTruth.skill_luck::plain rollouts without truth': 'deep',
     "TeamTask::reward_profile='x'": 'deep',
     'TeamTask.preset::unknown override': 'deep',
     'TeamTask.scripted_policies::saboteur=1.5': 'accepted',
-    'TeamTask.coalition_values::rollouts from ToolWorld': 'deep',
     'TeamTask.coalition_values::rollouts None': 'deep',
     'TeamTask.prompt::task_type=-1': 'accepted',
     'TeamTask.prompt::task_type=99': 'deep',
@@ -1413,7 +1398,6 @@ KNOWN_GAPS: dict[str, str] = {
     'load_baselines::empty file': 'deep',
     'load_baselines::path an int': 'deep',
     'lookup::names None': 'deep',
-    'recommend::stochastic_env a string': 'deep',
     'filter_methods::df None': 'deep',
     'filter_methods::unknown option': 'deep',
     'taxonomy_counts::df a string': 'deep',
