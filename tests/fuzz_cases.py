@@ -662,8 +662,9 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                 shape = tuple(make().tokens.shape)
             except Exception:  # noqa: BLE001 - the batch itself is refused; the probe shows how
                 shape = None
+            # a batch Rollouts itself refuses (T = 0, nothing generated) names its own field
             probes.append(Probe(grp, name, f"batch: {desc}", lambda make=make, run=run: run(make()),
-                                kind, ("rollouts",), shape))
+                                kind, ("rollouts", "tokens", "mask"), shape))
         # options
         sig = inspect.signature(fn)
         for opt, par in sig.parameters.items():
