@@ -22,11 +22,38 @@ from labkit.core.checks import as_tensor, check_finite, check_int, check_number,
 from labkit.core.rollouts import Credit, Rollouts
 
 
-def _pair(credit: Credit | torch.Tensor, truth_adv: torch.Tensor, mask: torch.Tensor):
+def _mask(mask) -> torch.Tensor:
+    """A boolean (or 0/1) (B, T) selection of positions that selects at least one."""
+    mask = as_tensor("mask", mask)
+    if mask.dim() != 2:
+        raise ValueError(f"mask: expected shape (B, T), got {tuple(mask.shape)}")
+    if mask.dtype != torch.bool:
+        if bool(((mask != 0) & (mask != 1)).any()):
+            raise ValueError("mask: must be boolean (or 0/1)")
+        mask = mask.bool()
+    if not bool(mask.any()):
+        raise ValueError("mask: selects no position, so there is nothing to score")
+    return mask
+
+
+def _credit_tensor(credit, mask: torch.Tensor) -> torch.Tensor:
     est = credit.token if isinstance(credit, Credit) else as_tensor("credit", credit)
-    truth_adv = as_tensor("truth_adv", truth_adv)
     check_shape("credit", est, tuple(mask.shape))
+    check_finite("credit", torch.where(mask, est, torch.zeros((), dtype=est.dtype)))
+    return est
+
+
+def _pair(credit: Credit | torch.Tensor, truth_adv: torch.Tensor, mask: torch.Tensor):
+    truth_adv = as_tensor("truth_adv", truth_adv)
+    mask = as_tensor("mask", mask)
+    # credit and truth must agree; a mask of another shape is then the odd one out
+    if tuple(mask.shape) != tuple(truth_adv.shape) and isinstance(credit, (Credit, torch.Tensor)) and \
+            tuple((credit.token if isinstance(credit, Credit) else credit).shape) == tuple(truth_adv.shape):
+        check_shape("mask", mask, tuple(truth_adv.shape))
+    mask = _mask(mask)
+    est = _credit_tensor(credit, mask)
     check_shape("truth_adv", truth_adv, tuple(mask.shape))
+    check_finite("truth_adv", torch.where(mask, truth_adv, torch.zeros((), dtype=truth_adv.dtype)))
     return est[mask].to(torch.float64), truth_adv[mask].to(torch.float64)
 
 
@@ -90,8 +117,8 @@ def recall_at_k(credit, mask, targets, k: int | None = None) -> float:
     are broken uniformly at random *in expectation* (a tied position counts with the probability
     it would be picked), so credit that paints every token the same scores the chance level k / T.
     """
-    est = credit.token if isinstance(credit, Credit) else as_tensor("credit", credit)
-    check_shape("credit", est, tuple(mask.shape))
+    mask = _mask(mask)
+    est = _credit_tensor(credit, mask)
     B, T = mask.shape
     if isinstance(targets, torch.Tensor) and targets.dtype == torch.bool:
         check_shape("targets", targets, (B, T))
@@ -130,20 +157,27 @@ def pearson(a: torch.Tensor, b: torch.Tensor, *, constant: float = float("nan"))
 
     A correlation is undefined when there are fewer than two values or either side is constant
     (std below 1e-12); that case returns ``constant`` (NaN by default; pass 0.0 where a constant
-    credit should count as ranking nothing)."""
-    a, b = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"a, b: sizes differ ({a.numel()} vs {b.numel()})")
+    credit should count as ranking nothing). Non-finite inputs raise a ValueError."""
+    a, b = _flat_pair(a, b)
     if a.numel() < 2 or float(a.std()) < 1e-12 or float(b.std()) < 1e-12:
         return constant
     return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
+def _flat_pair(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two tensors of equal size, flattened to float64 and checked finite."""
+    a = as_tensor("a", a).reshape(-1).to(torch.float64)
+    b = as_tensor("b", b).reshape(-1).to(torch.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"b: expected as many values as a ({a.numel()}), got {b.numel()}")
+    check_finite("a", a)
+    check_finite("b", b)
+    return a, b
+
+
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     """Cosine similarity of two gradients (any shape, flattened); 0.0 if either is zero."""
-    a, b = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"a, b: shapes differ ({tuple(a.shape)} vs {tuple(b.shape)})")
+    a, b = _flat_pair(a, b)
     denom = a.norm() * b.norm()
     return 0.0 if float(denom) == 0 else float(a @ b / denom)
 
@@ -152,6 +186,8 @@ def score_credit(credit: Credit, rollouts: Rollouts, truth_adv: torch.Tensor, *,
                  targets=None, threshold: float = 0.05) -> dict[str, float]:
     """All per-position metrics in one dict; recall@k only if deciding ``targets`` are given
     (positions or a (B, T) bool mask, see ``recall_at_k``)."""
+    if not isinstance(rollouts, Rollouts):
+        raise TypeError(f"rollouts: expected a labkit Rollouts, got {type(rollouts).__name__}")
     m = rollouts.mask
     out = {"rank_corr": rank_correlation(credit, truth_adv, m),
            "sign_agree": sign_agreement(credit, truth_adv, m, threshold=threshold),

@@ -389,7 +389,9 @@ def bad_option_values(opt: str, default: Any) -> list[tuple[str, Any]]:
         if opt in PROBABILITIES:
             out += [("1.5", 1.5)]
     elif isinstance(default, str):
-        out += [("unknown choice", "no_such"), ("int 3", 3)]
+        out += [("unknown choice", "no_such")]
+        if opt != "default":  # c3's default may be a name or an action id: 3 is a valid one
+            out += [("int 3", 3)]
     return out
 
 
@@ -623,10 +625,11 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
         base = base_rollouts(name)
         B, T = base.tokens.shape
 
-        def run(ro, name=name, fn=fn, **over):
+        # the estimator is bound as _est: credit_function has an option called fn
+        def run(ro, name=name, _est=fn, **over):
             kw = estimator_inputs(name, ro)
             kw.update(over)
-            return fn(ro, **kw)
+            return _est(ro, **kw)
 
         probes.append(Probe(grp, name, "baseline (valid call)", lambda run=run, base=base: run(base),
                             "edge", ("rollouts",), (B, T)))

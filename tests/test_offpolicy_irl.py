@@ -52,8 +52,9 @@ def test_turn_ratio_is_the_geometric_mean_of_the_turns_tokens():
 
 def test_sorl_renormalisation_by_hand():
     # two positions, ratios 1.0 and 1.5 (outside [0.8, 1.2]), advantages 1 and 3
-    old = torch.zeros(1, 2, dtype=torch.float64)
-    logp = torch.tensor([[0.0, math.log(1.5)]], dtype=torch.float64, requires_grad=True)
+    # log-probabilities (<= 0): both shifted by -1, so the ratios stay 1.0 and 1.5
+    old = torch.full((1, 2), -1.0, dtype=torch.float64)
+    logp = torch.tensor([[-1.0, math.log(1.5) - 1.0]], dtype=torch.float64, requires_grad=True)
     adv = torch.tensor([[1.0, 3.0]], dtype=torch.float64)
     mask = torch.ones(1, 2, dtype=torch.bool)
     plain, st0 = policy_loss(logp, old, adv, mask, "ppo_clip")
@@ -65,8 +66,8 @@ def test_sorl_renormalisation_by_hand():
     assert float(sorl.detach()) == pytest.approx(-2.3 * 0.25)
     assert st["out_frac"] == pytest.approx(0.5) and st["scale"] == pytest.approx(0.25)
     # per trajectory: a second row without drift keeps weight 1
-    old2 = torch.zeros(2, 2, dtype=torch.float64)
-    logp2 = torch.tensor([[0.0, math.log(1.5)], [0.0, 0.0]], dtype=torch.float64)
+    old2 = torch.full((2, 2), -1.0, dtype=torch.float64)
+    logp2 = torch.tensor([[0.0, math.log(1.5)], [0.0, 0.0]], dtype=torch.float64) - 1.0
     adv2 = torch.tensor([[1.0, 3.0], [2.0, 2.0]], dtype=torch.float64)
     row, _ = policy_loss(logp2, old2, adv2, torch.ones(2, 2, dtype=torch.bool), "grpo", renorm="sorl_row")
     # row 0: 0.25 * -(1 + 3.6) / 2; row 1: -(2 + 2) / 2; grpo: mean of the two rows

@@ -61,8 +61,9 @@ def test_grpo_loss_weights_sequences_equally_not_tokens():
 
 
 def test_clipping_stops_the_gradient_beyond_the_trust_region():
-    old = torch.zeros(1, 3)
-    logp = torch.tensor([[math.log(1.5), math.log(1.1), math.log(0.5)]], requires_grad=True)
+    # log-probabilities (<= 0), shifted by -1 together so the ratios are 1.5, 1.1 and 0.5
+    old = torch.full((1, 3), -1.0)
+    logp = (torch.tensor([[math.log(1.5), math.log(1.1), math.log(0.5)]]) - 1.0).requires_grad_()
     adv = torch.tensor([[1.0, 1.0, -1.0]])
     loss, stats = policy_loss(logp, old, adv, torch.ones(1, 3, dtype=torch.bool), "ppo_clip", clip_eps=0.2)
     loss.backward()

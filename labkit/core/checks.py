@@ -11,6 +11,9 @@ from typing import Any
 
 import torch
 
+#: How far a float32 log-probability may sit above 0 (or an entropy below 0) by round-off.
+ROUND_OFF = 1e-5
+
 
 def as_tensor(name: str, value: Any, *, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Turn ``value`` into a tensor (no copy when it already is one), naming ``name`` on failure."""
@@ -89,6 +92,32 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
     if high is not None and value > high:
         raise ValueError(f"{name}: must be <= {high}, got {value}")
     return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Require True or False (a switch): "no", 2 or None would otherwise be read by truthiness."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        value = bool(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected True or False, got {value!r}")
+    return value
+
+
+def check_in_range(name: str, tensor: torch.Tensor, *, low: float | None = None, high: float | None = None,
+                   where: torch.Tensor | None = None, what: str = "values") -> None:
+    """Require every entry of ``tensor`` (those with ``where`` True, if given) to lie in [low, high],
+    reporting the first offending index, e.g. a probability of 5 or a log-probability above 0."""
+    bad = torch.zeros_like(tensor, dtype=torch.bool)
+    if low is not None:
+        bad |= tensor < low
+    if high is not None:
+        bad |= tensor > high
+    if where is not None:
+        bad &= where
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        span = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        raise ValueError(f"{name}: {what} must lie in {span}, got {float(tensor[idx]):g} at index {idx}")
 
 
 def check_integer_tensor(name: str, tensor: torch.Tensor) -> torch.Tensor:

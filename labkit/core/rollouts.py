@@ -30,12 +30,11 @@ from typing import Any, Hashable, Sequence
 
 import torch
 
-from labkit.core.checks import (as_tensor, check_choice, check_finite, check_integer_tensor, check_number,
-                                check_shape)
+from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_int, check_integer_tensor,
+                                check_number, check_shape)
 from labkit.core.stats import discounted_returns
 
 LEVELS = ("token", "step", "turn", "agent", "episode")
-_ROUND_OFF = 1e-5  # how far a float32 log-probability may sit above 0 (or an entropy below 0)
 REDUCTIONS = ("sum", "mean", "first", "last", "max", "min")
 
 
@@ -86,18 +85,30 @@ def segment_broadcast(ids: torch.Tensor, seg_values: torch.Tensor) -> torch.Tens
     return torch.where(ids >= 0, out, torch.zeros((), dtype=out.dtype))
 
 
+def _check_off_mask(name: str, ids: torch.Tensor, mask: torch.Tensor) -> None:
+    """A label is >= 0 on a generated position and exactly -1 elsewhere."""
+    wrong = torch.where(mask, ids < 0, ids != -1)
+    if bool(wrong.any()):
+        b, t = (int(i) for i in wrong.nonzero()[0])
+        raise ValueError(f"{name}: must be >= 0 where mask is True and -1 elsewhere, got {int(ids[b, t])} "
+                         f"at {(b, t)} (mask {bool(mask[b, t])})")
+
+
 def _check_labels(name: str, ids: torch.Tensor, mask: torch.Tensor) -> None:
-    """Labels must be -1 off the mask, >= 0 on it, and never decrease along a trajectory."""
-    if ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"{name}: expected an integer tensor, got {ids.dtype}")
-    if bool(((ids >= 0) != mask).any()):
-        b, t = (int(i) for i in ((ids >= 0) != mask).nonzero()[0])
-        raise ValueError(f"{name}: must be >= 0 exactly where mask is True (mismatch at {(b, t)})")
-    # Carry the last seen label forward over masked gaps so the monotonicity check ignores them.
+    """Step / turn labels: -1 off the mask, and 0, 1, 2, ... in order along a trajectory (each
+    generated position keeps the previous label or takes the next one; masked gaps are skipped)."""
+    _check_off_mask(name, ids, mask)
+    # Carry the last seen label forward over masked gaps, then compare each label with it.
     running = torch.where(mask, ids, torch.full_like(ids, -1)).cummax(dim=1).values
-    if bool((torch.where(mask, ids, running) < running).any()):
-        b, t = (int(i) for i in (torch.where(mask, ids, running) < running).nonzero()[0])
+    before = torch.cat([torch.full_like(ids[:, :1], -1), running[:, :-1]], 1)
+    step = torch.where(mask, ids - before, 0)
+    if bool((step < 0).any()):
+        b, t = (int(i) for i in (step < 0).nonzero()[0])
         raise ValueError(f"{name}: labels must not decrease along a trajectory (at {(b, t)})")
+    if bool((step > 1).any()):
+        b, t = (int(i) for i in (step > 1).nonzero()[0])
+        raise ValueError(f"{name}: labels must count 0, 1, 2, ... without gaps along a trajectory, got "
+                         f"{int(ids[b, t])} after {int(before[b, t])} at {(b, t)}")
 
 
 # --------------------------------------------------------------------------- Rollouts
@@ -185,18 +196,19 @@ class Rollouts:
             setattr(self, name, ids.long())
         ids = check_integer_tensor("agent_ids", as_tensor("agent_ids", self.agent_ids))
         check_shape("agent_ids", ids, (B, T))
-        if bool(((ids >= 0) != self.mask).any()):
-            raise ValueError("agent_ids: must be >= 0 exactly where mask is True")
-        self.agent_ids = ids.long()  # agents may alternate, so no monotonicity
+        _check_off_mask("agent_ids", ids, self.mask)
+        self.agent_ids = ids  # agents may alternate, so no monotonicity
 
         for name in ("logprobs", "entropies"):
             x = getattr(self, name)
             if x is not None:
                 x = as_tensor(name, x)
+                if not x.is_floating_point():
+                    raise TypeError(f"{name}: expected a float tensor, got dtype {x.dtype}")
                 check_shape(name, x, (B, T))
                 check_finite(name, torch.where(self.mask, x, 0))
                 # a log-probability is <= 0 and an entropy >= 0 (tolerance: float32 round-off)
-                wrong = self.mask & ((x > _ROUND_OFF) if name == "logprobs" else (x < -_ROUND_OFF))
+                wrong = self.mask & ((x > ROUND_OFF) if name == "logprobs" else (x < -ROUND_OFF))
                 if bool(wrong.any()):
                     b, t = (int(i) for i in wrong.nonzero()[0])
                     rule = "log-probabilities must be <= 0" if name == "logprobs" else "entropies must be >= 0"
@@ -219,8 +231,12 @@ class Rollouts:
         if self.text is not None:
             if len(self.text) != B or any(len(row) != T for row in self.text):
                 raise ValueError(f"text: expected {B} lists of {T} strings")
-        if self.prompts is not None and len(self.prompts) != B:
-            raise ValueError(f"prompts: expected {B} strings, got {len(self.prompts)}")
+        if self.prompts is not None and (isinstance(self.prompts, str) or len(self.prompts) != B):
+            got = "one string" if isinstance(self.prompts, str) else f"{len(self.prompts)} items"
+            raise ValueError(f"prompts: expected a list of {B} strings (one per trajectory), got {got}")
+        for name in ("truth", "info"):
+            if not isinstance(getattr(self, name), dict):
+                raise TypeError(f"{name}: expected a dict, got {type(getattr(self, name)).__name__}")
 
     # ---- sizes
     @property
@@ -276,15 +292,26 @@ class Rollouts:
         """Reduce per-position ``values`` (B, T) to ``level``: returns (B, N) values and presence mask."""
         values = as_tensor("values", values)
         check_shape("values", values, (self.batch_size, self.horizon))
+        check_finite("values", torch.where(self.mask, values, torch.zeros((), dtype=values.dtype)))
         return segment_reduce(self.ids_for(level), values, reduce)
 
     def broadcast(self, values: torch.Tensor, level: str) -> torch.Tensor:
         """Spread (B, N) values at ``level`` back onto positions, (B, T), 0 off-mask."""
-        if level == "episode":
-            values = as_tensor("values", values)
-            if values.dim() == 1:
-                values = values[:, None]
-        return segment_broadcast(self.ids_for(level), as_tensor("values", values))
+        return segment_broadcast(self.ids_for(level), self._level_values("values", values, level))
+
+    def _level_values(self, name: str, values: Any, level: str) -> torch.Tensor:
+        """``values`` as (B, N) for ``level``, N at least the batch's number of segments there
+        (an episode-level (B,) becomes (B, 1)); errors name ``name``."""
+        values = as_tensor(name, values)
+        if level == "episode" and values.dim() == 1:
+            values = values[:, None]
+        ids = self.ids_for(level)
+        n = int(ids.max()) + 1
+        check_shape(name, values, (self.batch_size, None))
+        if values.shape[1] < n:
+            raise ValueError(f"{name}: {level}-level values need at least {n} columns (this batch's largest "
+                             f"{level} count), got shape {tuple(values.shape)}")
+        return values
 
     # ---- batch manipulation
     def select(self, index: Sequence[int] | torch.Tensor) -> "Rollouts":
@@ -296,11 +323,11 @@ class Rollouts:
         dimension (e.g. truth for only the first R rows) cannot be matched to the selected rows
         and is dropped rather than left silently misaligned.
         """
-        idx = torch.as_tensor(index, dtype=torch.long)
-        if idx.dim() != 1:
-            raise ValueError(f"index: expected a 1-D sequence of row numbers, got shape {tuple(idx.shape)}")
-        if idx.numel() and (int(idx.min()) < -self.batch_size or int(idx.max()) >= self.batch_size):
-            raise IndexError(f"index: row numbers must be in [0, {self.batch_size}), got {idx.tolist()}")
+        idx = check_integer_tensor("index", as_tensor("index", list(index) if isinstance(index, range) else index))
+        if idx.dim() != 1 or idx.numel() == 0:
+            raise ValueError(f"index: expected a non-empty 1-D sequence of row numbers, got shape {tuple(idx.shape)}")
+        if int(idx.min()) < -self.batch_size or int(idx.max()) >= self.batch_size:
+            raise ValueError(f"index: row numbers must be in [0, {self.batch_size}), got {idx.tolist()}")
         B = self.batch_size
 
         def rows(v):
@@ -333,14 +360,24 @@ class Rollouts:
 
     def split(self, n_batches: int) -> list["Rollouts"]:
         """Cut into ``n_batches`` equal consecutive batches (B must divide evenly)."""
-        if n_batches < 1 or self.batch_size % n_batches:
+        n_batches = check_int("n_batches", n_batches, low=1)
+        if self.batch_size % n_batches:
             raise ValueError(f"n_batches: {n_batches} does not divide the batch size {self.batch_size}")
         size = self.batch_size // n_batches
         return [self.select(range(i * size, (i + 1) * size)) for i in range(n_batches)]
 
     def with_(self, **changes: Any) -> "Rollouts":
         """A copy with some fields replaced (validated again)."""
+        known = {f.name for f in fields(self)}
+        for name in changes:
+            if name not in known:
+                raise TypeError(f"{name}: not a Rollouts field; the fields are {sorted(known)}")
         return replace(self, **changes)
+
+
+def _check_rollouts(rollouts: Any) -> None:
+    if not isinstance(rollouts, Rollouts):
+        raise TypeError(f"rollouts: expected a labkit Rollouts, got {type(rollouts).__name__}")
 
 
 # --------------------------------------------------------------------------- Credit
@@ -385,17 +422,22 @@ class Credit:
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            raise TypeError(f"method: expected the estimator's name (a str), got {type(self.method).__name__}")
         check_choice("level", self.level, LEVELS)
-        check_finite(f"{self.method}: token credit", self.token)
-        check_finite(f"{self.method}: {self.level} credit", self.values)
+        self.token = as_tensor("token", self.token)
+        self.values = as_tensor("values", self.values)
+        check_finite(f"token ({self.method} credit)", self.token)
+        check_finite(f"values ({self.method} {self.level} credit)", self.values)
 
     @classmethod
     def from_level(cls, rollouts: Rollouts, values: torch.Tensor, level: str, method: str,
                    cost: Cost | None = None, **info: Any) -> "Credit":
         """Build a Credit from values at ``level`` (each position takes its segment's value)."""
-        values = as_tensor("values", values)
-        if level == "episode" and values.dim() == 1:
-            values = values[:, None]
+        _check_rollouts(rollouts)
+        check_choice("level", level, LEVELS)
+        values = rollouts._level_values("values", values, level)
+        check_finite(f"values ({method} {level} credit)", values)
         ids = rollouts.ids_for(level)
         present = segment_reduce(ids, torch.ones_like(ids, dtype=torch.float64), "sum",
                                  n_segments=values.shape[1])[1]
@@ -405,6 +447,10 @@ class Credit:
     @classmethod
     def from_tokens(cls, rollouts: Rollouts, token: torch.Tensor, method: str,
                     cost: Cost | None = None, **info: Any) -> "Credit":
+        """Build a Credit from per-position credit (B, T); positions off the mask get 0."""
+        _check_rollouts(rollouts)
+        token = as_tensor("token", token)
+        check_shape("token", token, tuple(rollouts.mask.shape))
         token = torch.where(rollouts.mask, token, torch.zeros((), dtype=token.dtype))
         return cls(token=token, level="token", values=token, present=rollouts.mask.clone(),
                    method=method, cost=cost or Cost(), info=dict(info))

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_choice, check_number, check_shape
 
 SINGLETON_RULES = ("raw", "zero")
 
@@ -70,6 +70,7 @@ def group_normalize(values: torch.Tensor, group_ids: torch.Tensor, *, eps: float
     """
     check_choice("singleton", singleton, SINGLETON_RULES)
     eps = check_number("eps", eps, low=0.0)
+    normalize_std = check_bool("normalize_std", normalize_std)
     if weight is None:
         mean, std, size = group_stats(values, group_ids)
     else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 from labkit.core.rollouts import Credit, Rollouts
@@ -18,11 +19,18 @@ def register(name: str) -> Callable[[Estimator], Estimator]:
         if name in ESTIMATORS:
             raise ValueError(f"name: estimator {name!r} is registered twice")
 
+        params = inspect.signature(fn).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        options = sorted(k for k, p in params.items() if k != "rollouts" and p.kind is not inspect.Parameter.VAR_KEYWORD)
+
         @functools.wraps(fn)
         def checked(rollouts, *args, **kwargs):
             if not isinstance(rollouts, Rollouts):
                 raise TypeError(f"rollouts: {name} expects a labkit Rollouts (from an env's sample(), or built "
                                 f"with labkit.core.rollouts.Rollouts), got {type(rollouts).__name__}")
+            unknown = [] if takes_any else [k for k in kwargs if k not in params]
+            if unknown:
+                raise TypeError(f"{unknown[0]}: {name} has no option {unknown[0]!r}; its options are {options}")
             return fn(rollouts, *args, **kwargs)
 
         ESTIMATORS[name] = checked

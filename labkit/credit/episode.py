@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import check_number
+from labkit.core.checks import check_bool, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
 from labkit.credit._registry import register
@@ -179,7 +179,7 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     eps = check_number("eps", eps, low=0.0, low_open=True)
-    if group_baseline:
+    if check_bool("group_baseline", group_baseline):
         centred = group_normalize(rollouts.scores, rollouts.group_ids, normalize_std=False).normalized
         G = rollouts.broadcast(centred, "episode")
     else:

@@ -23,7 +23,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape
 from labkit.credit._registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.turns import binary_outcome, turn_table
@@ -181,7 +181,7 @@ def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, om
     p = turn_policy_probs(rollouts, pi)
     rho = torch.where(present, (h / p.clamp(min=1e-300)).clamp(max=rho_max), 1.0)
     step = (rho - 1) * z[:, None]
-    if do_no_harm:
+    if check_bool("do_no_harm", do_no_harm):
         step = torch.where(z[:, None] > 0, step.clamp(min=0.0), step)
     step = torch.where(present, step, 0.0)
     base = grpo(rollouts, eps=eps)

@@ -9,7 +9,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape
+from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_in_range, check_number,
+                                check_shape)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, group_normalize
 from labkit.core.turns import turn_rewards
@@ -82,6 +83,7 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
     p = p.to(torch.promote_types(p.dtype, rollouts.rewards.dtype))
     used = torch.arange(N + 1)[None, :] <= n_turns[:, None]
     check_finite("success_prob", torch.where(used, p, torch.zeros((), dtype=p.dtype)))
+    check_in_range("success_prob", p, low=0.0, high=1.0, where=used, what="probabilities")
 
     r = torch.where(present, p[:, 1:] - p[:, :-1], 0)
     rows = (n_turns > 0).nonzero().flatten()  # a row with no generated turn has nothing to credit
@@ -93,7 +95,7 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
         r[rows, last] = r[rows, last] + s
     ig = r.clone()
 
-    if normalize and bool(present.any()):
+    if check_bool("normalize", normalize) and bool(present.any()):
         pool_ids = rollouts.group_ids[:, None].expand(B, N)[present]
         r = torch.zeros_like(r)
         r[present] = group_normalize(ig[present], pool_ids, eps=eps).normalized

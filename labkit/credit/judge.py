@@ -239,7 +239,7 @@ def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "major
         flags = wrong.mean(0)
     flags = torch.where(present, flags, 0.0)
     outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
-                              normalize_std=bool(normalize_std)).normalized
+                              normalize_std=normalize_std).normalized
     step_adv = torch.where(present, outcome_weight * outcome[:, None] - process_weight * flags, 0.0)
     cost = Cost(aux_calls=rollouts.batch_size * v.shape[0]) if called else Cost()
     return Credit.from_level(rollouts, step_adv, "step", "capo", cost=cost, flags=flags,
@@ -383,7 +383,7 @@ def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float 
         raise ValueError("grades: TARL grades must be -1 (harmful), 0 (neutral) or +1 (helpful)")
     g = torch.where(present, g, 0.0)
     outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
-                              normalize_std=bool(normalize_std)).normalized
+                              normalize_std=normalize_std).normalized
     adv = torch.where(present, outcome[:, None] + grade_weight * g, 0.0)
     cost = Cost(aux_calls=rollouts.batch_size) if called else Cost()
     return Credit.from_level(rollouts, adv, "turn", "tarl", cost=cost, grades=g, outcome_advantage=outcome,

@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
 from labkit.core.stats import group_normalize, whiten
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
@@ -82,7 +82,7 @@ def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float =
     v_start, v_next, r_step, cost = _step_values(rollouts, value_fn, k)
     adv = r_step + gamma * v_next - v_start
     credit = Credit.from_level(rollouts, adv, "step", "vineppo", cost=cost, step_values=v_start, k=k)
-    if whiten_advantages:
+    if check_bool("whiten_advantages", whiten_advantages):
         credit = Credit.from_tokens(rollouts, whiten(credit.token, rollouts.mask), "vineppo",
                                     cost=cost, step_values=v_start, k=k)
     return credit

@@ -22,7 +22,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_reduce
 from labkit.core.stats import group_normalize
@@ -163,7 +163,7 @@ def sampled_shapley(values_or_fn, n: int | None = None, *, n_permutations: int, 
         if n == 0:
             return table.new_zeros(table.shape[:-1] + (0,)), 1
     g = torch.Generator().manual_seed(seed)
-    if antithetic:
+    if check_bool("antithetic", antithetic):
         half = torch.rand((n_permutations + 1) // 2, n, generator=g).argsort(-1)
         perms = torch.cat([half, half.flip(-1)], 0)
     else:
@@ -460,7 +460,7 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
         check_finite("process_rewards", proc)
     r = float(w_global) * team[:, None] + float(w_shapley) * phi + float(w_process) * proc
     _, present = agent_rewards(rollouts, n)
-    if normalize:
+    if check_bool("normalize", normalize):
         pool = _group_index(rollouts)[:, None] * n + torch.arange(n)
         adv, mean, std = normalize_pools(r, present, pool, None, eps)
     else:
@@ -521,6 +521,8 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
     seed = check_int("seed", seed)
     n = n_agents_of(rollouts)
     main_agent = check_int("main_agent", main_agent, low=0, high=n - 1)
+    if d_max is not None:
+        d_max = check_int("d_max", d_max, low=1)
     R, present = agent_rewards(rollouts, n)
     B = rollouts.batch_size
     g = _group_index(rollouts)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape
 from labkit.credit._registry import register
 from labkit.credit.episode import grpo
 from labkit.core.rollouts import Cost, Credit, Rollouts
@@ -128,6 +128,7 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
     v = as_tensor("verdicts", verdicts).to(torch.float64)
     check_shape("verdicts", v, tuple(present.shape))
     check_finite("verdicts", torch.where(present, v, 0.0))
+    check_in_range("verdicts", v, low=0.0, high=1.0, where=present, what="verdicts (0 bad, 1 good)")
     r = torch.where(present, v, 0.0)
     term = torch.zeros_like(r)
     if bool(present.any()):

@@ -15,7 +15,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input
+from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_number,
+                                check_shape, resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats
 from labkit.credit._registry import register
@@ -184,6 +185,7 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
     ref = as_tensor("ref_logprobs", ref_logprobs).to(torch.float64)
     check_shape("ref_logprobs", ref, shape)
     check_finite("ref_logprobs", torch.where(m, ref, 0.0))
+    check_in_range("ref_logprobs", ref, high=ROUND_OFF, where=m, what="log-probabilities")
     if logprobs is None:
         if rollouts.logprobs is None:
             raise ValueError("rollouts.logprobs: SPRO needs the policy's log-probabilities (or pass logprobs=)")
@@ -192,6 +194,7 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
         lp = as_tensor("logprobs", logprobs).to(torch.float64)
         check_shape("logprobs", lp, shape)
         check_finite("logprobs", torch.where(m, lp, 0.0))
+        check_in_range("logprobs", lp, high=ROUND_OFF, where=m, what="log-probabilities")
     ratio = torch.where(m, lp - ref, 0.0)
     cpr = torch.where(m, beta * ratio.cumsum(1), 0.0)
     # masked group baseline per position: sum and count of active responses of the same group
@@ -203,7 +206,7 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
     base = total[inverse] / count[inverse].clamp(min=1)
     msa = torch.where(m, cpr - base, 0.0)
     outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
-                              normalize_std=bool(normalize_std)).normalized
+                              normalize_std=normalize_std).normalized
     adv = torch.where(m, outcome[:, None] + msa, 0.0)
     return Credit.from_tokens(rollouts, adv, "spro", cost=Cost(), cpr=cpr, msa=msa, outcome_advantage=outcome,
                               beta=beta)
@@ -276,10 +279,10 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
         # one pool per (task group, turn index): key = group * N + index
         _, gid = torch.unique(rollouts.group_ids, return_inverse=True)
         key = (gid[:, None] * N + torch.arange(N)[None, :])[present]
-        term[present] = group_normalize(v[present], key, eps=eps, normalize_std=bool(normalize_std)).normalized
+        term[present] = group_normalize(v[present], key, eps=eps, normalize_std=normalize_std).normalized
     later = term.flip(1).cumsum(1).flip(1)
     outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
-                              normalize_std=bool(normalize_std)).normalized
+                              normalize_std=normalize_std).normalized
     adv = torch.where(present, turn_weight * later + outcome_weight * outcome[:, None], 0.0)
     cost = Cost(aux_calls=B) if called else Cost()
     return Credit.from_level(rollouts, adv, "turn", "turn_reward_design", cost=cost, turn_rewards=v, turn_term=term,

@@ -14,7 +14,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, next_masked, whiten
 from labkit.core.turns import action_discounts
@@ -91,7 +91,7 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
         tensor costs nothing here.
     """
     adv, returns, cost = _token_gae(rollouts, values, gamma, lam, per_action=False)
-    if whiten_advantages:
+    if check_bool("whiten_advantages", whiten_advantages):
         adv = whiten(adv, rollouts.mask)
     return Credit.from_tokens(rollouts, adv, "gae", cost=cost, returns=returns, gamma=gamma, lam=lam)
 

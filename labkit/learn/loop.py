@@ -61,7 +61,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int, check_number,
+                                check_shape)
 from labkit.core.protocols import Learner
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import group_spread
@@ -90,6 +91,31 @@ def turn_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor, turn_ids: torch.
     count = torch.zeros(ids.shape[0], n, dtype=log_ratio.dtype).scatter_add(1, idx, w)
     mean = (total / count.clamp(min=1)).gather(1, idx)
     return torch.where(valid, mean, log_ratio)
+
+
+def _loss_inputs(logp, old_logp, advantages, mask):
+    """``policy_loss``'s four (B, T) inputs, checked: one shape (no broadcasting of a (B,)
+    advantage against (B, T)), a boolean (or 0/1) mask, finite values and log-probabilities
+    <= 0 on the mask."""
+    tensors = {"logp": as_tensor("logp", logp), "old_logp": as_tensor("old_logp", old_logp),
+               "advantages": as_tensor("advantages", advantages), "mask": as_tensor("mask", mask)}
+    # the shape most of the four share is the batch's; the odd one out is named
+    shapes = [tuple(t.shape) for t in tensors.values()]
+    shape = max(shapes, key=shapes.count)
+    if len(shape) != 2:
+        raise ValueError(f"logp: expected shape (B, T), got {tuple(tensors['logp'].shape)}")
+    for name, t in tensors.items():
+        check_shape(name, t, shape)
+    logp, old_logp, advantages, mask = tensors.values()
+    if mask.dtype != torch.bool:
+        if mask.is_floating_point() and bool(((mask != 0) & (mask != 1)).any()):
+            raise ValueError("mask: must be boolean (or 0/1): it selects positions, it does not weight them")
+        mask = mask.bool()
+    for name, x in (("logp", logp.detach()), ("old_logp", old_logp), ("advantages", advantages)):
+        check_finite(name, torch.where(mask, x, torch.zeros((), dtype=x.dtype)))
+    for name, x in (("logp", logp.detach()), ("old_logp", old_logp)):
+        check_in_range(name, x, high=ROUND_OFF, where=mask, what="log-probabilities")
+    return logp, old_logp, advantages, mask
 
 
 RENORMS = (None, "sorl", "sorl_row")
@@ -122,6 +148,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         raise ValueError(f"renorm: expected one of {RENORMS}, got {renorm!r}")
     if ratio_level == "turn" and turn_ids is None:
         raise ValueError("turn_ids: ratio_level='turn' needs the (B, T) turn labels (rollouts.turn_ids)")
+    clip_eps = check_number("clip_eps", clip_eps, low=0.0, low_open=True)
+    logp, old_logp, advantages, mask = _loss_inputs(logp, old_logp, advantages, mask)
     m = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype).detach()
     log_ratio = logp - old_logp.to(logp.dtype).detach()
