@@ -302,7 +302,7 @@ def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str =
 
     Degenerate input:
         a batch with no failed response (under rows="failed") gets zero credit and costs
-        nothing; rollouts with no generated tokens likewise. A step whose k rewrites all repeat
+        nothing; a row with nothing generated gets 0. A step whose k rewrites all repeat
         the original gets 0 (no intervention found). A one-step failed response is blamed by
         the rate at which a fresh answer succeeds. A ``rewrite_fn`` returning the wrong shapes
         raises a ValueError naming ``rewrite_fn``.
@@ -324,9 +324,6 @@ def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str =
     if not callable(rewrite_fn):
         raise TypeError("rewrite_fn: expected a callable (rollouts, cells, k) -> (outcomes, changed, cost)")
     R = rollouts.scores.to(torch.float64)
-    if not bool(rollouts.mask.any()):  # nothing generated: no step to intervene on
-        return Credit.from_tokens(rollouts, torch.zeros(rollouts.mask.shape, dtype=torch.float64),
-                                  "int_interventions", k=k, rows=rows)
     present = rollouts.view(rollouts.rewards, "step", "sum")[1]
     chosen = present & ((R <= 0)[:, None] if rows == "failed" else torch.ones_like(present))
     cells = chosen.nonzero().tolist()

@@ -169,7 +169,7 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
     Degenerate input:
         if every token's return is equal (or the batch has one token) the result is 0
         everywhere (0 / sqrt(eps)); with group_baseline a group of one keeps its raw score
-        before whitening (verl's convention); a batch with no generated token gets 0.
+        before whitening (verl's convention); a row with nothing generated gets 0.
 
     Deviations from the reference:
         the KL penalty that REINFORCE++ folds into the reward is not modelled.

@@ -55,8 +55,7 @@ def _policy_logprobs(logprobs, rollouts: Rollouts) -> torch.Tensor:
 
 def _at_level(rollouts: Rollouts, token: torch.Tensor, level: str, method: str, **info) -> Credit:
     """Token credit as is, or summed per step and spread over the step's tokens."""
-    if level == "token" or not bool(rollouts.mask.any()):
-        # a batch with no generated token has no steps to sum over: zero token credit
+    if level == "token":
         return Credit.from_tokens(rollouts, token, method, **info)
     step, _ = rollouts.view(token, "step", "sum")
     return Credit.from_level(rollouts, step, "step", method, token_rewards=token, **info)
@@ -86,8 +85,8 @@ def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: flo
         tokens under the tuned policy and the reference model.
 
     Degenerate input:
-        beta = 0 gives zero credit everywhere (allowed). Rollouts with no generated tokens, or
-        a policy equal to its reference, give zero credit. A one-step trajectory's step credit
+        beta = 0 gives zero credit everywhere (allowed). A row with nothing generated, or a
+        policy equal to its reference, gets zero credit. A one-step trajectory's step credit
         is the sequence-level implicit reward. Positions off the mask get 0 whatever the
         inputs hold there. Missing ``logprobs`` when the rollouts carry none raises a
         ValueError naming ``logprobs``; positive or non-finite log-probabilities raise one
@@ -131,8 +130,8 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
         with ``treg = ArithmeticLM.load().tuned("treg")``.
 
     Degenerate input:
-        scale = 0 or identical conditionings give zero credit; rollouts with no generated
-        tokens give none. Positions off the mask get 0. Positive or non-finite
+        scale = 0 or identical conditionings give zero credit; a row with nothing generated
+        gets none. Positions off the mask get 0. Positive or non-finite
         log-probabilities raise a ValueError naming the argument.
 
     Deviations from the reference:
@@ -160,12 +159,6 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
 # positions sharing a turn id).
 
 ITPO_NORMS = ("softmax", "none")
-
-
-def _empty_turn_credit(rollouts: Rollouts, method: str, **info) -> Credit:
-    """No played turn at all: zero credit (there is nothing to view per turn)."""
-    return Credit.from_tokens(rollouts, torch.zeros(rollouts.batch_size, rollouts.horizon,
-                                                    dtype=torch.float64), method, **info)
 
 
 @register("itpo")
@@ -205,7 +198,7 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         its turn. A group of one gets mean 0 and std 1 (raw returns, GRPO's singleton rule,
         ``group_normalize``); a group whose totals are all equal keeps its within-episode spread
         unscaled (std taken as 1, not eps: the within-episode spread would otherwise be
-        multiplied by 1 / eps). No played turn at all: zero credit. Positive or
+        multiplied by 1 / eps). A row with no played turn gets 0. Positive or
         non-finite log-probabilities raise a ValueError naming the argument.
 
     Deviations from the reference:
@@ -224,8 +217,6 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
     check_choice("normalize", normalize, ITPO_NORMS)
     lp = _policy_logprobs(logprobs, rollouts)
     ref = _logprobs("ref_logprobs", ref_logprobs, rollouts)
-    if not bool(rollouts.mask.any()):
-        return _empty_turn_credit(rollouts, "itpo", beta=beta, normalize=normalize)
     r, present = rollouts.view(beta * (lp - ref), "turn", "sum")
     R = rollouts.scores.to(torch.float64)
     if normalize == "softmax":
@@ -275,7 +266,7 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
         alpha = 0 is GRPO. All step rewards equal in a group (e.g. an unfitted PRM, r = 0)
         gives A^S = 0 there (0 / eps), hence GRPO. A group with a single played turn keeps that
         turn's raw step reward (GRPO's singleton rule, ``group_normalize``); a group of one
-        trajectory gets its raw outcome as A^E. No played turn at all: zero credit. A wrongly
+        trajectory gets its raw outcome as A^E. A row with no played turn gets 0. A wrongly
         shaped or non-finite ``step_rewards`` raises a ValueError naming it.
 
     Deviations from the reference:
@@ -296,8 +287,6 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
                                                   "rollouts -> that tensor")
     calls = rollouts.batch_size if called else 0
     x = per_position("step_rewards", step_rewards, rollouts.mask)
-    if not bool(rollouts.mask.any()):
-        return _empty_turn_credit(rollouts, "istar", alpha=alpha)
     r, present = rollouts.view(x, "turn", "sum")
     ep = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps).normalized
     rows = present.nonzero(as_tuple=True)
@@ -355,7 +344,7 @@ def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Cr
         reward per turn, e.g. a fitted ``StepRewardIRL``.
 
     Degenerate input:
-        Rollouts with no played turn give zero credit; a one-turn trajectory gets its turn's
+        A row with no played turn gets zero credit; a one-turn trajectory gets its turn's
         reward. Observations the expert never visited carry reward 0 in ``StepRewardIRL`` (no
         evidence either way), hence zero credit without ``pi``. A table that does not cover an
         observation or action id, a non-finite reward, or gamma outside [0, 1] raises a

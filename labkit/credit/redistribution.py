@@ -82,7 +82,7 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
         ``prefix_scores`` method also fits).
 
     Degenerate input:
-        no generated tokens: no credit (all 0) and ``final_scores`` = 0; a one-token response
+        a response with nothing generated: no credit (all 0) and ``final_scores`` = 0; a one-token response
         gets R(x, y) - R(x) on its token. A constant scorer gives 0 everywhere except the
         first token (score - prompt score). Scores off the mask are ignored. A wrongly shaped
         or non-finite ``scores`` / ``prompt_scores`` raises a ValueError naming it.
@@ -120,7 +120,7 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
         r = r + bonus
     info = dict(token_rewards=r, final_scores=final, prompt_scores=p, outcome_weight=outcome_weight)
     cost = Cost(aux_calls=calls)
-    if level == "step" and bool(mask.any()):  # (a batch with no generated token has no steps)
+    if level == "step":
         step, _ = rollouts.view(r, "step", "sum")
         if credit == "return":
             step = step.flip(1).cumsum(1).flip(1)
@@ -185,9 +185,6 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
         tot = as_tensor("total", total).to(torch.float64)
         check_shape("total", tot, (B,))
         check_finite("total", tot)
-    if not bool(rollouts.mask.any()):  # nothing generated: nothing to attribute, no model call
-        return Credit.from_tokens(rollouts, torch.zeros(B, T, dtype=torch.float64), "acpo", total=tot,
-                                  normalize=normalize)
     with torch.enable_grad():
         out = outcome_model(rollouts)
         if not isinstance(out, tuple) or len(out) != 2:
@@ -253,7 +250,7 @@ def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome
         a one-turn trajectory gets its whole contribution on its turn (about its outcome, for a
         well-fitted estimator); an all-zero estimator gives zero credit (plus the GRPO term). A
         group of one gets its raw outcome in the GRPO term (``group_normalize``'s singleton
-        rule). No played turn at all: zero credit. A wrongly shaped or non-finite
+        rule). A row with no played turn gets 0. A wrongly shaped or non-finite
         ``contributions`` raises a ValueError naming it.
 
     Deviations from the reference:
@@ -276,8 +273,6 @@ def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome
                                                    "rollouts -> that tensor")
     x = per_position("contributions", contributions, rollouts.mask)
     cost = Cost(aux_calls=rollouts.batch_size if called else 0)
-    if not bool(rollouts.mask.any()):
-        return Credit.from_tokens(rollouts, x, "spa_rl", cost=cost, credit=credit, outcome_weight=outcome_weight)
     c, present = rollouts.view(x, "turn", "sum")
     progress = torch.where(present, c.cumsum(1), torch.zeros((), dtype=torch.float64))
     adv = c if credit == "reward" else c.flip(1).cumsum(1).flip(1)
