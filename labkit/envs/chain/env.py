@@ -180,7 +180,7 @@ class BifurcationChain:
             return torch.zeros(0, dtype=torch.float64), 0
         if bool(((states < 0) | (states >= self.n_states)).any()):
             raise ValueError(f"states: indices must lie in [0, {self.n_states - 1}]")
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch.Generator().manual_seed(check_int("seed", seed))
         t0 = (states // 2).repeat_interleave(k)
         ok = (states % 2).repeat_interleave(k)
         total = torch.zeros(len(t0), dtype=torch.float64)

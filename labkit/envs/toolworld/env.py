@@ -197,7 +197,8 @@ class ToolWorld:
 
         start, thought, "looks fine", "tests fail" -> search; hint j -> open j;
         "file j looks buggy" -> edit j; "edited file j" -> run tests; "tests pass" -> submit.
-        ``think`` adds that logit to "think" after "thought" (raise it to walk into the echo trap).
+        ``think`` adds that logit to "think" after "thought" (raise it to walk into the echo trap;
+        a negative value is a valid logit too and makes the loop rarer still).
         """
         strength = check_number("strength", strength)
         think = check_number("think", think)
