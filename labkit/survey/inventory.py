@@ -17,6 +17,7 @@ column and row of the first problem.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Iterable
@@ -82,13 +83,23 @@ _ARXIV_RE = re.compile(r"^(\d{4}\.\d{4,5}|openreview-[A-Za-z0-9_-]+)$")
 
 
 def _read_csv(path: str | Path | None, default: Path, what: str) -> tuple[pd.DataFrame, Path]:
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: expected a file path (str or pathlib.Path) to the CSV, or None for "
+                        f"the repository's copy, got {type(path).__name__}")
     path = default if path is None else Path(path)
+    if path.is_dir():
+        raise ValueError(f"path: {path} is a folder; pass the CSV file itself ({default.name})")
     if not path.is_file():
+        # FileNotFoundError (not ValueError): the standard type for a missing file, which
+        # callers catch; the message still starts with the argument's name.
         raise FileNotFoundError(
-            f"{what} not found at {path}. labkit reads it from the repository's data/ folder "
+            f"path: {what} not found at {path}. labkit reads it from the repository's data/ folder "
             f"(expected next to the labkit package: {DATA_DIR}); from an installed copy without "
             f"data/, pass path= pointing at the file.")
-    df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"path: {path} is empty; expected {what} with a header row") from None
     return df, path
 
 
@@ -99,7 +110,7 @@ class _Checker:
         self.df, self.source, self.key = df, source, key
 
     def fail(self, column: str, i: int | None, msg: str) -> None:
-        where = f"{self.source.name}: column '{column}'"
+        where = f"path: {self.source.name}: column '{column}'"
         if i is not None:
             where += f", row {i + 1} ({self.key} {self.df.iloc[i][self.key]!r})"
         raise ValueError(f"{where}: {msg}")
@@ -107,11 +118,11 @@ class _Checker:
     def columns(self, expected: tuple[str, ...]) -> None:
         missing = [c for c in expected if c not in self.df.columns]
         if missing:
-            raise ValueError(f"{self.source.name}: missing column(s) {missing}; "
+            raise ValueError(f"path: {self.source.name}: missing column(s) {missing}; "
                              f"expected {list(expected)}")
         extra = [c for c in self.df.columns if c not in expected]
         if extra:
-            raise ValueError(f"{self.source.name}: unexpected column(s) {extra}")
+            raise ValueError(f"path: {self.source.name}: unexpected column(s) {extra}")
 
     def choice(self, column: str, allowed: tuple[str, ...], *, empty_ok: bool = False,
                multi: bool = False) -> None:
@@ -280,7 +291,12 @@ def lookup(names: Iterable[str], *, methods: pd.DataFrame | None = None,
     """
     if isinstance(names, str):
         names = [names]
+    if names is None or not isinstance(names, Iterable):
+        raise TypeError(f"names: expected a list of method names (or one name), got {names!r}")
     names = list(names)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"names: expected method names (strings), got {bad}")
     methods = load_methods() if methods is None else methods
     baselines = load_baselines() if baselines is None else baselines
     cols = ["name", "methodology_family", "granularity", "description", "labkit_function",

@@ -277,15 +277,23 @@ def filter_methods(df: pd.DataFrame, *, text: str | None = None,
                    granularity: str | Iterable[str] | None = None,
                    family: str | Iterable[str] | None = None,
                    status: str | Iterable[str] | None = None,
-                   collection: str | Iterable[str] | None = None) -> pd.DataFrame:
+                   collection: str | Iterable[str] | None = None, **unknown) -> pd.DataFrame:
     """Rows of ``df`` (from :func:`load_methods` or :func:`load_baselines`) matching every filter.
 
     ``text`` is a case-insensitive substring looked for in the name, title (or reference) and
     description. The other filters take one allowed value or a list of them (a row matches if
     it has any of them; for multi-valued cells any part counts). ``None`` means "no filter".
     A value outside the vocabulary raises ``ValueError`` listing the allowed values. The index is
-    reset.
+    reset. An unknown keyword raises ``TypeError`` naming it and listing the filters.
     """
+    # **unknown exists only to name a mistyped filter in a message that lists the real ones
+    if unknown:
+        name = sorted(unknown)[0]
+        raise TypeError(f"{name}: not a filter of filter_methods; the filters are text, setting, "
+                        f"granularity, family, status and collection")
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"df: expected a DataFrame from load_methods() or load_baselines(), "
+                        f"got {type(df).__name__}")
     mask = pd.Series(True, index=df.index)
     if text is not None:
         if not isinstance(text, str):

@@ -21,7 +21,7 @@ __all__ = ["line_chart", "bar_chart", "heat_table"]
 
 def _check_df(df: Any, fn: str, **columns: Any) -> pd.DataFrame:
     if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{fn}: df must be a pandas DataFrame, got {type(df).__name__}")
+        raise ValueError(f"df: must be a pandas DataFrame, got {type(df).__name__} ({fn})")
     available = [str(c) for c in df.columns]
     for arg, col in columns.items():
         if col is None:
@@ -30,13 +30,13 @@ def _check_df(df: Any, fn: str, **columns: Any) -> pd.DataFrame:
         for c in cols:
             if c not in df.columns:
                 raise ValueError(
-                    f"{fn}: {arg}={c!r} is not a column of df; available columns: {available}"
+                    f"{arg}: {arg}={c!r} is not a column of df; available columns: {available} ({fn})"
                 )
     if len(df) == 0:
-        raise ValueError(f"{fn}: df is empty")
+        raise ValueError(f"df: is empty; there is nothing to draw ({fn})")
     if len(df) > MAX_ROWS:
         raise ValueError(
-            f"{fn}: df has {len(df)} rows, more than {MAX_ROWS}; aggregate first "
+            f"df: has {len(df)} rows, more than {MAX_ROWS} ({fn}); aggregate first "
             f"(e.g. df.groupby(...).mean()) so the chart stays small"
         )
     used: list[str] = []
@@ -87,14 +87,14 @@ def line_chart(
     (e.g. mean +- std, or a 10-90% quantile range). Log axes require positive values.
     """
     if band is not None and (not isinstance(band, (tuple, list)) or len(band) != 2):
-        raise ValueError(f"line_chart: band must be a (lower, upper) pair of column names, got {band!r}")
+        raise ValueError(f"band: must be a (lower, upper) pair of column names, got {band!r}")
     data = _check_df(df, "line_chart", x=x, y=y, color=color, band=band)
     for flag, cols in (("log_x", [x]), ("log_y", [y, *(band or ())])):
         if (log_x if flag == "log_x" else log_y):
             for c in cols:
                 vals = pd.to_numeric(data[c], errors="coerce")
                 if not (vals > 0).all():
-                    raise ValueError(f"line_chart: {flag}=True but column {c!r} has values <= 0 or non-numeric")
+                    raise ValueError(f"{flag}: {flag}=True but column {c!r} has values <= 0 or non-numeric")
     xk = _kind(data[x]) if _kind(data[x]) != "nominal" else "ordinal"
     x_enc = alt.X(
         field=vl_field(x), type=xk, title=x_title if x_title is not None else x,
@@ -154,19 +154,19 @@ def bar_chart(
     """
     data = _check_df(df, "bar_chart", x=x, y=y, color=color)
     if not pd.api.types.is_numeric_dtype(data[y]):
-        raise ValueError(f"bar_chart: y={y!r} must be a numeric column, got dtype {data[y].dtype}")
+        raise ValueError(f"y: y={y!r} must be a numeric column, got dtype {data[y].dtype}")
     if sort is None:
         order = _order(data[x])
     elif isinstance(sort, str):
         if sort not in ("ascending", "descending"):
-            raise ValueError(f"bar_chart: sort must be None, 'ascending', 'descending' or a list, got {sort!r}")
+            raise ValueError(f"sort: must be None, 'ascending', 'descending' or a list, got {sort!r}")
         totals = data.groupby(x, sort=False)[y].sum().sort_values(ascending=(sort == "ascending"), kind="stable")
         order = [v.item() if isinstance(v, np.generic) else v for v in totals.index]
     else:
         order = list(sort)
         missing = [c for c in _order(data[x]) if c not in order]
         if missing:
-            raise ValueError(f"bar_chart: sort list is missing categories {missing}")
+            raise ValueError(f"sort: the sort list is missing categories {missing}")
     cat = dict(field=vl_field(x), type="nominal", title=x, scale=alt.Scale(domain=order))
     val = dict(field=vl_field(y), type="quantitative", title=y)
     tips = [_tip(x, "nominal"), _tip(y, "quantitative")]
@@ -201,11 +201,11 @@ def heat_table(
     Rows and columns keep the data's order of first appearance."""
     data = _check_df(df, "heat_table", row=row, col=col, value=value)
     if not pd.api.types.is_numeric_dtype(data[value]):
-        raise ValueError(f"heat_table: value={value!r} must be a numeric column, got dtype {data[value].dtype}")
+        raise ValueError(f"value: value={value!r} must be a numeric column, got dtype {data[value].dtype}")
     dup = data.duplicated([row, col])
     if dup.any():
         r = data[dup].iloc[0]
-        raise ValueError(f"heat_table: more than one row for ({row}={r[row]!r}, {col}={r[col]!r}); aggregate first")
+        raise ValueError(f"df: more than one row for ({row}={r[row]!r}, {col}={r[col]!r}); aggregate first")
     vals = pd.to_numeric(data[value])
     vmax = float(vals.max()) if len(vals) else 0.0
     vmin = float(min(0.0, vals.min()))

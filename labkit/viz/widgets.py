@@ -53,15 +53,16 @@ def slider(
     nums = {"min": min, "max": max, "step": step, "value": value}
     for k, v in nums.items():
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v:
-            raise ValueError(f"slider {name!r}: {k} must be a number, got {v!r}")
+            raise ValueError(f"{k}: must be a number, got {v!r} (slider {name!r})")
     is_int = all(isinstance(v, numbers.Integral) for v in nums.values())
     min, max, step, value = (int(v) if is_int else float(v) for v in nums.values())
     if not min < max:
-        raise ValueError(f"slider {name!r}: min ({min}) must be smaller than max ({max})")
+        raise ValueError(f"max: must be larger than min ({min}), got {max} (slider {name!r})")
     if not step > 0:
-        raise ValueError(f"slider {name!r}: step must be positive, got {step}")
+        raise ValueError(f"step: must be positive, got {step} (slider {name!r})")
     if not min <= value <= max:
-        raise ValueError(f"slider {name!r}: value {value} is outside [{min}, {max}]")
+        raise ValueError(f"value: {value} is outside [{min}, {max}]; pick a start value inside the range "
+                         f"(slider {name!r})")
     cls = W.IntSlider if is_int else W.FloatSlider
     kw.setdefault("continuous_update", False)
     kw.setdefault("style", {"description_width": "initial"})
@@ -84,12 +85,12 @@ def dropdown(options: Any, value: Any = None, description: str = "", **kw: Any) 
     (default: the first option)."""
     opts = list(options.items()) if isinstance(options, Mapping) else list(options)
     if not opts:
-        raise ValueError("dropdown: options is empty")
+        raise ValueError("options: is empty; pass a list (or a dict label -> value) of choices (dropdown)")
     values = [o[1] for o in opts] if isinstance(options, Mapping) else opts
     if value is None:
         value = values[0]
     elif value not in values:
-        raise ValueError(f"dropdown: value {value!r} is not one of the options {values!r}")
+        raise ValueError(f"value: {value!r} is not one of the options {values!r} (dropdown)")
     kw.setdefault("style", {"description_width": "initial"})
     return W.Dropdown(options=opts, value=value, description=description, **kw)
 

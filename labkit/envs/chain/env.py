@@ -44,13 +44,19 @@ class BifurcationChain:
         if bifurcations is None:
             k = check_int("n_bifurcations", n_bifurcations, low=0, high=self.horizon)
             bifurcations = self.spaced_positions(self.horizon, k)
-        positions = sorted(int(p) for p in bifurcations)
+        if isinstance(bifurcations, (str, bytes)) or not hasattr(bifurcations, "__iter__"):
+            raise TypeError(f"bifurcations: expected a list of positions (ints in [0, {self.horizon - 1}]), "
+                            f"got {bifurcations!r}")
+        if isinstance(bifurcations, torch.Tensor):
+            bifurcations = bifurcations.tolist()
+        # check each entry, so a float position is refused rather than truncated by int()
+        positions = sorted(check_int(f"bifurcations[{i}]", p) for i, p in enumerate(bifurcations))
         if len(set(positions)) != len(positions):
             raise ValueError(f"bifurcations: positions must be distinct, got {list(bifurcations)}")
         if positions and (positions[0] < 0 or positions[-1] >= self.horizon):
             raise ValueError(f"bifurcations: positions must lie in [0, {self.horizon - 1}], got {positions}")
         self.bifurcations = tuple(positions)
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch.Generator().manual_seed(check_int("seed", seed))
         self.correct = torch.full((self.horizon,), -1, dtype=torch.long)
         if positions:
             self.correct[list(positions)] = torch.randint(self.n_actions, (len(positions),), generator=g)
@@ -112,6 +118,11 @@ class BifurcationChain:
         by default all trajectories form one group (they all start from the same prompt).
         """
         n = check_int("n", n, low=1)
+        seed = check_int("seed", seed)
+        if not isinstance(getattr(policy, "logits", None), torch.Tensor):
+            raise TypeError(f"policy: expected a TabularSoftmaxPolicy over ({self.n_states}, {self.n_actions}) "
+                            f"(states, actions), e.g. TabularSoftmaxPolicy(chain.n_states, chain.n_actions); "
+                            f"got {type(policy).__name__}")
         if tuple(policy.logits.shape) != (self.n_states, self.n_actions):
             raise ValueError(f"policy: logits have shape {tuple(policy.logits.shape)}, this chain "
                              f"needs ({self.n_states}, {self.n_actions})")
@@ -122,7 +133,7 @@ class BifurcationChain:
             if n % group_size:
                 raise ValueError(f"group_size: {group_size} does not divide n = {n}")
             group_ids = torch.arange(n) // group_size
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch.Generator().manual_seed(seed)
         T = self.horizon
         tokens = torch.zeros(n, T, dtype=torch.long)
         states = torch.zeros(n, T, dtype=torch.long)
@@ -169,7 +180,7 @@ class BifurcationChain:
             return torch.zeros(0, dtype=torch.float64), 0
         if bool(((states < 0) | (states >= self.n_states)).any()):
             raise ValueError(f"states: indices must lie in [0, {self.n_states - 1}]")
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch.Generator().manual_seed(check_int("seed", seed))
         t0 = (states // 2).repeat_interleave(k)
         ok = (states % 2).repeat_interleave(k)
         total = torch.zeros(len(t0), dtype=torch.float64)

@@ -58,6 +58,7 @@ and one standard deviation pooled over all agents fit none of them.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Mapping, Sequence
 
 import torch
@@ -124,6 +125,9 @@ class TeamTask:
         self.catch = check_number("catch", catch, low=0.0, high=1.0)
         self.reward = check_choice("reward", reward, REWARD_MODES)
         profile = dict(DEFAULT_REWARD_PROFILE)
+        if reward_profile is not None and not isinstance(reward_profile, Mapping):
+            raise TypeError(f"reward_profile: expected a dict role -> (scale, offset), e.g. "
+                            f"{{'solver': (10.0, 5.0)}}, got {reward_profile!r}")
         for role, pair in dict(reward_profile or {}).items():
             if role not in ROLES:
                 raise ValueError(f"reward_profile: unknown role {role!r}; known roles: {ROLES}")
@@ -149,6 +153,10 @@ class TeamTask:
         """A team from ``PRESETS[name]`` ("redundancy", "complementarity", "free_riding",
         "sabotage", "mixed"), with any constructor argument overridden."""
         check_choice("name", name, tuple(PRESETS))
+        known = tuple(inspect.signature(cls.__init__).parameters)[1:]
+        unknown = sorted(set(overrides) - set(known))
+        if unknown:
+            raise TypeError(f"overrides: unknown TeamTask argument(s) {unknown}; the constructor takes {known}")
         return cls(**{**PRESETS[name], **overrides})
 
     @staticmethod
@@ -190,6 +198,7 @@ class TeamTask:
     def make_policies(self, *, init_std: float = 0.0, seed: int = 0) -> list:
         """One TabularSoftmaxPolicy per agent, shape (n_obs_i, n_actions_i); uniform by default."""
         from labkit.policies import TabularSoftmaxPolicy
+        seed = check_int("seed", seed)
         return [TabularSoftmaxPolicy(len(o), len(a), init_std=init_std, seed=seed + i)
                 for i, (o, a) in enumerate(zip(self.obs_names, self.action_names))]
 
@@ -427,6 +436,9 @@ class TeamTask:
         return offset + scale * (team[:, None] + process) / 2
 
     def prompt(self, task_type: int, task: int = 0) -> str:
+        """The statement of task number ``task`` (>= 0) of type ``task_type`` (0 .. n_types - 1)."""
+        task_type = check_int("task_type", task_type, low=0, high=self.n_types - 1)
+        task = check_int("task", task, low=0)
         return (f"Task {task} (type {self.types[task_type]}): a team of {self.n_agents} "
                 f"({', '.join(self.agent_names)}) must submit a correct, intact answer.")
 
@@ -451,6 +463,8 @@ class TeamTask:
 
     def transcript(self, rollouts: Rollouts, row: int) -> str:
         """A readable transcript of episode ``row``."""
+        if not isinstance(rollouts, Rollouts):
+            raise TypeError(f"rollouts: expected a Rollouts from TeamTask.sample, got {type(rollouts).__name__}")
         row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
         if rollouts.text is None:
             raise ValueError("rollouts.text: this Rollouts carries no texts")
@@ -462,6 +476,8 @@ class TeamTask:
 
     # ---- exact truth
     def _check_rollouts(self, rollouts: Rollouts) -> torch.Tensor:
+        if not isinstance(rollouts, Rollouts):
+            raise TypeError(f"rollouts: expected a Rollouts from TeamTask.sample, got {type(rollouts).__name__}")
         task = rollouts.truth.get("task_type")
         if not isinstance(task, torch.Tensor) or task.shape != (rollouts.batch_size,):
             raise ValueError("rollouts.truth['task_type']: missing or mis-shaped; sample with TeamTask.sample")

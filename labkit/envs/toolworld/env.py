@@ -69,7 +69,7 @@ from typing import Sequence
 
 import torch
 
-from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number
 from labkit.core.rollouts import Rollouts
 from labkit.envs.toolworld.truth import ToolTruth, backward_induction
 
@@ -190,14 +190,15 @@ class ToolWorld:
     def make_policy(self, *, init_std: float = 0.0, seed: int = 0):
         """A TabularSoftmaxPolicy over observations (uniform by default)."""
         from labkit.policies import TabularSoftmaxPolicy
-        return TabularSoftmaxPolicy(self.n_obs, self.n_actions, init_std=init_std, seed=seed)
+        return TabularSoftmaxPolicy(self.n_obs, self.n_actions, init_std=init_std, seed=check_int("seed", seed))
 
     def scripted_policy(self, strength: float = 2.0, *, think: float = 0.0):
         """A sensible memoryless agent: the sensible action gets logit ``strength``, others 0.
 
         start, thought, "looks fine", "tests fail" -> search; hint j -> open j;
         "file j looks buggy" -> edit j; "edited file j" -> run tests; "tests pass" -> submit.
-        ``think`` adds that logit to "think" after "thought" (raise it to walk into the echo trap).
+        ``think`` adds that logit to "think" after "thought" (raise it to walk into the echo trap;
+        a negative value is a valid logit too and makes the loop rarer still).
         """
         strength = check_number("strength", strength)
         think = check_number("think", think)
@@ -238,7 +239,8 @@ class ToolWorld:
         if bugs is None:
             task_bugs = torch.randint(N, (n_tasks,), generator=g)
         else:
-            task_bugs = as_tensor("bugs", bugs).long().reshape(-1)
+            # refuse float bug locations rather than truncating them
+            task_bugs = check_integer_tensor("bugs", as_tensor("bugs", bugs)).reshape(-1)
             if task_bugs.numel() != n_tasks:
                 raise ValueError(f"bugs: expected one bug location per task ({n_tasks}), got {task_bugs.numel()}")
             if bool(((task_bugs < 0) | (task_bugs >= N)).any()):
@@ -304,6 +306,8 @@ class ToolWorld:
         )
 
     def prompt(self, task: int) -> str:
+        """The task statement of task number ``task`` (an int >= 0: the task's group id in a batch)."""
+        task = check_int("task", task, low=0)
         return (f"Task {task}: one of {self.n_files} files (0..{self.n_files - 1}) has a bug. Find it, "
                 f"fix it and submit within {self.max_turns} turns. Tools may mislead.")
 
@@ -327,6 +331,8 @@ class ToolWorld:
 
     def transcript(self, rollouts: Rollouts, row: int) -> str:
         """A readable multi-line transcript of trajectory ``row``."""
+        if not isinstance(rollouts, Rollouts):
+            raise TypeError(f"rollouts: expected a Rollouts from ToolWorld.sample, got {type(rollouts).__name__}")
         row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
         if rollouts.text is None:
             raise ValueError("rollouts.text: this Rollouts carries no turn texts")

@@ -49,18 +49,39 @@ class ToolTruth:
         return (weight[:, None, None, None, None] * self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
 
     def _index(self, rollouts: Rollouts):
+        if not isinstance(rollouts, Rollouts):
+            raise TypeError(f"rollouts: expected a Rollouts from ToolWorld.sample, got {type(rollouts).__name__}")
         hidden = rollouts.truth.get("hidden_states")
         if not isinstance(hidden, torch.Tensor) or tuple(hidden.shape) != tuple(rollouts.mask.shape):
             raise ValueError("rollouts.truth['hidden_states']: missing or mis-shaped; sample with ToolWorld.sample")
-        T = self.Q.shape[0]
+        T, N, _, A = self.Q.shape
         t = rollouts.turn_ids
         if bool((t >= T).any()):
             raise ValueError(f"rollouts.turn_ids: turns beyond this truth's max_turns ({T})")
+        # Rollouts from another ToolWorld (other n_files) would index the tables with a wrong
+        # stride and return plausible-looking numbers; refuse anything that does not decode
+        # consistently under this truth's sizes.
+        m = rollouts.mask
+        hid, act = hidden[m], rollouts.tokens[m]
+        if bool(((hid < 0) | (hid >= N * 2 * self.n_obs)).any() | ((act < 0) | (act >= A)).any()):
+            raise ValueError(f"rollouts: hidden states or actions outside this truth's tables ({N} files, "
+                             f"{self.n_obs} observations, {A} actions); score rollouts sampled from the "
+                             f"ToolWorld this truth was computed for")
         h = hidden.clamp(min=0)
         o = h % self.n_obs
         f = (h // self.n_obs) % 2
         b = h // (2 * self.n_obs)
-        return t.clamp(min=0), b, f, o, rollouts.tokens.clamp(0, self.Q.shape[-1] - 1)
+        bug = rollouts.truth.get("bug")
+        off_obs = rollouts.states is not None and bool((rollouts.states[m] != o[m]).any())
+        off_bug = (isinstance(bug, torch.Tensor) and tuple(bug.shape) == (rollouts.batch_size,)
+                   and bool((b != bug[:, None])[m].any()))
+        if off_obs or off_bug:
+            what = "states" if off_obs else "truth['bug']"
+            raise ValueError(f"rollouts: {what} disagree with the hidden states "
+                             f"decoded for this truth ({N} files, {self.n_obs} observations): the rollouts come "
+                             f"from another ToolWorld (or a token view); score rollouts sampled from the "
+                             f"ToolWorld this truth was computed for")
+        return t.clamp(min=0), b, f, o, rollouts.tokens.clamp(0, A - 1)
 
     def hidden_q(self, turn: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """Exact Q_t(s, .) of every action at hidden-state indices ``hidden`` before turns ``turn``
