@@ -23,7 +23,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input
 from labkit.credit._registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.turns import binary_outcome, turn_table
@@ -53,9 +53,8 @@ def turn_policy_probs(rollouts: Rollouts, pi=None) -> torch.Tensor:
 
 
 def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    called = callable(value) and not isinstance(value, torch.Tensor)
-    if called:
-        value = value(rollouts)
+    value, called = resolve_input(name, value, rollouts,
+                                  expected="a (B, N) tensor of per-turn probabilities or a callable rollouts -> that")
     x = as_tensor(name, value).to(torch.float64)
     check_shape(name, x, tuple(present.shape))
     check_finite(name, torch.where(present, x, 0.0))

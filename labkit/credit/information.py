@@ -10,7 +10,7 @@ from typing import Callable, Union
 import torch
 
 from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_in_range, check_number,
-                                check_shape)
+                                check_shape, resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, group_normalize
 from labkit.core.turns import turn_rewards
@@ -72,10 +72,10 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
     _, present = turn_rewards(rollouts)
     B, N = present.shape
     n_turns = present.sum(1)
-    cost = Cost()
-    if callable(success_prob) and not isinstance(success_prob, torch.Tensor):
-        success_prob = success_prob(rollouts)
-        cost = Cost(policy_forwards=int((n_turns + 1).sum()))
+    success_prob, called = resolve_input("success_prob", success_prob, rollouts,
+                                         expected="a (B, N + 1) tensor of success probabilities or a callable "
+                                                  "rollouts -> that")
+    cost = Cost(policy_forwards=int((n_turns + 1).sum())) if called else Cost()
     p = as_tensor("success_prob", success_prob)
     check_shape("success_prob", p, (B, N + 1))
     if not p.is_floating_point():

@@ -22,7 +22,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape,
+                                resolve_input)
 from labkit.credit._registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_reduce
 from labkit.core.stats import group_normalize
@@ -220,11 +221,9 @@ def agent_step_counts(rollouts: Rollouts, n: int) -> torch.Tensor:
 
 
 def coalition_table(rollouts: Rollouts, coalition_values, n: int, name: str = "coalition_values") -> torch.Tensor:
-    if coalition_values is None:
-        raise ValueError(f"{name}: required, a (B, 2**n) tensor of coalition values (n = {n}) or a "
-                         "callable rollouts -> (B, 2**n)")
-    if callable(coalition_values) and not isinstance(coalition_values, torch.Tensor):
-        coalition_values = coalition_values(rollouts)
+    coalition_values, _ = resolve_input(name, coalition_values, rollouts,
+                                        expected=f"a (B, 2**n) tensor of coalition values (n = {n}) or a "
+                                                 "callable rollouts -> (B, 2**n)")
     v = as_tensor(name, coalition_values)
     check_shape(name, v, (rollouts.batch_size, 2 ** n))
     v, _ = _as_table(name, v)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape, resolve_input
 from labkit.credit._registry import register
 from labkit.credit.episode import grpo
 from labkit.core.rollouts import Cost, Credit, Rollouts
@@ -123,8 +123,8 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
     alpha = check_number("alpha", alpha, low=0.0)
     eps = check_number("eps", eps, low=0.0)
     _, _, present = turn_table(rollouts)
-    if callable(verdicts) and not isinstance(verdicts, torch.Tensor):
-        verdicts = verdicts(rollouts)
+    verdicts, _ = resolve_input("verdicts", verdicts, rollouts,
+                                expected="a (B, N) tensor of 0/1 turn verdicts or a callable rollouts -> that")
     v = as_tensor("verdicts", verdicts).to(torch.float64)
     check_shape("verdicts", v, tuple(present.shape))
     check_finite("verdicts", torch.where(present, v, 0.0))

@@ -14,7 +14,7 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, next_masked, whiten
 from labkit.core.turns import action_discounts
@@ -25,10 +25,9 @@ Values = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
 def _resolve_values(rollouts: Rollouts, values: Values) -> tuple[torch.Tensor, Cost]:
     """Evaluate the critic if it is a callable (one auxiliary call per sequence) and check it."""
-    cost = Cost()
-    if callable(values) and not isinstance(values, torch.Tensor):
-        values = values(rollouts)
-        cost = Cost(aux_calls=rollouts.batch_size)
+    values, called = resolve_input("values", values, rollouts,
+                                   expected="a (B, T) tensor of values or a critic rollouts -> (B, T)")
+    cost = Cost(aux_calls=rollouts.batch_size) if called else Cost()
     v = as_tensor("values", values)
     check_shape("values", v, (rollouts.batch_size, rollouts.horizon))
     check_finite("values", torch.where(rollouts.mask, v, torch.zeros((), dtype=v.dtype)))
@@ -173,10 +172,9 @@ def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float =
 # --------------------------------------------------------------------------- turn level
 def _resolve_turn_values(rollouts: Rollouts, values: Values, present: torch.Tensor) -> tuple[torch.Tensor, Cost]:
     """Like ``_resolve_values`` but for one value per turn, (B, n_turns)."""
-    cost = Cost()
-    if callable(values) and not isinstance(values, torch.Tensor):
-        values = values(rollouts)
-        cost = Cost(aux_calls=rollouts.batch_size)
+    values, called = resolve_input("values", values, rollouts,
+                                   expected="a (B, n_turns) tensor of turn values or a critic rollouts -> that")
+    cost = Cost(aux_calls=rollouts.batch_size) if called else Cost()
     v = as_tensor("values", values)
     check_shape("values", v, tuple(present.shape))
     if not v.is_floating_point():
