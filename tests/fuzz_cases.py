@@ -204,24 +204,23 @@ def zero_len(B: int = 2):
 _CACHE: dict[str, Any] = {}
 
 
+def _world(key: str, make_env, make_policy):
+    """(env, policy, a small seeded batch), built once per world."""
+    if key not in _CACHE:
+        env = make_env()
+        pol = make_policy(env)
+        _CACHE[key] = (env, pol, env.sample(pol, 2, group_size=2, seed=SEED))
+    return _CACHE[key]
+
+
 def toolworld():
-    if "tw" not in _CACHE:
-        from labkit.envs import ToolWorld
-        env = ToolWorld()
-        pol = env.scripted_policy()
-        ro = env.sample(pol, 2, group_size=2, seed=SEED)
-        _CACHE["tw"] = (env, pol, ro)
-    return _CACHE["tw"]
+    from labkit.envs import ToolWorld
+    return _world("tw", ToolWorld, lambda env: env.scripted_policy())
 
 
 def teamtask():
-    if "team" not in _CACHE:
-        from labkit.envs import TeamTask
-        team = TeamTask()
-        pols = team.scripted_policies()
-        ro = team.sample(pols, 2, group_size=2, seed=SEED)
-        _CACHE["team"] = (team, pols, ro)
-    return _CACHE["team"]
+    from labkit.envs import TeamTask
+    return _world("team", TeamTask, lambda env: env.scripted_policies())
 
 
 # --------------------------------------------------------------------------- estimator inputs
