@@ -443,12 +443,13 @@ def test_enable_offline_idempotent():
 
 
 def test_slider_types_and_validation():
+    import ipywidgets as W
     s = slider("horizon", 5, 200, 5, 20)
-    assert type(s).__name__ == "IntSlider" and s.continuous_update is False
+    assert isinstance(s, W.IntSlider) and s.continuous_update is False
     assert s.description == "horizon"
-    assert type(slider("n", np.int64(1), np.int64(9), 1, 3)).__name__ == "IntSlider"
+    assert isinstance(slider("n", np.int64(1), np.int64(9), 1, 3), W.IntSlider)
     f = slider("lam", 0, 1, 0.05, 0.95, description="GAE λ")
-    assert type(f).__name__ == "FloatSlider" and f.description == "GAE λ"
+    assert isinstance(f, W.FloatSlider) and not isinstance(f, W.IntSlider) and f.description == "GAE λ"
     assert f.readout_format == ".2f"
     with pytest.raises(ValueError, match="outside"):
         slider("x", 0, 1, 0.1, 2)
@@ -459,6 +460,30 @@ def test_slider_types_and_validation():
     assert dropdown({"a": 1, "b": 2}, 2).value == 2
     with pytest.raises(ValueError, match="not one of the options"):
         dropdown(["a"], "b")
+
+
+def test_slider_values_snap_to_the_step():
+    """A number typed into the box lands on the grid min + k * step (half up), inside [min, max]:
+    notebook 01's batch slider (step 8) can no longer hand its experiment 132."""
+    s = slider("batch", 8, 256, 8, 32)
+    for typed, shown in ((132, 136), (131, 128), (7, 8), (999, 256), (40, 40)):
+        s.value = typed
+        assert s.value == shown
+    f = slider("noise", 0.0, 2.0, 0.1, 0.0)
+    for typed, shown in ((0.33, 0.3), (0.35, 0.4), (1.96, 2.0), (-3.0, 0.0)):
+        f.value = typed
+        assert f.value == pytest.approx(shown)
+    g = slider("x", 0, 10, 3, 3)  # the grid stops at 9, short of max
+    g.value = 10
+    assert g.value == 9
+    with pytest.raises(ValueError, match="^value: 30 is not on the slider's grid"):
+        slider("batch", 8, 256, 8, 30)
+    # a dashboard sees only snapped values
+    seen = []
+    dash = interact(lambda batch: (seen.append(batch), credit_heatmap(np.zeros(3)))[1],
+                    controls={"batch": slider("batch", 8, 256, 8, 32)}, mode="output")
+    dash.controls["batch"].value = 132
+    assert seen == [32, 136]
 
 
 def _compute(horizon, method="GRPO"):

@@ -27,14 +27,40 @@ every pixel of a drag, so a slow recompute never floods the kernel and no deboun
 from __future__ import annotations
 
 import html
+import math
 import numbers
 import traceback
 from typing import Any, Callable, Mapping
 
 import altair as alt
 import ipywidgets as W
+import traitlets
 
 __all__ = ["Dashboard", "interact", "slider", "dropdown"]
+
+
+class _SnapToStep:
+    """A slider whose value always lies on its grid min + k * step inside [min, max]. ipywidgets'
+    number box accepts any number typed into it (132 on a batch-size slider with step 8), and the
+    experiment behind the slider may accept only grid values; snapping in the value's validator
+    means the experiment never sees an off-grid value and the box shows the snapped one."""
+
+    @traitlets.validate("value")
+    def _validate_value(self, proposal):
+        v = min(max(proposal["value"], self.min), self.max)
+        k = math.floor((v - self.min) / self.step + 0.5 + 1e-9)  # half up, robust to 3.4999...
+        snapped = self.min + k * self.step
+        if snapped > self.max:  # the grid may stop short of max
+            snapped -= self.step
+        return int(snapped) if isinstance(self, W.IntSlider) else round(float(snapped), 12)
+
+
+class SnapIntSlider(_SnapToStep, W.IntSlider):
+    """An IntSlider whose value snaps to min + k * step."""
+
+
+class SnapFloatSlider(_SnapToStep, W.FloatSlider):
+    """A FloatSlider whose value snaps to min + k * step."""
 
 
 def slider(
@@ -46,7 +72,9 @@ def slider(
     description: str | None = None,
     **kw: Any,
 ) -> W.IntSlider | W.FloatSlider:
-    """An IntSlider when min, max, step and value are all integers, else a FloatSlider.
+    """An IntSlider when min, max, step and value are all integers, else a FloatSlider; either
+    way its value snaps to the grid min + k * step (a number typed into the box included), so a
+    control never hands its experiment a value off its step.
 
     ``continuous_update=False`` by default (pass ``continuous_update=True`` to override).
     """
@@ -63,7 +91,12 @@ def slider(
     if not min <= value <= max:
         raise ValueError(f"value: {value} is outside [{min}, {max}]; pick a start value inside the range "
                          f"(slider {name!r})")
-    cls = W.IntSlider if is_int else W.FloatSlider
+    if is_int:
+        if (value - min) % step:
+            raise ValueError(f"value: {value} is not on the slider's grid {min} + k * {step} (slider {name!r})")
+    elif abs((value - min) / step - round((value - min) / step)) > 1e-9:
+        raise ValueError(f"value: {value} is not on the slider's grid {min} + k * {step} (slider {name!r})")
+    cls = SnapIntSlider if is_int else SnapFloatSlider
     kw.setdefault("continuous_update", False)
     kw.setdefault("style", {"description_width": "initial"})
     if not is_int:
