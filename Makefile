@@ -7,9 +7,21 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: lab test test-matrix venv notebooks bench clean
 
+# PyTorch's CPU-only wheel index. On Linux x86_64 a plain `pip install torch` fetches the CUDA
+# build (several GB of GPU libraries a CPU course never uses), so torch is installed from here
+# first; where the index cannot be reached pip falls back to the lock's torch from the default
+# index. Someone who wants their GPU: `make lab TORCH_INDEX=` (empty: skip this step).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+CPU_TORCH   := $(if $(TORCH_INDEX),$(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),yes,),)
+
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+ifeq ($(CPU_TORCH),yes)
+	$(PY) -m pip install --quiet --timeout 15 --retries 0 --index-url $(TORCH_INDEX) \
+		"$$(grep -m1 '^torch==' requirements.lock)" \
+		|| echo "(PyTorch's CPU index was not reachable: torch comes from the default index)"
+endif
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
