@@ -173,7 +173,8 @@ def _notebook_in_browser(tmp_path: Path, notebook: Path, budget: _Budget, shot: 
                 executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=budget.ms(30)
             )
             try:
-                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                # a 1366 x 900 laptop screen, the smallest a workshop room brings
+                page = browser.new_page(viewport={"width": 1366, "height": 900})
                 page.set_default_timeout(budget.ms(20))
 
                 def gate(route):
@@ -294,6 +295,23 @@ def test_notebook_renders_and_slider_redraws(tmp_path):
 COURSE = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
+# Width of every rendered chart (its vega-embed's SVG or canvas) against the output column it sits
+# in, in document order; scrolls each into view first (JupyterLab lazily renders far cells).
+_CHART_WIDTHS_JS = """() => {
+    const out = [];
+    document.querySelectorAll('.jp-Cell').forEach((cell, i) => {
+        cell.querySelectorAll('.vega-embed').forEach(embed => {
+            const el = embed.querySelector('svg, canvas');
+            const area = embed.closest('.jp-OutputArea-output') || cell.querySelector('.jp-OutputArea');
+            if (!el || !area) return;
+            out.push({cell: i, chart: Math.round(el.getBoundingClientRect().width),
+                      column: Math.round(area.getBoundingClientRect().width)});
+        });
+    });
+    return out;
+}"""
+
+
 def _chart_cells(notebook: Path) -> int:
     """Code cells whose stored output is a chart or dashboard (a widget view when executed)."""
     cells = json.loads(notebook.read_text())["cells"]
@@ -327,3 +345,10 @@ def test_course_notebook_runs_and_renders_in_browser(tmp_path, notebook):
         )
         assert page.locator(".labkit-dashboard .labkit-output").all_inner_texts() == [""] * page.locator(
             ".labkit-dashboard .labkit-output").count()
+        # every chart fits the output column of a 1366-pixel screen: no sideways scrolling to
+        # find a panel's title or the colour legend
+        widths = page.evaluate(_CHART_WIDTHS_JS)
+        print(f"{notebook.stem}: chart widths (px) against the column:", json.dumps(widths))
+        assert widths, "no chart was measured"
+        too_wide = [w for w in widths if w["chart"] > w["column"] + 1]
+        assert not too_wide, f"charts wider than the {widths[0]['column']} px output column: {too_wide}"

@@ -115,6 +115,18 @@ def test_torch_tensor_input():
     assert sorted(r["value"] for r in recs) == [-1.0, 0.0, 0.5]
 
 
+def test_default_wrap_fits_a_laptop_column():
+    """Without wrap=, a heatmap puts as many cells on a line as fit FIT_WIDTH pixels (at most 40):
+    54-pixel turn cells wrap at 12, 16-pixel token cells keep 40."""
+    from labkit.viz.heatmap import FIT_WIDTH
+    v = np.zeros((1, 100))
+    wide = credit_heatmap(v, cell_size=(54, 18)).to_dict()
+    cols = {d["col"] for d in wide["datasets"][next(iter(wide["datasets"]))]}
+    assert max(cols) + 1 == FIT_WIDTH // 54 == 12
+    narrow = credit_heatmap(v, cell_size=16).to_dict()
+    assert max({d["col"] for d in narrow["datasets"][next(iter(narrow["datasets"]))]}) + 1 == 40
+
+
 def test_wrap_places_position_45_on_line_1_col_5():
     v = np.linspace(-1, 1, 100)[None, :]
     spec = credit_heatmap(v, wrap=40, row_labels=["traj"]).to_dict()
@@ -312,7 +324,9 @@ def test_compare_heatmaps_shared_domain():
     a = np.array([[0.1, -0.2, 0.3]])
     b = np.array([[2.0, -0.5, 0.0]])
     spec = compare_heatmaps({"exact": a, "REINFORCE": b}, tokens=[list("xyz")]).to_dict()
-    assert [p["title"] for p in spec["vconcat"]] == ["exact", "REINFORCE"]
+    # titles sit left, above their panel (a narrow screen still shows which panel is which)
+    assert [p["title"] for p in spec["vconcat"]] == [{"text": "exact", "anchor": "start"},
+                                                    {"text": "REINFORCE", "anchor": "start"}]
     assert [color_scale(p)["domain"] for p in spec["vconcat"]] == [[-2.0, 2.0], [-2.0, 2.0]]
     assert spec["resolve"]["scale"]["color"] == "shared"
 
@@ -510,7 +524,7 @@ def test_dashboard_recomputes_on_slider_change(dash):
     assert dash.summary.startswith("horizon=50 ")
     assert "horizon=50" in dash._summary_html.value
     dash.controls["method"].value = "RLOO"
-    assert dash.n_updates == 3 and dash.chart.to_dict()["title"] == "RLOO"
+    assert dash.n_updates == 3 and dash.chart.to_dict()["title"]["text"] == "RLOO"
     dash.controls["horizon"].value = 50  # no change -> no recompute
     assert dash.n_updates == 3
     if dash.mode == "widget":

@@ -33,6 +33,9 @@ from labkit.viz._common import MAX_ROWS, to_numpy
 __all__ = ["credit_heatmap", "compare_heatmaps", "visible_text", "MAX_ROWS"]
 
 _WHITESPACE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
+#: Pixels of grid a default-wrapped heatmap may take: with row labels (up to 160 px) it fits the
+#: ~930 px output column JupyterLab gives a 1366 x 900 screen.
+FIT_WIDTH = 700
 _SCHEME = "redblue"  # diverging, light grey in the middle: negative red, positive blue
 
 
@@ -212,7 +215,7 @@ def credit_heatmap(
     *,
     row_labels: Sequence[str] | None = None,
     highlight: Any = None,
-    wrap: int = 40,
+    wrap: int | None = None,
     domain: float | None = None,
     title: str | None = None,
     value_label: str = "credit",
@@ -237,9 +240,11 @@ def credit_heatmap(
         Positions to outline, e.g. the true bifurcation point or the decisive turn: a list with
         one entry per row (a list of positions, one position, or None), or a (B, T) bool array.
         For (T,) input a flat list of positions. Outlining a masked position is an error.
-    wrap : int
+    wrap : int, optional
         Positions per grid line; position t of row b is drawn on line (b, t // wrap) in column
-        t % wrap, and each line is labelled with its row label and start position.
+        t % wrap, and each line is labelled with its row label and start position. Default: as
+        many cells as fit ``FIT_WIDTH`` pixels (at most 40), so a chart fits the output column
+        of a 1366-pixel laptop screen (about 930 px) with its row labels beside it.
     domain : float, optional
         Half-width m of the colour scale [-m, m]. Pass the same number to several heatmaps to
         make their colours comparable. Default: max |value| over drawn cells (1 if all zero).
@@ -257,9 +262,11 @@ def credit_heatmap(
     """
     v, was_1d = _values_2d(values)
     B, T = v.shape
+    cell_w, cell_h = _cell_size(cell_size)
+    if wrap is None:
+        wrap = max(1, min(40, FIT_WIDTH // cell_w))
     if isinstance(wrap, bool) or not isinstance(wrap, (int, np.integer)) or wrap < 1:
         raise ValueError(f"wrap must be an integer >= 1, got {wrap!r}")
-    cell_w, cell_h = _cell_size(cell_size)
     m_arr = _mask_2d(mask, (B, T), was_1d)
     toks = _tokens_2d(tokens, (B, T), was_1d, m_arr)
     labels = _row_labels(row_labels, B)
@@ -305,7 +312,8 @@ def credit_heatmap(
             "value:Q",
             title=value_label,
             scale=alt.Scale(scheme=_SCHEME, domain=[-half, half], clamp=True),
-            legend=alt.Legend(gradientLength=max(60, min(200, cell_h * len(lines)))),
+            # above the grid, where it is seen without scrolling sideways
+            legend=alt.Legend(orient="top", direction="horizontal", gradientLength=160, titleOrient="left"),
         ),
         tooltip=tip,
     )
@@ -323,8 +331,8 @@ def credit_heatmap(
             .encode(tooltip=tip)
         )
     chart = alt.layer(*layers).properties(width=alt.Step(cell_w), height=alt.Step(cell_h))
-    if title is not None:
-        chart = chart.properties(title=title)
+    if title is not None:  # left, above its panel: stacked panels stay labelled on a narrow screen
+        chart = chart.properties(title=alt.TitleParams(str(title), anchor="start"))
     return chart
 
 
