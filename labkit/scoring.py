@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Credit, Rollouts, check_rollouts
 
 
 def _mask(mask) -> torch.Tensor:
@@ -186,8 +186,7 @@ def score_credit(credit: Credit, rollouts: Rollouts, truth_adv: torch.Tensor, *,
                  targets=None, threshold: float = 0.05) -> dict[str, float]:
     """All per-position metrics in one dict; recall@k only if deciding ``targets`` are given
     (positions or a (B, T) bool mask, see ``recall_at_k``)."""
-    if not isinstance(rollouts, Rollouts):
-        raise TypeError(f"rollouts: expected a labkit Rollouts, got {type(rollouts).__name__}")
+    check_rollouts(rollouts)
     m = rollouts.mask
     out = {"rank_corr": rank_correlation(credit, truth_adv, m),
            "sign_agree": sign_agreement(credit, truth_adv, m, threshold=threshold),

@@ -55,6 +55,14 @@ def per_position(name: str, value: Any, mask: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def log_probabilities(name: str, value: Any, mask: torch.Tensor) -> torch.Tensor:
+    """A per-position log-probability input (``per_position``) that is also <= 0 on the mask (up
+    to ``ROUND_OFF``): probabilities or logits passed by mistake are refused by name."""
+    x = per_position(name, value, mask)
+    check_in_range(name, x, high=ROUND_OFF, where=mask, what="log-probabilities (log_softmax, not probabilities or logits)")
+    return x
+
+
 def check_finite(name: str, tensor: torch.Tensor) -> None:
     """Reject NaN and +-inf, reporting the first bad index."""
     if tensor.is_floating_point():

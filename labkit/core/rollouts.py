@@ -30,8 +30,8 @@ from typing import Any, Hashable, Sequence
 
 import torch
 
-from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_int, check_integer_tensor,
-                                check_number, check_shape)
+from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int,
+                                check_integer_tensor, check_number, check_shape)
 from labkit.core.stats import discounted_returns
 
 LEVELS = ("token", "step", "turn", "agent", "episode")
@@ -161,10 +161,7 @@ class Rollouts:
         if not bool(self.mask.any()):
             raise ValueError("mask: no generated position in the batch (mask is all False), so there is "
                              "nothing to give credit to; keep at least one generated position")
-        if bool((self.tokens[self.mask] < 0).any()):
-            b, t = (int(i) for i in (self.mask & (self.tokens < 0)).nonzero()[0])
-            raise ValueError(f"tokens: token ids must be >= 0 on generated positions, got "
-                             f"{int(self.tokens[b, t])} at {(b, t)}")
+        check_in_range("tokens", self.tokens, low=0, where=self.mask, what="token ids on generated positions")
         self.rewards = as_tensor("rewards", self.rewards)
         if not self.rewards.is_floating_point():
             self.rewards = self.rewards.to(torch.float32)
@@ -179,8 +176,7 @@ class Rollouts:
             self.group_ids = torch.zeros(B, dtype=torch.long)
         self.group_ids = check_integer_tensor("group_ids", as_tensor("group_ids", self.group_ids))
         check_shape("group_ids", self.group_ids, (B,))
-        if bool((self.group_ids < 0).any()):
-            raise ValueError(f"group_ids: must be >= 0 (one id per prompt / task), got {self.group_ids.min().item()}")
+        check_in_range("group_ids", self.group_ids, low=0, what="group ids (one per prompt / task)")
 
         ones = self.mask.long()
         if self.step_ids is None:
@@ -208,18 +204,16 @@ class Rollouts:
                 check_shape(name, x, (B, T))
                 check_finite(name, torch.where(self.mask, x, 0))
                 # a log-probability is <= 0 and an entropy >= 0 (tolerance: float32 round-off)
-                wrong = self.mask & ((x > ROUND_OFF) if name == "logprobs" else (x < -ROUND_OFF))
-                if bool(wrong.any()):
-                    b, t = (int(i) for i in wrong.nonzero()[0])
-                    rule = "log-probabilities must be <= 0" if name == "logprobs" else "entropies must be >= 0"
-                    raise ValueError(f"{name}: {rule} on generated positions, got {float(x[b, t]):g} at {(b, t)}"
-                                     + ("; pass log pi (log_softmax), not probabilities or logits" if name == "logprobs" else ""))
+                if name == "logprobs":
+                    check_in_range(name, x, high=ROUND_OFF, where=self.mask,
+                                   what="log-probabilities (log_softmax, not probabilities or logits)")
+                else:
+                    check_in_range(name, x, low=-ROUND_OFF, where=self.mask, what="entropies")
                 setattr(self, name, x)
         if self.states is not None:
             self.states = check_integer_tensor("states", as_tensor("states", self.states))
             check_shape("states", self.states, (B, T))
-            if bool((self.states[self.mask] < 0).any()):
-                raise ValueError("states: state indices must be >= 0 on generated positions")
+            check_in_range("states", self.states, low=0, where=self.mask, what="state indices on generated positions")
         if self.anchor_keys is not None:
             if len(self.anchor_keys) != B:
                 raise ValueError(f"anchor_keys: expected one list per trajectory ({B}), got {len(self.anchor_keys)}")
@@ -375,9 +369,13 @@ class Rollouts:
         return replace(self, **changes)
 
 
-def _check_rollouts(rollouts: Any) -> None:
+def check_rollouts(rollouts: Any, source: str | None = None) -> Rollouts:
+    """Require a ``Rollouts`` (the one rule every entry point that takes a batch applies);
+    ``source`` says where such a batch comes from, for the message."""
     if not isinstance(rollouts, Rollouts):
-        raise TypeError(f"rollouts: expected a labkit Rollouts, got {type(rollouts).__name__}")
+        where = f" from {source}" if source else ""
+        raise TypeError(f"rollouts: expected a Rollouts{where}, got {type(rollouts).__name__}")
+    return rollouts
 
 
 # --------------------------------------------------------------------------- Credit
@@ -434,7 +432,7 @@ class Credit:
     def from_level(cls, rollouts: Rollouts, values: torch.Tensor, level: str, method: str,
                    cost: Cost | None = None, **info: Any) -> "Credit":
         """Build a Credit from values at ``level`` (each position takes its segment's value)."""
-        _check_rollouts(rollouts)
+        check_rollouts(rollouts)
         check_choice("level", level, LEVELS)
         values = rollouts._level_values("values", values, level)
         check_finite(f"values ({method} {level} credit)", values)
@@ -448,7 +446,7 @@ class Credit:
     def from_tokens(cls, rollouts: Rollouts, token: torch.Tensor, method: str,
                     cost: Cost | None = None, **info: Any) -> "Credit":
         """Build a Credit from per-position credit (B, T); positions off the mask get 0."""
-        _check_rollouts(rollouts)
+        check_rollouts(rollouts)
         token = as_tensor("token", token)
         check_shape("token", token, tuple(rollouts.mask.shape))
         token = torch.where(rollouts.mask, token, torch.zeros((), dtype=token.dtype))

@@ -10,6 +10,7 @@ import torch
 
 from labkit.core.checks import as_tensor, check_number, check_shape
 from labkit.core.rollouts import Rollouts
+from labkit.core.stats import next_masked
 
 
 def turn_rewards(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
@@ -24,14 +25,10 @@ def action_discounts(rollouts: Rollouts, gamma: float) -> torch.Tensor:
     with every turn one position it is ``gamma`` everywhere, the ordinary token-level discount."""
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     ids, mask = rollouts.turn_ids, rollouts.mask
-    B, T = ids.shape
-    # turn id of the next generated position (-1 where none): carry the next masked id backwards
-    nxt = torch.full((B, T), -1, dtype=torch.long)
-    running = torch.full((B,), -1, dtype=torch.long)
-    for t in range(T - 1, -1, -1):
-        nxt[:, t] = running
-        running = torch.where(mask[:, t], ids[:, t], running)
-    same = mask & (nxt == ids) & (nxt >= 0)
+    # turn id of the next generated position, -1 where there is none (shifted by one so that
+    # next_masked's 0 for "none" cannot be mistaken for turn 0)
+    nxt = next_masked(ids + 1, mask) - 1
+    same = mask & (nxt == ids)
     d = torch.where(same, torch.ones((), dtype=torch.float64), torch.tensor(gamma, dtype=torch.float64))
     return torch.where(mask, d, torch.zeros((), dtype=torch.float64))
 

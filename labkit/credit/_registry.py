@@ -5,7 +5,7 @@ import functools
 import inspect
 from typing import Callable
 
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Credit, Rollouts, check_rollouts
 
 Estimator = Callable[..., Credit]
 ESTIMATORS: dict[str, Estimator] = {}
@@ -25,9 +25,7 @@ def register(name: str) -> Callable[[Estimator], Estimator]:
 
         @functools.wraps(fn)
         def checked(rollouts, *args, **kwargs):
-            if not isinstance(rollouts, Rollouts):
-                raise TypeError(f"rollouts: {name} expects a labkit Rollouts (from an env's sample(), or built "
-                                f"with labkit.core.rollouts.Rollouts), got {type(rollouts).__name__}")
+            check_rollouts(rollouts, "an env's sample(), or built with labkit.core.rollouts.Rollouts")
             unknown = [] if takes_any else [k for k in kwargs if k not in params]
             if unknown:
                 raise TypeError(f"{unknown[0]}: {name} has no option {unknown[0]!r}; its options are {options}")

@@ -23,7 +23,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input
+from labkit.core.checks import (as_tensor, check_bool, check_finite, check_in_range, check_number, check_shape,
+                                resolve_input)
 from labkit.credit._registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.turns import binary_outcome, turn_table
@@ -58,8 +59,7 @@ def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tup
     x = as_tensor(name, value).to(torch.float64)
     check_shape(name, x, tuple(present.shape))
     check_finite(name, torch.where(present, x, 0.0))
-    if bool(((x < 0) | (x > 1))[present].any()):
-        raise ValueError(f"{name}: probabilities must lie in [0, 1]")
+    check_in_range(name, x, low=0.0, high=1.0, where=present, what="probabilities")
     return x, called
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
-                                 per_position, resolve_input)
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, log_probabilities,
+                                per_position, resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
@@ -34,12 +34,7 @@ def _logprobs(name: str, value, rollouts: Rollouts) -> torch.Tensor:
     x = as_tensor(name, value)
     if not x.is_floating_point():
         raise TypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
-    check_shape(name, x, (rollouts.batch_size, rollouts.horizon))
-    x = torch.where(rollouts.mask, x.to(torch.float64), torch.zeros((), dtype=torch.float64))
-    check_finite(name, x)
-    if bool((x > 1e-6).any()):
-        raise ValueError(f"{name}: log-probabilities must be <= 0 (got a maximum of {float(x.max()):.4g})")
-    return x
+    return log_probabilities(name, x, rollouts.mask)
 
 
 def _policy_logprobs(logprobs, rollouts: Rollouts) -> torch.Tensor:

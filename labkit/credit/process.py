@@ -15,8 +15,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_number,
-                                check_shape, resolve_input)
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, log_probabilities,
+                                resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats
 from labkit.credit._registry import register
@@ -178,23 +178,16 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
     beta = check_number("beta", beta, low=0.0)
     eps = check_number("eps", eps, low=0.0)
     m = rollouts.mask
-    shape = tuple(m.shape)
     if ref_logprobs is None:
         raise ValueError("ref_logprobs: required, (B, T) log-probabilities of the generated tokens under the "
                          "reference policy")
-    ref = as_tensor("ref_logprobs", ref_logprobs).to(torch.float64)
-    check_shape("ref_logprobs", ref, shape)
-    check_finite("ref_logprobs", torch.where(m, ref, 0.0))
-    check_in_range("ref_logprobs", ref, high=ROUND_OFF, where=m, what="log-probabilities")
+    ref = log_probabilities("ref_logprobs", ref_logprobs, m)
     if logprobs is None:
         if rollouts.logprobs is None:
             raise ValueError("rollouts.logprobs: SPRO needs the policy's log-probabilities (or pass logprobs=)")
         lp = rollouts.logprobs.to(torch.float64)
     else:
-        lp = as_tensor("logprobs", logprobs).to(torch.float64)
-        check_shape("logprobs", lp, shape)
-        check_finite("logprobs", torch.where(m, lp, 0.0))
-        check_in_range("logprobs", lp, high=ROUND_OFF, where=m, what="log-probabilities")
+        lp = log_probabilities("logprobs", logprobs, m)
     ratio = torch.where(m, lp - ref, 0.0)
     cpr = torch.where(m, beta * ratio.cumsum(1), 0.0)
     # masked group baseline per position: sum and count of active responses of the same group

@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
 from labkit.policies.sampling import check_token_rows
 
@@ -214,8 +214,7 @@ class LMCritic:
         """Per row: prompt + generated tokens up to (not including) the last generated one, or
         through it with ``through_last`` (a reward model reads the finished text), and the prompt
         length. Tokens after the last generated position (padding) are dropped."""
-        if not isinstance(rollouts, Rollouts):
-            raise TypeError(f"rollouts: expected a Rollouts, got {type(rollouts).__name__}")
+        check_rollouts(rollouts)
         prompts = rollouts.info.get("prompt_ids")
         if prompts is None:
             raise ValueError(f"rollouts: {type(self).__name__} needs info['prompt_ids'] (the prompt each row "

@@ -23,15 +23,14 @@ import time
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts
 
 __all__ = ["ImplicitStepRewardModel", "ProgressEstimator", "policy_logprobs", "preference_pairs"]
 
 
 def _obs_actions(rollouts: Rollouts, n_obs: int, n_actions: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(observation, action) per position, clamped into the table, after checking the played ones."""
-    if not isinstance(rollouts, Rollouts):
-        raise TypeError(f"rollouts: expected Rollouts, got {type(rollouts).__name__}")
+    check_rollouts(rollouts)
     if rollouts.states is None:
         raise ValueError("rollouts.states: a tabular turn model needs the observation of every turn")
     o, a, m = rollouts.states.long(), rollouts.tokens.long(), rollouts.mask

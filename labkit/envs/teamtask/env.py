@@ -64,7 +64,7 @@ from typing import Mapping, Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.envs.teamtask.truth import TeamTruth, enumerate_truth
 
 ROLES = ("planner", "solver", "checker", "free_rider", "saboteur")
@@ -463,8 +463,7 @@ class TeamTask:
 
     def transcript(self, rollouts: Rollouts, row: int) -> str:
         """A readable transcript of episode ``row``."""
-        if not isinstance(rollouts, Rollouts):
-            raise TypeError(f"rollouts: expected a Rollouts from TeamTask.sample, got {type(rollouts).__name__}")
+        check_rollouts(rollouts, "TeamTask.sample")
         row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
         if rollouts.text is None:
             raise ValueError("rollouts.text: this Rollouts carries no texts")
@@ -476,8 +475,7 @@ class TeamTask:
 
     # ---- exact truth
     def _check_rollouts(self, rollouts: Rollouts) -> torch.Tensor:
-        if not isinstance(rollouts, Rollouts):
-            raise TypeError(f"rollouts: expected a Rollouts from TeamTask.sample, got {type(rollouts).__name__}")
+        check_rollouts(rollouts, "TeamTask.sample")
         task = rollouts.truth.get("task_type")
         if not isinstance(task, torch.Tensor) or task.shape != (rollouts.batch_size,):
             raise ValueError("rollouts.truth['task_type']: missing or mis-shaped; sample with TeamTask.sample")

@@ -70,7 +70,7 @@ from typing import Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.envs.toolworld.truth import ToolTruth, backward_induction
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
@@ -331,8 +331,7 @@ class ToolWorld:
 
     def transcript(self, rollouts: Rollouts, row: int) -> str:
         """A readable multi-line transcript of trajectory ``row``."""
-        if not isinstance(rollouts, Rollouts):
-            raise TypeError(f"rollouts: expected a Rollouts from ToolWorld.sample, got {type(rollouts).__name__}")
+        check_rollouts(rollouts, "ToolWorld.sample")
         row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
         if rollouts.text is None:
             raise ValueError("rollouts.text: this Rollouts carries no turn texts")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from labkit.core.checks import as_tensor
-from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.rollouts import Cost, Rollouts, check_rollouts
 from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
 
 
@@ -49,8 +49,7 @@ class ToolTruth:
         return (weight[:, None, None, None, None] * self.occupancy[..., None] * self.pi * self.A).sum((0, 1, 2))
 
     def _index(self, rollouts: Rollouts):
-        if not isinstance(rollouts, Rollouts):
-            raise TypeError(f"rollouts: expected a Rollouts from ToolWorld.sample, got {type(rollouts).__name__}")
+        check_rollouts(rollouts, "ToolWorld.sample")
         hidden = rollouts.truth.get("hidden_states")
         if not isinstance(hidden, torch.Tensor) or tuple(hidden.shape) != tuple(rollouts.mask.shape):
             raise ValueError("rollouts.truth['hidden_states']: missing or mis-shaped; sample with ToolWorld.sample")
