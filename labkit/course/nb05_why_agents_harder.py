@@ -134,7 +134,8 @@ def _luck_per_skill(c: torch.Tensor, skill: torch.Tensor, luck_after: torch.Tens
 
 
 def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam: float = 0.0,
-                 format_tokens: int = 0, n_tasks: int = 16, group_size: int = 8, seed: int = 0) -> dict:
+                 format_tokens: int = 0, n_tasks: int = 16, group_size: int = 8, seed: int = 0,
+                 turns: Rollouts | None = None) -> dict:
     """POAD's question on ToolWorld written as tokens: where does credit land inside a tool call?
 
     One seeded batch of ``policy`` is written as tokens (``labkit.envs.toolworld.tokens``, with
@@ -148,7 +149,8 @@ def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam
     * ``turn-level GAE``: ``turn_gae`` with a critic over observations; both tokens of an action
       get the action's credit.
 
-    All three fit their critic on the batch itself (one seeded batch; lam as given). Two more rows
+    All three fit their critic on the batch itself (one seeded batch, or ``turns`` if given: a
+    batch of ``policy`` from ``env.sample``, reused across settings; lam as given). Two more rows
     run POAD and token-level GAE on the exact token values (``exact_token_values``): the
     backups alone, without a critic's error. Returns
     ``tokens`` (the token Rollouts), ``exact`` (B, L), ``credit`` {name: (B, L)} with the exact
@@ -161,7 +163,8 @@ def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     lam = check_number("lam", lam, low=0.0, high=1.0)
-    turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    if turns is None:
+        turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
     truth = env.truth(policy, gamma=gamma)
     tok = tokenize(env, turns, policy, format_tokens=format_tokens)
     exact = exact_token_advantage(env, truth, tok)
@@ -207,13 +210,17 @@ def token_labels(tokens: Rollouts) -> list[list[str]]:
 
 
 def call_length_sweep(env: ToolWorld, policy, *, format_tokens: Iterable[int] = (0, 2, 5, 10, 20),
-                      gamma: float = NB05_TOKEN_GAMMA, lam: float = 0.0, **kw) -> pd.DataFrame:
+                      gamma: float = NB05_TOKEN_GAMMA, lam: float = 0.0, n_tasks: int = 16, group_size: int = 8,
+                      seed: int = 0) -> pd.DataFrame:
     """``token_credit`` over the length of a tool call: each method's scores per number of
-    formatting tokens (``format_tokens``), one row per (method, length)."""
-    rows = [token_credit(env, policy, gamma=gamma, lam=lam, format_tokens=k, **kw)["stats"].assign(format_tokens=int(k))
-            for k in format_tokens]
-    if not rows:
+    formatting tokens (``format_tokens``), one row per (method, length). One seeded batch of
+    turns is written as tokens at every length."""
+    format_tokens = list(format_tokens)
+    if not format_tokens:
         raise ValueError("format_tokens: need at least one length")
+    turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    rows = [token_credit(env, policy, gamma=gamma, lam=lam, format_tokens=k, turns=turns)["stats"]
+            .assign(format_tokens=int(k)) for k in format_tokens]
     return pd.concat(rows, ignore_index=True)
 
 
