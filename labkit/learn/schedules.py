@@ -156,18 +156,12 @@ def pilotrl_schedule(switch_at: int = 20, *, coarse="grpo", fine="gigpo", name: 
 def turn_to_positions(rollouts: Rollouts, turn_values: torch.Tensor) -> torch.Tensor:
     """Place a (B, N) per-turn reward on each turn's last generated position: (B, T), 0 elsewhere
     (so the shaped rewards stay zero off the mask, as ``Rollouts`` requires)."""
-    ids = rollouts.ids_for("turn")
-    valid = rollouts.mask & (ids >= 0)
-    B, T = ids.shape
-    N = turn_values.shape[1]
-    pos = torch.arange(T).expand(B, T)
-    last = torch.full((B, max(N, 1)), -1, dtype=torch.long)
-    idx = ids.clamp(0, max(N, 1) - 1)
-    last = last.scatter_reduce(1, idx, torch.where(valid & (ids < N), pos, -1), reduce="amax")
+    B, T = rollouts.mask.shape
+    last, present = rollouts.view(torch.arange(T).expand(B, T), "turn", "last")
+    n = min(turn_values.shape[1], present.shape[1])
+    rows, turns = present[:, :n].nonzero(as_tuple=True)
     out = torch.zeros(B, T, dtype=turn_values.dtype)
-    has = last >= 0
-    rows = torch.arange(B)[:, None].expand_as(last)
-    out[rows[has], last[has]] = turn_values[:, : last.shape[1]][has]
+    out[rows, last.long()[rows, turns]] = turn_values[rows, turns]
     return out
 
 
