@@ -547,17 +547,20 @@ def schedule_verdicts(results: Mapping, *, z: float = 2.0) -> list[str]:
     success against outcome-only GRPO, and whether it exceeds ``z`` standard errors of that
     difference (the seeds' spread)."""
     z = check_number("z", z, low=0.0, low_open=True)
+
+    def verdict(d: float, se: float, measurably: str) -> str:
+        return f"{measurably}{'better' if d > 0 else 'worse'}" if abs(d) > z * se else "no measurable effect"
+
     lines = []
     for _, r in results["summary"].iterrows():
         if r.arm == "outcome only (GRPO)":
             continue
         d, se = float(r.final_effect), float(r.final_se)
-        word = ("measurably better" if d > 0 else "measurably worse") if abs(d) > z * se else "no measurable effect"
-        line = f"{r.arm}: {word} ({d:+.3f} final success vs outcome-only GRPO; {z:g} SE = {z * se:.3f})"
+        line = (f"{r.arm}: {verdict(d, se, 'measurably ')} ({d:+.3f} final success vs outcome-only GRPO; "
+                f"{z:g} SE = {z * se:.3f})")
         if "final_effect_vs_gigpo" in r and r.final_effect_vs_gigpo == r.final_effect_vs_gigpo:  # not NaN
             d2, se2 = float(r.final_effect_vs_gigpo), float(r.final_se_vs_gigpo)
-            w2 = ("better" if d2 > 0 else "worse") if abs(d2) > z * se2 else "no measurable effect"
-            line += f"; vs GiGPO throughout: {w2} ({d2:+.3f}; {z:g} SE = {z * se2:.3f})"
+            line += f"; vs GiGPO throughout: {verdict(d2, se2, '')} ({d2:+.3f}; {z:g} SE = {z * se2:.3f})"
         lines.append(line)
     return lines
 
