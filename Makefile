@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-matrix venv notebooks bench clean
+.PHONY: lab test test-matrix test-other-end venv notebooks bench clean
 
 # PyTorch's CPU-only wheel index. On Linux x86_64 a plain `pip install torch` fetches the CUDA
 # build (several GB of GPU libraries a CPU course never uses), so torch is installed from here
@@ -45,6 +45,11 @@ MATRIX ?= default:1 avx2:2 native:4
 test-matrix: $(STAMP)
 	$(PY) scripts/test_matrix.py $(MATRIX)
 
+# labkit as a wheel in a second environment at the other end of pyproject.toml's ranges (Python
+# 3.12, the lower ends in requirements-oldest.txt), running the unit tests there (not nbval).
+test-other-end: $(STAMP)
+	$(PY) scripts/test_other_end.py
+
 # Re-execute every notebook once, seeded, and store its outputs (what nbval compares against).
 notebooks: $(STAMP)
 	$(PY) scripts/execute_notebooks.py
@@ -53,4 +58,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-other-end

@@ -325,6 +325,14 @@ def main(argv=None) -> None:
         (out / stale).unlink(missing_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+    # transformers 5 names the class "TokenizersBackend", which 4.x cannot load; the older name
+    # is an alias of it in 5.x, so the saved folder loads across labkit's whole transformers range
+    # (tests/test_lm.py loads the shipped folder; the other-end CI step runs it under 4.x).
+    config_file = out / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config["model_input_names"] = ["input_ids", "attention_mask"]  # 4.x would add token_type_ids
+    config_file.write_text(json.dumps(config, indent=2) + "\n")
     log = {
         "recipe": {"seed": args.seed, "task_seed": args.task_seed,
                    "held_out_fraction": task.held_out_fraction, "steps": args.steps,

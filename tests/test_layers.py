@@ -77,8 +77,9 @@ def test_imports_point_down_the_layers(path, module):
         targets = [f"labkit.{n}" for n in names] if target == "labkit" else [target]
         for t in targets:
             where = f"{path.relative_to(ROOT.parent)}:{line} imports {t}"
-            if area == "survey":
-                assert _area(t) == "survey", f"{where}: survey imports nothing of labkit but itself"
+            if area == "survey":  # the inventory reads data/ through the one path rule
+                assert _area(t) == "survey" or t == "labkit.core.paths", \
+                    f"{where}: survey imports nothing of labkit but itself (and core.paths)"
                 continue
             if area in ONLY_CORE:
                 assert _area(t) in ("core", area), f"{where}: {area} may import labkit.core only"

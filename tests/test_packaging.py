@@ -1,19 +1,41 @@
-"""The three dependency declarations (pyproject, environment.yml, binder/) and the lock agree."""
+"""How labkit is declared and installed: ranges in pyproject.toml, pins in the lock and the conda
+files, the other end of the ranges in requirements-oldest.txt, data found wherever labkit is."""
+import os
 import re
 import tomllib
 from pathlib import Path
 
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _pyproject_pins() -> dict[str, str]:
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    reqs = data["project"]["dependencies"] + data["project"]["optional-dependencies"]["test"]
+def _canon(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _pyproject_requirements() -> dict[str, Requirement]:
+    """Every runtime and extra requirement of pyproject.toml (ranges), by canonical name."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += extra
+    return {_canon(r.name): r for r in map(Requirement, reqs)}
+
+
+def _runtime_names() -> list[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [_canon(Requirement(r).name) for r in project["dependencies"]]
+
+
+def _pins(path: Path) -> dict[str, str]:
     pins = {}
-    for r in reqs:
-        name, _, version = r.partition("==")
-        assert version, f"pyproject: {r!r} is not pinned with =="
-        pins[name.lower()] = version
+    for line in path.read_text().splitlines():
+        if "==" in line and not line.lstrip().startswith("#"):
+            name, _, version = line.strip().partition("==")
+            pins[_canon(name)] = version
     return pins
 
 
@@ -26,37 +48,64 @@ def _conda_pins(path: Path) -> dict[str, str]:
             continue
         m = re.match(r"^\s{4,}-\s*([A-Za-z0-9_.\-]+)==(\S+)\s*$", line)
         if m:
-            pins[m.group(1).lower()] = m.group(2)
+            pins[_canon(m.group(1))] = m.group(2)
     return pins
 
 
-def _lock_pins() -> dict[str, str]:
-    pins = {}
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, _, version = line.strip().partition("==")
-            pins[name.lower().replace("_", "-")] = version
-    return pins
+def test_pyproject_states_ranges_not_pins():
+    for name, req in _pyproject_requirements().items():
+        assert not any(s.operator == "==" for s in req.specifier), f"pyproject: {req} is a pin"
+        assert any(s.operator == ">=" for s in req.specifier), f"pyproject: {req} has no lower end"
 
 
-def test_environment_yml_matches_pyproject():
-    assert _conda_pins(ROOT / "environment.yml") == _pyproject_pins()
+def test_lock_pins_lie_inside_the_ranges():
+    lock = _pins(ROOT / "requirements.lock")
+    for name, req in _pyproject_requirements().items():
+        assert name in lock, f"requirements.lock has no pin for {name}"
+        assert req.specifier.contains(lock[name]), f"requirements.lock: {name}=={lock[name]} is outside {req}"
 
 
-def test_binder_matches_pyproject():
-    assert _conda_pins(ROOT / "binder" / "environment.yml") == _pyproject_pins()
+def test_oldest_pins_are_the_lower_ends():
+    oldest = _pins(ROOT / "requirements-oldest.txt")
+    reqs = _pyproject_requirements()
+    for name in _runtime_names() + ["pytest", "pytest-xdist", "hypothesis", "nbformat"]:
+        lower = next(Version(s.version) for s in reqs[name].specifier if s.operator == ">=")
+        assert name in oldest, f"requirements-oldest.txt has no pin for {name}"
+        assert Version(oldest[name]) == lower, f"requirements-oldest.txt: {name}=={oldest[name]}, lower end {lower}"
+
+
+def test_conda_files_match_the_lock():
+    lock = _pins(ROOT / "requirements.lock")
+    for path in (ROOT / "environment.yml", ROOT / "binder" / "environment.yml"):
+        conda = _conda_pins(path)
+        assert set(_runtime_names()) <= set(conda), f"{path.name} misses a runtime dependency"
+        for name, version in conda.items():
+            assert lock.get(name) == version, f"{path.relative_to(ROOT)}: {name}=={version}, lock {lock.get(name)}"
+
+
+def test_binder_installs_labkit_itself():
     post = (ROOT / "binder" / "postBuild").read_text()
     assert "pip install --no-deps -e ." in post
 
 
-def test_lock_holds_every_pin():
-    lock = _lock_pins()
-    for name, version in _pyproject_pins().items():
-        assert lock.get(name.replace("_", "-")) == version, f"requirements.lock disagrees on {name}"
+def test_lock_torch_is_the_cpu_pin():
+    assert _pins(ROOT / "requirements.lock")["torch"] == "2.13.0"
 
 
-def test_torch_is_the_cpu_pin():
-    assert _pyproject_pins()["torch"] == "2.13.0"
+@pytest.mark.skipif(os.environ.get("LABKIT_EXPECT_INSTALLED") != "1",
+                    reason="only in scripts/test_other_end.py's environment (labkit installed as a wheel)")
+def test_installed_wheel_reads_its_own_data():
+    import labkit
+    from labkit.core import paths
+    from labkit.policies.lm import load_lm
+    from labkit.survey import load_methods
+
+    where = Path(labkit.__file__).resolve()
+    assert where.parent != ROOT / "labkit" and "site-packages" in where.parts, f"labkit came from {where}"
+    assert paths.data_dir() == paths.PACKAGE_DATA
+    model, tokenizer = load_lm()
+    assert model.config.vocab_size == len(tokenizer)
+    assert len(load_methods()) > 0
 
 
 def test_ci_runs_the_readme_test_command():
@@ -71,3 +120,28 @@ def test_notebooks_use_python3_kernel():
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         meta = json.loads(nb.read_text())["metadata"]
         assert meta["kernelspec"]["name"] == "python3", nb.name
+def test_labkit_data_overrides_and_a_missing_file_says_where_labkit_looked(tmp_path, monkeypatch):
+    from labkit.core import paths
+
+    monkeypatch.setenv("LABKIT_DATA", str(tmp_path))
+    assert paths.data_dir() == tmp_path and paths.data_path("tiny_lm") == tmp_path / "tiny_lm"
+    with pytest.raises(FileNotFoundError, match=r"^name_or_path: the tiny LM not found at .*\$LABKIT_DATA: "
+                                                r".*the installed package: .*the repository clone: "):
+        paths.require_data(paths.data_path("tiny_lm"), "the tiny LM", "name_or_path")
+    assert paths.require_data(tmp_path, "a folder") == tmp_path
+    monkeypatch.delenv("LABKIT_DATA")
+    assert paths.data_dir() in (paths.PACKAGE_DATA, paths.CHECKOUT_DATA)
+    assert (paths.data_dir() / "methods.csv").is_file()
+
+
+def test_a_wrong_labkit_data_is_reported_not_skipped(tmp_path):
+    # LABKIT_DATA is read when labkit is imported, so this runs in a fresh interpreter
+    import subprocess
+    import sys
+
+    code = "from labkit.survey import load_methods\nload_methods()"
+    env = dict(os.environ, LABKIT_DATA=str(tmp_path / "no_such_folder"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode != 0
+    assert "FileNotFoundError: path: the reporting checklist not found" in out.stderr
+    assert "$LABKIT_DATA: " + str(tmp_path / "no_such_folder") in out.stderr

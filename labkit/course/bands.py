@@ -37,7 +37,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-CHECKS_DIR = Path(__file__).resolve().parents[2] / "data" / "notebook_checks"
+from labkit.core.paths import data_path
+
+CHECKS_DIR = data_path("notebook_checks")
 RECORD_ENV = "LABKIT_RECORD_CHECKS"
 STRICT_ENV = "LABKIT_STRICT_CHECKS"
 LOG_ENV = "LABKIT_CHECK_LOG"

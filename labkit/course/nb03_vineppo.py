@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from labkit.core.paths import data_path
 from labkit.core.checks import check_int
 from labkit.core.rollouts import Rollouts
 # Defined in nb02 (the notebook calls them as lesson.<name> too)
@@ -120,7 +121,7 @@ def lm_rl_runs(*, k: int = 9, critic_lr: float = 1e-4, critic_epochs: int = 2, c
     return {m: specs[m] for m in methods}
 
 
-RL_RUNS_DIR = Path(__file__).resolve().parents[2] / "data" / "rl_runs"
+RL_RUNS_DIR = data_path("rl_runs")
 
 
 def load_rl_runs(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
@@ -134,7 +135,7 @@ def load_rl_runs(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     if not csv.is_file() or not meta_file.is_file():
         raise FileNotFoundError(f"path: no cached runs in {folder}; run python scripts/build_rl_runs.py")
     meta = json.loads(meta_file.read_text())
-    weights = Path(__file__).resolve().parents[2] / "data" / "tiny_lm" / "model.safetensors"
+    weights = data_path("tiny_lm", "model.safetensors")
     if weights.is_file() and meta.get("model_sha256") != hashlib.sha256(weights.read_bytes()).hexdigest():
         raise ValueError(f"path: the runs in {folder} were trained from a different model; "
                          "rerun python scripts/build_rl_runs.py")

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from labkit.core.paths import data_dir
 from labkit.core.rollouts import Cost, Credit, Rollouts
 # Defined in nb02 (the notebook calls them as lesson.<name> too)
 from labkit.course.nb02_critics_gae import first_error_hit_rate, step_table, truth_step_advantage  # noqa: F401
@@ -320,7 +321,7 @@ def capo_error_sweep(env, models: SimpleNamespace, rollouts: Rollouts, error_rat
     return pd.DataFrame(rows)
 
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+DATA_DIR = data_dir()
 
 
 def _read_json(path: Path, script: str) -> dict:

@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
+from labkit.core.paths import data_path
 from labkit.core.checks import check_int, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.course.nb05_why_agents_harder import luck_summary, noisy_world  # Defined in nb05
@@ -343,7 +344,7 @@ MORE_METHODS = {
     "Turn-Level Reward Design": ("process", "the world's checkable turn signals (tests pass, hinted file opened, ...)"),
     "StepAgent (DP expert)": ("implicit", "expert demonstrations + a step discriminator (inverse RL)"),
 }
-OFFPOLICY_DIR = Path(__file__).resolve().parents[2] / "data" / "offpolicy_irl"
+OFFPOLICY_DIR = data_path("offpolicy_irl")
 
 
 def trained_agent(env, start, *, iterations: int = NB08_TRAIN_ITERATIONS, seed: int = 0):
@@ -512,7 +513,7 @@ def judge_error_curve(env, policy, rollouts: Rollouts, truth, *, score=None,
 
 
 # --------------------------------------------------------------------------- training schedules: PilotRL and PRS (stand-ins)
-SCHEDULES_DIR = Path(__file__).resolve().parents[2] / "data" / "schedules"
+SCHEDULES_DIR = data_path("schedules")
 SCHEDULE_PANELS = {
     "PRS: dense checks, phased out or kept on": ["outcome only (GRPO)", "shaping kept on (w=0.1)", "PRS (w=0.1)",
                                                  "shaping kept on (w=0.5)", "PRS (w=0.5)"],

@@ -37,11 +37,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from labkit.core.paths import data_path
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
 from labkit.learn.critics import LMCritic
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "reward_models"
+DEFAULT_DIR = data_path("reward_models")
 REGENERATE_HINT = "regenerate with `python scripts/train_reward_models.py` (about 3 minutes on one CPU thread)"
 _ROWS = 256  # sequences per no-grad forward (bounds memory)
 

@@ -17,9 +17,10 @@ from typing import NamedTuple
 
 import torch
 
+from labkit.core.paths import data_path
 from labkit.policies.vocab import ANSWER_MARK, BOS, CHARS, EOS, PAD, SPECIAL_TOKENS, STEP_SEP, UNK
 
-DEFAULT_LM_PATH = Path(__file__).resolve().parents[2] / "data" / "tiny_lm"
+DEFAULT_LM_PATH = data_path("tiny_lm")
 REGENERATE_HINT = "regenerate it with `python scripts/train_tiny_lm.py` (about 8 minutes on 2 idle CPU cores)"
 
 
@@ -58,7 +59,9 @@ def build_tokenizer(model_max_length: int = 64):
     core.add_special_tokens(list(SPECIAL_TOKENS))
     return PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=UNK,
-        padding_side="left", model_max_length=model_max_length)
+        padding_side="left", model_max_length=model_max_length,
+        # no token_type_ids: transformers 4.x would return them and GPT-2 would add their embedding
+        model_input_names=["input_ids", "attention_mask"])
 
 
 def _resolve(name_or_path: str | os.PathLike | None) -> tuple[str, bool]:

@@ -246,7 +246,9 @@ def _preallocate(cache: Any, capacity: int) -> Any:
     if _DynamicLayer is None or layers is None:
         return cache
     for i, layer in enumerate(layers):
-        if type(layer) is _DynamicLayer and layer.is_initialized and layer.keys.numel() > 0:
+        # A filled layer holds a non-empty keys tensor (transformers 4.56 has no is_initialized)
+        keys = getattr(layer, "keys", None)
+        if type(layer) is _DynamicLayer and isinstance(keys, torch.Tensor) and keys.numel() > 0:
             layers[i] = _PreallocatedLayer(layer.keys, layer.values, capacity)
     return cache
 

@@ -9,9 +9,11 @@ import csv
 from pathlib import Path
 from typing import NamedTuple
 
+from labkit.core.paths import data_path, require_data
+
 __all__ = ["CHECKLIST_CSV", "ChecklistItem", "REPORTING_CHECKLIST", "load_checklist"]
 
-CHECKLIST_CSV = Path(__file__).resolve().parents[2] / "data" / "inventory" / "checklist.csv"
+CHECKLIST_CSV = data_path("inventory", "checklist.csv")
 PRIORITIES = ("required", "recommended")
 
 
@@ -26,7 +28,7 @@ class ChecklistItem(NamedTuple):
 def load_checklist(path: str | Path | None = None) -> tuple[ChecklistItem, ...]:
     """The checklist from ``path`` (default ``data/inventory/checklist.csv``), checked: the
     four columns, unique keys, a known priority and no empty cell, each error naming its row."""
-    path = Path(path) if path is not None else CHECKLIST_CSV
+    path = require_data(Path(path) if path is not None else CHECKLIST_CSV, "the reporting checklist", "path")
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         if reader.fieldnames != list(ChecklistItem._fields):

@@ -24,6 +24,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from labkit.core.paths import data_dir, require_data
+
 from .taxonomy import (
     BASELINE_FAMILIES, COLLECTIONS, EVIDENCE_LEVELS, GRANULARITIES, GRANULARITY_LABELS,
     METHODOLOGY_FAMILIES, METHODOLOGY_TO_FAMILY, MULTI_SEP, SETTINGS, STATUSES, TYPES,
@@ -35,9 +37,9 @@ __all__ = [
     "BASELINE_COLUMNS", "load_methods", "load_baselines", "lookup",
 ]
 
-#: ``data/`` of a source checkout (next to the ``labkit`` package). A wheel install does not
-#: ship it; pass ``path=`` explicitly in that case.
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+#: The data folder in use (``labkit.core.paths``: ``$LABKIT_DATA``, the wheel's ``labkit/_data``
+#: or a clone's ``data/``).
+DATA_DIR = data_dir()
 METHODS_CSV = DATA_DIR / "methods.csv"
 BASELINES_CSV = DATA_DIR / "inventory" / "baselines.csv"  # hand-edited; no build step
 
@@ -92,10 +94,7 @@ def _read_csv(path: str | Path | None, default: Path, what: str) -> tuple[pd.Dat
     if not path.is_file():
         # FileNotFoundError (not ValueError): the standard type for a missing file, which
         # callers catch; the message still starts with the argument's name.
-        raise FileNotFoundError(
-            f"path: {what} not found at {path}. labkit reads it from the repository's data/ folder "
-            f"(expected next to the labkit package: {DATA_DIR}); from an installed copy without "
-            f"data/, pass path= pointing at the file.")
+        require_data(path, what, "path")
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
     except pd.errors.EmptyDataError:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import torch
 
+from labkit.core.paths import data_path
 from labkit.core.checks import check_int, check_number
 from labkit.envs.arithmetic.env import ArithmeticTask, Problem, Verdict, verify
 from labkit.policies.lm import load_lm, task_tokens
@@ -400,7 +401,7 @@ class ArithmeticLM:
 
         if name not in self.TUNED_MODELS:
             raise ValueError(f"name: expected one of {sorted(self.TUNED_MODELS)}, got {name!r}")
-        folder = Path(path) if path is not None else Path(__file__).resolve().parents[3] / "data" / "implicit_lm"
+        folder = Path(path) if path is not None else data_path("implicit_lm")
         file = folder / self.TUNED_MODELS[name]
         if not file.is_file():
             raise FileNotFoundError(f"path: no {file.name} in {folder}; run python scripts/train_implicit_lm.py")

@@ -10,11 +10,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from labkit.core.paths import data_path
 from labkit.core.rollouts import Rollouts
 from labkit.envs.arithmetic.lm import ArithmeticLM
 
 
-REFERENCE_DIR = Path(__file__).resolve().parents[3] / "data" / "lm_truth"
+REFERENCE_DIR = data_path("lm_truth")
 
 
 def _load_cache(path: Path | None, stem: str, what: str, script: str) -> tuple[dict, dict]:
