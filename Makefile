@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-matrix test-other-end venv notebooks bench clean
+.PHONY: lab test test-matrix test-other-end wheel venv notebooks bench clean
 
 # PyTorch's CPU-only wheel index. On Linux x86_64 a plain `pip install torch` fetches the CUDA
 # build (several GB of GPU libraries a CPU course never uses), so torch is installed from here
@@ -49,6 +49,11 @@ test-matrix: $(STAMP)
 # 3.12, the lower ends in requirements-oldest.txt), running the unit tests there (not nbval).
 test-other-end: $(STAMP)
 	$(PY) scripts/test_other_end.py
+
+# dist/labkit-<version>-py3-none-any.whl, carrying data/ (setup.py): what a Colab notebook's first
+# cell installs when it is uploaded next to the notebook (README, "Other ways to run it").
+wheel: $(STAMP)
+	rm -rf dist && $(PY) -m pip wheel --quiet --no-deps -w dist .
 
 # Re-execute every notebook once, seeded, and store its outputs (what nbval compares against).
 notebooks: $(STAMP)

@@ -145,3 +145,65 @@ def test_a_wrong_labkit_data_is_reported_not_skipped(tmp_path):
     assert out.returncode != 0
     assert "FileNotFoundError: path: the reporting checklist not found" in out.stderr
     assert "$LABKIT_DATA: " + str(tmp_path / "no_such_folder") in out.stderr
+
+
+def _setup_cells() -> dict[str, str]:
+    import json
+
+    cells = {}
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        code = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+        cells[nb.name] = "".join(code[0]["source"])
+    return cells
+
+
+def test_every_notebook_opens_with_the_same_install_cell():
+    cells = _setup_cells()
+    assert len(set(cells.values())) == 1, "the notebooks' first code cells differ"
+    assert 'find_spec("labkit")' in next(iter(cells.values()))
+
+
+class _FakeShell:
+    """Records the line magics a cell runs (what IPython would hand to %pip)."""
+    def __init__(self):
+        self.magics = []
+
+    def run_line_magic(self, name, line, _stack_depth=1):
+        self.magics.append((name, line))
+
+
+def _run_install_cell(tmp_path, monkeypatch, installed: bool, env_source: str | None = None):
+    import importlib.util
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    code = TransformerManager().transform_cell(next(iter(_setup_cells().values())))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (real(name, *a) if installed or name != "labkit" else None))
+    if env_source is None:
+        monkeypatch.delenv("LABKIT_SOURCE", raising=False)
+    else:
+        monkeypatch.setenv("LABKIT_SOURCE", env_source)
+    monkeypatch.chdir(tmp_path)
+    shell = _FakeShell()
+    namespace = {"get_ipython": lambda: shell}
+    exec(code, namespace)
+    return [(name, line.format(**namespace)) for name, line in shell.magics]
+
+
+def test_install_cell_does_nothing_where_labkit_is_installed(tmp_path, monkeypatch):
+    assert _run_install_cell(tmp_path, monkeypatch, installed=True) == []
+
+
+def test_install_cell_installs_an_uploaded_wheel_or_labkit_source(tmp_path, monkeypatch):
+    (tmp_path / "labkit-0.1.0-py3-none-any.whl").write_bytes(b"")
+    assert _run_install_cell(tmp_path, monkeypatch, installed=False) == [
+        ("pip", "install --quiet labkit-0.1.0-py3-none-any.whl")]
+    assert _run_install_cell(tmp_path, monkeypatch, installed=False, env_source="git+https://example.org/lab") == [
+        ("pip", "install --quiet git+https://example.org/lab")]
+
+
+def test_install_cell_without_a_source_says_what_to_do(tmp_path, monkeypatch):
+    with pytest.raises(ModuleNotFoundError, match="labkit is not installed: upload .*LABKIT_SOURCE"):
+        _run_install_cell(tmp_path, monkeypatch, installed=False)
