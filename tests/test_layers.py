@@ -2,13 +2,15 @@
 
 Layers, lowest first; a module may import only from its own layer and the ones below:
 
-    core  <-  policies  <-  envs  <-  credit  <-  learn  <-  course
+    core  <-  policies  <-  envs  <-  credit  <-  learn  <-  bench  <-  course
 
 ``viz`` and ``scoring`` sit beside the stack and may import ``core`` only. ``survey`` is a
 stand-alone leaf (data and drawing of the field's taxonomy) and imports nothing of labkit but itself.
 ``course`` (one runner module per notebook) is the top layer and the only one that may import
 several of them at once (the stack, ``scoring``, ``viz``, ``survey``); no runner module lives
 outside it, and a notebook's module imports from an earlier notebook's module only.
+``bench`` (the survey's benchmark protocol: tasks with exact truth, estimators scored on them)
+sits above ``learn`` and may also use ``scoring`` (its metrics); ``course`` may import it.
 A second rule: no module imports a private (``_name``) object from a module outside its own
 package.
 """
@@ -18,8 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "labkit"
-RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4}
-TOP = 5  # course: the runner module of every notebook
+# bench scores estimators on the envs with scoring's metrics: above learn, below the course
+RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4, "bench": 5}
+TOP = 6  # course: the runner module of every notebook
 ONLY_CORE = {"viz", "scoring"}
 TOP_LEVEL_FILES = {"__init__.py", "scoring.py"}  # everything else lives in a package
 
@@ -85,7 +88,9 @@ def test_imports_point_down_the_layers(path, module):
                 assert _area(t) in ("core", area), f"{where}: {area} may import labkit.core only"
                 continue
             if _area(t) in ONLY_CORE | {"survey"}:
-                assert area == "course" or area == _area(t), f"{where}: only labkit.course uses {_area(t)}"
+                # bench reports the metrics of scoring; viz and survey stay the course's alone
+                assert area == "course" or area == _area(t) or (area == "bench" and _area(t) == "scoring"), \
+                    f"{where}: only labkit.course (and labkit.bench, for scoring) uses {_area(t)}"
                 continue
             if module == "labkit":  # the package root re-exports the core data structures
                 assert _area(t) == "core", where
@@ -111,7 +116,7 @@ def test_no_runner_module_outside_the_course():
     assert not list(ROOT.rglob("*_experiments.py")), "runner modules are named after their notebook, in labkit/course/"
     for path, module in MODULES:
         if module != "labkit" and _area(module) not in RANK and _area(module) not in ONLY_CORE | {"survey"}:
-            assert _area(module) == "course", f"{module}: a module above learn must live in labkit.course"
+            assert _area(module) == "course", f"{module}: a module above bench must live in labkit.course"
 
 
 COURSE = [(p, m) for p, m in MODULES if _area(m) == "course" and m.rsplit(".", 1)[-1].startswith("nb")]

@@ -1,0 +1,75 @@
+"""Running a suite into a results folder, resumably, and the command line around it."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from labkit.bench.records import JSONL, append_record, cell_key, read_records, write_csv
+from labkit.bench.suite import SUITES, estimator_names, iter_cells, run_cell, suite_tasks
+
+__all__ = ["run_suite", "main"]
+
+
+def _out_dir(out) -> Path:
+    """``out`` created if needed and checked writable; a ValueError naming ``out`` otherwise."""
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"out: {path} exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"out: cannot create {path} ({e.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"out: {path} is not writable")
+    return path
+
+
+def run_suite(suite: str = "quick", estimators: str | Sequence[str] = "all", out=".", *,
+              progress: bool = True) -> dict:
+    """Run every cell of ``suite`` not already recorded in ``out``; returns ``{"records": all
+    records now in out, "computed": how many this call added, "out": the folder}``.
+
+    Each finished cell is appended to records.jsonl at once (an interrupted run loses at most
+    the cell in flight); records.csv is rewritten from all records at the end."""
+    suite_tasks(suite)  # a bad suite is reported before anything is written
+    names = estimator_names(estimators)
+    path = _out_dir(out)
+    done = {r.get("key") for r in read_records(path)}
+    todo = [c for c in iter_cells(suite, names) if cell_key(suite, c[0].name, c[1], c[2]) not in done]
+    instances = {}
+    for task, name, seed in tqdm(todo, desc=f"bench {suite}", disable=not progress):
+        if (task.name, seed) not in instances:
+            # one sampled batch per (task, seed), shared by every estimator; drop the previous
+            # task's batches since cells come task-major
+            instances = {k: v for k, v in instances.items() if k[0] == task.name}
+            instances[(task.name, seed)] = task.build(seed)
+        append_record(path, run_cell(suite, task, name, seed, instances[(task.name, seed)]))
+    records = read_records(path)
+    write_csv(path, records)
+    return {"records": records, "computed": len(todo), "out": path}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m labkit.bench --suite quick|tiny --estimators all|NAME,... --out DIR``."""
+    parser = argparse.ArgumentParser(prog="python -m labkit.bench",
+                                     description="Score every applicable credit estimator against exact truth.")
+    parser.add_argument("--suite", default="quick", help=f"one of {sorted(SUITES)} (default quick)")
+    parser.add_argument("--estimators", default="all", help="'all' or comma-separated registered names")
+    parser.add_argument("--out", default="bench_results", help="results folder (records.jsonl, records.csv)")
+    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+    args = parser.parse_args(argv)
+    try:
+        res = run_suite(args.suite, args.estimators, args.out, progress=not args.no_progress)
+    except ValueError as e:
+        arg = str(e).split(":", 1)[0]
+        parser.error(f"--{arg}: {str(e).split(':', 1)[1].strip()}" if arg in ("suite", "estimators", "out") else str(e))
+    recs = res["records"]
+    ok = sum(r["status"] == "ok" for r in recs)
+    print(f"{res['computed']} cells computed, {len(recs)} records in {res['out'] / JSONL} "
+          f"({ok} ok, {len(recs) - ok} skipped)", file=sys.stderr)
+    return 0
