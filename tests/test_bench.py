@@ -85,6 +85,20 @@ def test_an_inapplicable_estimator_is_skipped_with_its_reason():
     validate_record(rec)
 
 
+def test_a_missing_optional_input_is_a_skip_and_a_crash_is_an_error():
+    tasks, seeds = suite_tasks("tiny")
+    rec = run_cell("tiny", tasks[0], "capo", seeds[0])  # verdicts=None by default, but needed
+    assert rec["status"] == "skipped" and rec["reason"].startswith("needs verdicts")
+    validate_record(rec)
+
+    def broken(rollouts):
+        raise TypeError("an estimator with a bug")
+    rec = run_cell("tiny", tasks[0], broken, seeds[0])
+    assert rec["status"] == "error" and rec["reason"] == "TypeError: an estimator with a bug"
+    assert rec["metrics"]["rank_correlation"] is None
+    validate_record(rec)
+
+
 def test_cli_writes_json_and_csv_and_resumes(tmp_path, capsys):
     out = tmp_path / "res"
     assert main(["--suite", "tiny", "--estimators", "grpo,vineppo,shapley,gae", "--out", str(out), "--no-progress"]) == 0

@@ -37,14 +37,16 @@ def cell_key(suite: str, task: str, estimator: str, seed: int) -> str:
 
 def make_record(*, suite: str, task: str, family: str, task_params: dict, estimator: str, seed: int,
                 granularity: str | None = None, metrics: dict | None = None, cost: dict | None = None,
-                reason: str | None = None) -> dict:
-    """A record as a plain dict; ``reason`` set means the cell was skipped (metrics are then null)."""
+                reason: str | None = None, error: bool = False) -> dict:
+    """A record as a plain dict; ``reason`` set means the cell did not run (metrics are then null):
+    status 'skipped' when the task lacks an input the estimator needs, 'error' (``error=True``)
+    when the estimator raised on the task's rollouts."""
     metrics = {m: None for m in METRIC_FIELDS} | dict(metrics or {})
     full_cost = {c: 0 for c in COST_FIELDS} | dict(cost or {})
     full_cost["wall_seconds"] = float(full_cost["wall_seconds"])
     return {"key": cell_key(suite, task, estimator, seed), "suite": suite, "task": task, "family": family,
             "task_params": dict(task_params), "estimator": estimator, "seed": int(seed),
-            "status": "skipped" if reason is not None else "ok", "reason": reason,
+            "status": "ok" if reason is None else ("error" if error else "skipped"), "reason": reason,
             "granularity": granularity, "metrics": metrics, "cost": full_cost,
             "labkit_version": labkit.__version__, "torch_version": torch.__version__}
 

@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         arg = str(e).split(":", 1)[0]
         parser.error(f"--{arg}: {str(e).split(':', 1)[1].strip()}" if arg in ("suite", "estimators", "out") else str(e))
     recs = res["records"]
-    ok = sum(r["status"] == "ok" for r in recs)
+    counts = {s: sum(r["status"] == s for r in recs) for s in ("ok", "skipped", "error")}
     print(f"{res['computed']} cells computed, {len(recs)} records in {res['out'] / JSONL} "
-          f"({ok} ok, {len(recs) - ok} skipped)", file=sys.stderr)
+          f"({counts['ok']} ok, {counts['skipped']} skipped, {counts['error']} error)", file=sys.stderr)
     return 0

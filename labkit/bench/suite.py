@@ -10,7 +10,7 @@ inputs the task can give an estimator (a vine value function, coalition values, 
 
 An estimator *applies* to a task when every option it requires (an option with no default in
 its registered signature) is among the task's inputs. One that does not apply, or raises on the
-task's rollouts, yields a ``skipped`` record with the reason; the run goes on.
+task's rollouts, yields a ``skipped`` (or ``error``) record with the reason; the run goes on.
 """
 from __future__ import annotations
 
@@ -225,9 +225,15 @@ def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, insta
     try:
         credit = fn(ro, **kwargs)
         metrics = _clamped(score(inst, credit))
-    except Exception as e:  # an estimator that cannot handle this task's rollouts is skipped, not fatal
+    except Exception as e:  # recorded, not fatal: one estimator never stops a run
         msg = str(e).splitlines()[0] if str(e) else ""
-        return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300],
+        # labkit's errors start with the argument's name: an option this task does not give
+        # (declared optional, e.g. ``verdicts=None``, but needed) is a skip, anything else an error
+        argument = msg.split(":", 1)[0]
+        if isinstance(e, ValueError) and argument in options and argument not in inst.inputs:
+            return make_record(**base, reason=f"needs {argument}, which this task does not provide ({msg})"[:300],
+                               cost=sampled | {"wall_seconds": time.perf_counter() - t0})
+        return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300], error=True,
                            cost=sampled | {"wall_seconds": time.perf_counter() - t0})
     wall = time.perf_counter() - t0
     return make_record(**base, granularity=credit.level, metrics=metrics,
