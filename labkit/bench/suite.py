@@ -14,6 +14,7 @@ task's rollouts, yields a ``skipped`` (or ``error``) record with the reason; the
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -21,16 +22,19 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
 from labkit.credit.multiagent import exact_shapley
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
 from labkit.envs.teamtask import TeamTask
 from labkit.envs.toolworld import ToolWorld
+from labkit.envs.toolworld.truth import exact_hindsight
+from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_turn_grades
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
 
+from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
 from labkit.bench.records import make_record
 
 __all__ = ["FAMILIES", "Task", "Instance", "SUITES", "suite_tasks", "estimator_names", "applies",
@@ -54,6 +58,20 @@ class Instance:
     level: str
     targets: torch.Tensor | None = None
     inputs: dict = field(default_factory=dict)
+    # where each input came from, by option name (e.g. "values": "exact V (oracle critic)"),
+    # copied into every record so a reader knows what an estimator was fed
+    provenance: dict = field(default_factory=dict)
+    # the generated length of every trajectory, (B,), and its unit (tokens / turns / agents)
+    lengths: torch.Tensor | None = None
+    unit: str = "tokens"
+    # a tabular policy with its exact dJ/dlogits: gradient cosine and variance are scored
+    policy: object = None
+    exact_grad: torch.Tensor | None = None
+    # (skill, luck) per position, each (B, T): luck share is scored (ToolWorld)
+    skill_luck: tuple | None = None
+    # inputs for one estimator only, by estimator name (e.g. SPO's cut value function where the
+    # task's ``value_fn`` is a step value function); provenance keys "name.option" describe them
+    overrides: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,9 +89,52 @@ class Task:
 
 
 # --------------------------------------------------------------------------- the three families
+ORACLE = "ORACLE, from the exact DP truth, zero cost"
+JUDGE_ERROR = 0.1  # the stand-in judges' error rate (labkit.learn.judges), recorded in inputs
+
+
+def _chain_cut_value_fn(env, policy, *, seed: int):
+    """A ``CutValueFn`` for SPO on the chain: V of the prefix before every cut position, the mean
+    return of k continuations re-run from the state recorded there (the chain's vine)."""
+    def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int):
+        if tuple(cuts.shape) != tuple(rollouts.mask.shape):
+            raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
+        where = cuts.bool() & rollouts.mask
+        starts = rollouts.states.long()[where]
+        values = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+        if starts.numel() == 0:
+            return values, Cost()
+        means, env_steps = env.continuation_returns(policy, starts, k, seed=seed)
+        values[where] = means
+        n = int(starts.numel()) * k
+        return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
+    return cut_value_fn
+
+
+def _exact_cut_value_fn(truth):
+    """A ``CutValueFn`` for SPO that reads the exact V at every cut position (an oracle)."""
+    def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int):
+        if tuple(cuts.shape) != tuple(rollouts.mask.shape):
+            raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
+        return torch.where(cuts.bool() & rollouts.mask, truth.value(rollouts), 0.0), Cost()
+    return cut_value_fn
+
+
+def _coach_scores(reference: torch.Tensor, mask: torch.Tensor, seed: int) -> torch.Tensor:
+    """STAND-IN for MAPPA's coach: ``reference`` (exact credit per position) mapped linearly onto
+    0..10 (5 = neutral, 0 / 10 = the batch's largest |reference|), plus N(0, 1) noise, rounded to
+    the 11 integer grades."""
+    ref = torch.where(mask, reference.to(torch.float64), 0.0)
+    scale = float(ref.abs().max())
+    centred = 5.0 + 5.0 * ref / scale if scale > 0 else torch.full_like(ref, 5.0)
+    return noisy_oracle(centred, noise=1.0, seed=seed, low=0.0, high=10.0, levels=11)
+
+
 def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size: int = 8) -> Task:
-    """Reasoning: a BifurcationChain played by the uniform tabular policy, exact truth by DP; the
-    task offers a vine ``value_fn`` (re-running the chain from recorded states) and the env/policy."""
+    """Reasoning: a BifurcationChain played by the uniform tabular policy, exact truth by DP. The
+    task offers vine value functions (re-running the chain from recorded states: VinePPO's
+    step values and SPO's cut values), the exact V and Q as an oracle critic (GAE, TD(0), POAD,
+    ArCHer), the env and policy; gradient metrics use the exact dJ/dlogits."""
     params = {"env": "BifurcationChain", "horizon": horizon, "n_bifurcations": n_bifurcations,
               "n": n, "group_size": group_size, "policy": "uniform tabular"}
 
@@ -81,9 +142,29 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
         env = BifurcationChain(horizon=horizon, n_bifurcations=n_bifurcations, seed=0)
         policy = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.0, seed=0)
         ro = env.sample(policy, n, group_size=group_size, seed=seed)
-        adv = exact_truth(env.mdp(), policy).advantage(ro)
-        return Instance(ro, adv, "token", ro.truth.get("decisive"),
-                        {"value_fn": env.vine_value_fn(policy, seed=seed), "env": env, "policy": policy})
+        # the chain's state is its whole observation: GiGPO's anchor key of every step (one
+        # token per step) is the state index, which the sampler records but does not key
+        n_steps = ro.view(ro.rewards, "step", "sum")[1].sum(1).tolist()
+        ro = dataclasses.replace(ro, anchor_keys=[row[:k] for row, k in zip(ro.states.tolist(), n_steps)])
+        truth = exact_truth(env.mdp(), policy)
+        adv = truth.advantage(ro)
+        v, q = truth.value(ro), truth.q_value(ro)
+        # the chain is one turn: turn-level critics read the value at the turn's first token
+        v_turn, q_turn = ro.view(v, "turn", "first")[0], ro.view(q, "turn", "first")[0]
+        # no ``env``: the chain cannot restore a hidden state and play on, so C3 / CCPO's
+        # re-execution does not apply (a skip with the reason, not an error)
+        inputs = {"value_fn": env.vine_value_fn(policy, seed=seed), "policy": policy, "values": v,
+                  "q_values": q_turn, "v_values": v_turn}
+        provenance = {"value_fn": "vine: k continuations re-run from the recorded state (Monte Carlo)",
+                      "spo.value_fn": "vine at SPO's cut positions (Monte Carlo)",
+                      "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
+                      "values": f"exact V per token as the critic ({ORACLE})",
+                      "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})",
+                      "q_values, v_values": f"exact Q and V at the turn's start as the critic ({ORACLE})"}
+        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
+                        lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
+                        overrides={"spo": {"value_fn": _chain_cut_value_fn(env, policy, seed=seed)},
+                                   "turn_gae": {"values": v_turn}})
     return Task(f"chain_T{horizon}", "reasoning", params, build)
 
 
@@ -92,7 +173,10 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
     """Agentic: a ToolWorld whose three tools share one error rate ``noise``, played by the
     scripted agent of notebook 05 (``strength`` 3: the sensible action about 0.6 likely); exact
     per-turn advantage by DP over the hidden bug; the decisive turns are the world's own. The task
-    offers the env, the policy and the recorded hidden states (re-execution estimators)."""
+    offers the env, the policy and the recorded hidden states (re-execution estimators), the exact
+    V and Q as an oracle critic and exact step values (VinePPO / Math-Shepherd with perfect
+    values), the exact hindsight ratio (HCA / HCAPO) and stand-in judges with error rate 0.1
+    that judge from the exact advantage (CriticSearch / CAPO verdicts, TARL grades)."""
     params = {"env": "ToolWorld", "max_turns": max_turns, "noise": noise, "n_files": n_files,
               "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
@@ -100,23 +184,57 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         env = ToolWorld(n_files, max_turns=max_turns, mislead=noise, noise=noise, flaky=noise)
         policy = env.scripted_policy(strength)
         ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
-        adv = env.truth(policy).advantage(ro).to(ro.rewards.dtype)
-        return Instance(ro, adv, "token", ro.truth.get("decisive"),
-                        {"env": env, "policy": policy, "hidden_states": ro.truth["hidden_states"]})
+        truth = env.truth(policy)
+        adv = truth.advantage(ro).to(ro.rewards.dtype)
+        hidden = ro.truth["hidden_states"]
+        skill, luck = truth.skill_luck(ro)
+        # one action per turn: position t is turn t, so (B, T) tensors are also per-turn tensors
+        inputs = {"env": env, "policy": policy, "hidden_states": hidden,
+                  "values": truth.value(ro), "q_values": truth.q_value(ro), "v_values": truth.value(ro),
+                  "value_fn": truth.step_value_fn(),
+                  "hindsight": exact_hindsight(env, policy, ro, hidden),
+                  "verdicts": stand_in_judge(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
+                  "grades": stand_in_turn_grades(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
+                  "judge_scores": _coach_scores(adv, ro.mask, seed),
+                  "step_rewards": noisy_oracle(torch.where(ro.mask, skill + luck, 0.0), noise=JUDGE_ERROR, seed=seed)}
+        provenance = {"env, policy, hidden_states": "the simulator itself (re-execution from saved hidden states)",
+                      "values": f"exact V as the critic ({ORACLE})",
+                      "q_values, v_values": f"exact Q and V as the critic ({ORACLE})",
+                      "value_fn": f"exact V at every turn ({ORACLE}; stands in for Monte Carlo vines)",
+                      "hindsight": f"exact h(a | s, Z) by Bayes on the DP ({ORACLE}; reads the hidden state)",
+                      "verdicts": f"STAND-IN judge: sign of the exact advantage, flipped w.p. {JUDGE_ERROR}",
+                      "grades": f"STAND-IN judge: -1/0/+1 grade of the exact advantage, wrong w.p. {JUDGE_ERROR}",
+                      "judge_scores": "STAND-IN coach: 0..10 score from the exact advantage + N(0, 1) noise",
+                      "step_rewards": f"STAND-IN reward model: exact skill + luck per turn (they sum to the return "
+                                      f"minus V_0) + N(0, {JUDGE_ERROR}^2) noise",
+                      "gigpo.anchor_keys": "the observation each turn starts from (the world's own)",
+                      "spo.value_fn": f"exact V at SPO's cut positions ({ORACLE}; stands in for Monte Carlo vines)"}
+        present = ro.view(ro.rewards, "turn", "first")[1]
+        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
+                        lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
+                        skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)}})
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 
 def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size: int = 8) -> Task:
     """Multi-agent: one of TeamTask's designed cases played by its scripted team; truth is the
     exact Shapley value of every agent in every trajectory (from the exact coalition values,
-    which the task also offers to estimators as ``coalition_values``)."""
+    which the task also offers to estimators as ``coalition_values``); LLM-MCA gets a stand-in
+    judge's per-agent credit (the exact Shapley value plus Gaussian noise 0.1)."""
     params = {"env": "TeamTask", "case": case, "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
     def build(seed: int) -> Instance:
         env = TeamTask.preset(case)
         ro = env.sample(env.scripted_policies(strength), n_tasks, group_size=group_size, seed=seed)
         phi = exact_shapley(env.coalition_values(ro))
-        return Instance(ro, phi, "agent", None, {"coalition_values": env.coalition_values})
+        inputs = {"coalition_values": env.coalition_values,
+                  "judge_credit": noisy_oracle(phi, noise=JUDGE_ERROR, seed=seed),
+                  # one position per agent: the coach scores each agent's action
+                  "judge_scores": _coach_scores(phi, ro.mask, seed)}
+        provenance = {"coalition_values": "exact team reward of every coalition (the world's own)",
+                      "judge_credit": f"STAND-IN judge: exact Shapley value + N(0, {JUDGE_ERROR}^2) noise",
+                      "judge_scores": "STAND-IN coach: 0..10 score from the exact Shapley value + N(0, 1) noise"}
+        return Instance(ro, phi, "agent", None, inputs, provenance, lengths=ro.mask.sum(1), unit="agents")
     return Task(f"team_{case}", "multi-agent", params, build)
 
 
@@ -200,42 +318,85 @@ def _clamped(metrics: dict) -> dict:
     return {k: (None if v is None else min(1.0, max(-1.0, float(v)))) for k, v in metrics.items()}
 
 
+
 def _name(estimator: str | Callable) -> str:
     if isinstance(estimator, str):
         return estimator
     return getattr(estimator, "estimator_name", None) or getattr(estimator, "__name__", "estimator")
 
 
+def _provenance(instance: Instance, name: str, passed: Iterable[str]) -> dict:
+    """{option: where it came from} for the options handed to estimator ``name``."""
+    out = {}
+    for k in passed:
+        desc = instance.provenance.get(f"{name}.{k}")
+        if desc is None:
+            desc = next((d for key, d in instance.provenance.items()
+                         if "." not in key and k in [p.strip() for p in key.split(",")]), None)
+        if desc is not None:
+            out[k] = desc
+    return out
+
+
+def _extra_metrics(instance: Instance, credit: Credit) -> dict:
+    """Gradient cosine / variance (tabular policy with exact gradient) and luck share (skill /
+    luck split); None where the task does not define them or the credit is not per token."""
+    out = {"gradient_cosine": None, "gradient_variance": None, "luck_share": None}
+    if instance.level != "token":
+        return out
+    ro = instance.rollouts
+    if instance.policy is not None and instance.exact_grad is not None:
+        n_batches = next((n for n in (4, 2) if ro.batch_size % n == 0), None)
+        if n_batches is not None:
+            g = gradient_metrics(instance.policy, ro, credit, instance.exact_grad, n_batches=n_batches)
+            out["gradient_cosine"] = min(1.0, max(-1.0, g["gradient_cosine"]))
+            out["gradient_variance"] = g["gradient_variance"]
+    if instance.skill_luck is not None:
+        out["luck_share"] = luck_share(ro, credit, *instance.skill_luck)
+    return out
+
+
 def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, instance: Instance | None = None) -> dict:
     """One record: ``estimator`` (a registered name, or any ``fn(rollouts, **options) -> Credit``)
     on ``task``'s batch for ``seed``, scored against exact truth; a skipped record (with the
-    reason) when it does not apply or raises. ``instance`` reuses an already sampled batch."""
+    reason) when it does not apply or raises. ``instance`` reuses an already sampled batch.
+    The record says where every input came from (``inputs``) and how long the batch's
+    trajectories were (``trajectory_lengths`` in ``unit``)."""
     name = _name(estimator)
     fn = get_estimator(estimator) if isinstance(estimator, str) else estimator
-    base = dict(suite=suite, task=task.name, family=task.family, task_params=task.params, estimator=name, seed=seed)
     inst = instance if instance is not None else task.build(seed)
     ro = inst.rollouts
+    lengths = inst.lengths if inst.lengths is not None else ro.mask.sum(1)
+    base = dict(suite=suite, task=task.name, family=task.family, task_params=task.params, estimator=name, seed=seed,
+                trajectory_lengths=trajectory_lengths(lengths), unit=inst.unit)
     sampled = {"sampled_trajectories": int(ro.batch_size), "sampled_env_steps": int(ro.mask.sum())}
-    reason = applies(fn, inst)
+    view = Instance(ro, inst.truth, inst.level, inst.targets, inst.inputs | inst.overrides.get(name, {}))
+    reason = applies(fn, view)
     if reason is not None:
         return make_record(**base, reason=reason, cost=sampled)
     _, options, takes_any = _signature(fn)
-    kwargs = {k: v for k, v in inst.inputs.items() if takes_any or k in options}
+    kwargs = {k: v for k, v in view.inputs.items() if takes_any or k in options}
+    base["inputs"] = _provenance(inst, name, [*kwargs, *(["anchor_keys"] if ro.anchor_keys is not None else [])])
     t0 = time.perf_counter()
     try:
         credit = fn(ro, **kwargs)
+        wall = time.perf_counter() - t0
         metrics = _clamped(score(inst, credit))
+        metrics.update(_extra_metrics(inst, credit))
     except Exception as e:  # recorded, not fatal: one estimator never stops a run
         msg = str(e).splitlines()[0] if str(e) else ""
         # labkit's errors start with the argument's name: an option this task does not give
         # (declared optional, e.g. ``verdicts=None``, but needed) is a skip, anything else an error
         argument = msg.split(":", 1)[0]
-        if isinstance(e, ValueError) and argument in options and argument not in inst.inputs:
+        if isinstance(e, ValueError) and argument in options and argument not in view.inputs:
             return make_record(**base, reason=f"needs {argument}, which this task does not provide ({msg})"[:300],
                                cost=sampled | {"wall_seconds": time.perf_counter() - t0})
+        # likewise a field the task's rollouts do not carry (GiGPO's anchor_keys on TeamTask)
+        if isinstance(e, ValueError) and getattr(ro, argument, 0) is None:
+            return make_record(**base, reason=f"needs rollouts.{argument}, which this task's rollouts do not carry "
+                                              f"({msg})"[:300], cost=sampled | {"wall_seconds": time.perf_counter() - t0})
         return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300], error=True,
                            cost=sampled | {"wall_seconds": time.perf_counter() - t0})
-    wall = time.perf_counter() - t0
     return make_record(**base, granularity=credit.level, metrics=metrics,
                        cost=sampled | credit.cost.as_dict() | {"wall_seconds": wall})
 
