@@ -3,9 +3,10 @@ they came from), gradient cosine / variance and luck share."""
 import pytest
 import torch
 
-from labkit.bench import run_cell, suite_tasks, validate_record
+from labkit.bench import leaderboard, lm_task, make_record, run_cell, suite_tasks, validate_record
 from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
 from labkit.core.rollouts import Credit
+from labkit.envs.teamtask import PRESETS
 
 
 SEED = suite_tasks("tiny")[1][0]
@@ -108,3 +109,50 @@ def test_luck_share_is_zero_for_skill_and_one_for_luck(tiny):
     assert luck_share(ro, Credit.from_tokens(ro, luck_after, "luck"), skill, luck) == pytest.approx(1.0, abs=1e-9)
     mixed = luck_share(ro, Credit.from_tokens(ro, skill + luck_after, "both"), skill, luck)
     assert mixed == pytest.approx(0.5, abs=1e-6)
+
+
+def test_the_full_suite_spans_the_issue_grid():
+    tasks, seeds = suite_tasks("full")
+    assert len(seeds) >= 3
+    names = {t.name for t in tasks}
+    assert {"lm_reference", "chain_T10", "chain_T40", "chain_T100", "chain_T200"} <= names
+    assert {f"toolworld_T{T}_noise{z:g}" for T in (10, 20, 50) for z in (0.0, 0.2, 0.4)} <= names
+    assert {t.params["case"] for t in tasks if t.family == "multi-agent"} == set(PRESETS)
+
+
+def test_the_lm_task_step_truth_telescopes_to_the_outcome():
+    task = lm_task()
+    inst = task.build(0)
+    ro = inst.rollouts
+    # every token of a step carries its step's advantage: V_0 + sum over steps of A_s = outcome
+    adv_step, present = ro.view(inst.truth, "step", "first")
+    v0 = ro.truth["step_values"][:, 0]
+    assert torch.allclose(v0 + torch.where(present, adv_step, 0.0).sum(1), ro.rewards.sum(1).double())
+    assert bool(inst.targets.any()) and not bool((inst.targets & ~ro.mask).any())
+    rec = validate_record(run_cell("full", task, "capo", 0, inst))
+    assert rec["status"] == "ok" and "STAND-IN" in rec["inputs"]["verdicts"] and rec["unit"] == "tokens"
+    assert rec["trajectory_lengths"]["max"] == float(ro.mask.sum(1).max())
+    # the LM's rollouts carry no per-turn observation: turn-level re-execution is a skip
+    assert run_cell("full", task, "c3", 0, inst)["status"] == "skipped"
+
+
+def _rec(family, estimator, task, rc, inputs=None, status="ok"):
+    r = make_record(suite="s", task=task, family=family, task_params={}, estimator=estimator, seed=0,
+                    granularity="token", metrics={"rank_correlation": rc, "sign_agreement": 0.5},
+                    inputs=inputs, reason=None if status == "ok" else "x")
+    return r
+
+
+def test_leaderboard_orders_by_mean_and_flags_oracle_inputs():
+    recs = [_rec("reasoning", "a", "t1", 0.2), _rec("reasoning", "a", "t2", 0.4),
+            _rec("reasoning", "b", "t1", 0.9, {"values": "exact V (ORACLE, ...)"}),
+            _rec("reasoning", "c", "t1", None, status="skipped"),
+            _rec("agentic", "d", "t3", -0.1, {"grades": "STAND-IN judge"})]
+    board = leaderboard(recs)
+    assert list(board) == ["agentic", "reasoning"]
+    assert [r["estimator"] for r in board["reasoning"]] == ["b", "a"]
+    a = board["reasoning"][1]
+    assert a["mean"] == pytest.approx(0.3) and a["std"] == pytest.approx(0.1) and a["n"] == 2 and a["tasks"] == 2
+    assert board["reasoning"][0]["fed"] == "oracle" and board["agentic"][0]["fed"] == "stand-in" and a["fed"] == ""
+    with pytest.raises(ValueError, match="^metric: "):
+        leaderboard(recs, metric="accuracy")

@@ -14,10 +14,10 @@ task's rollouts, yields a ``skipped`` (or ``error``) record with the reason; the
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -27,18 +27,18 @@ from labkit.credit import ESTIMATORS, get_estimator
 from labkit.credit.multiagent import exact_shapley
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
-from labkit.envs.teamtask import TeamTask
+from labkit.envs.teamtask import PRESETS, TeamTask
 from labkit.envs.toolworld import ToolWorld
 from labkit.envs.toolworld.truth import exact_hindsight
-from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_turn_grades
+from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_step_verifier, stand_in_turn_grades
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
 
 from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
 from labkit.bench.records import make_record
 
-__all__ = ["FAMILIES", "Task", "Instance", "SUITES", "suite_tasks", "estimator_names", "applies",
-           "score", "run_cell", "iter_cells"]
+__all__ = ["FAMILIES", "Task", "Instance", "SUITES", "lm_task", "chain_task", "toolworld_task", "team_task",
+           "suite_tasks", "estimator_names", "applies", "score", "run_cell", "iter_cells"]
 
 FAMILIES = ("reasoning", "agentic", "multi-agent")
 
@@ -130,6 +130,49 @@ def _coach_scores(reference: torch.Tensor, mask: torch.Tensor, seed: int) -> tor
     return noisy_oracle(centred, noise=1.0, seed=seed, low=0.0, high=10.0, levels=11)
 
 
+@lru_cache(maxsize=1)
+def _lm_reference():
+    """The shipped tiny LM and its reference rollouts with cached Monte Carlo truth (loaded once)."""
+    # imported here: loading transformers is slow, and only the LM task needs it
+    from labkit.envs.arithmetic.lm import ArithmeticLM
+    from labkit.envs.arithmetic.truth import load_reference
+    env = ArithmeticLM.load()
+    ro, meta = load_reference(env)
+    return env, ro, meta
+
+
+def lm_task() -> Task:
+    """Reasoning: the tiny arithmetic LM's 32 reference rollouts (one per problem) with their
+    cached step-level Monte Carlo truth (V before every step from 256 vines; A_s = V_{s+1} - V_s,
+    the outcome after the last step), every token of a step carrying its step's advantage. The
+    batch is fixed; the seed varies what the estimators sample. The task offers the model's
+    forked vines (VinePPO / Math-Shepherd step values, SPO's cut values; real Monte Carlo cost)
+    and a stand-in step verifier (CAPO) reading the exact step correctness, wrong w.p. 0.1; the
+    deciding positions are the tokens of each rollout's first wrong step."""
+    params = {"env": "ArithmeticLM", "rollouts": "reference (data/, built by scripts/build_lm_truth.py)",
+              "truth": "step-level Monte Carlo, 256 vines per step", "n": 32, "group_size": 1}
+
+    def build(seed: int) -> Instance:
+        env, ro, meta = _lm_reference()
+        V, present = ro.truth["step_values"], ro.view(ro.rewards, "step", "sum")[1]
+        outcome = ro.rewards.sum(1).to(torch.float64)
+        nxt = torch.cat([V[:, 1:], torch.zeros_like(V[:, :1])], 1)
+        nxt_present = torch.cat([present[:, 1:], torch.zeros_like(present[:, :1])], 1)
+        nxt = torch.where(nxt_present, nxt, outcome[:, None])
+        adv_step = torch.where(present, nxt - V[:, :present.shape[1]], 0.0)
+        adv = torch.where(ro.mask, ro.broadcast(adv_step, "step"), 0.0)
+        first = ro.truth["first_error_step"].long()
+        targets = ro.mask & (ro.step_ids == first[:, None]) & (first[:, None] >= 0)
+        inputs = {"value_fn": env.value_fn(seed=seed),
+                  "verdicts": stand_in_step_verifier(ro, error_rate=JUDGE_ERROR, seed=seed)}
+        provenance = {"value_fn": "vines: k continuations forked from the tiny LM's step prefixes (Monte Carlo)",
+                      "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
+                      "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
+        return Instance(ro, adv, "token", targets, inputs, provenance, lengths=ro.mask.sum(1), unit="tokens",
+                        overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}})
+    return Task("lm_reference", "reasoning", params, build)
+
+
 def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size: int = 8) -> Task:
     """Reasoning: a BifurcationChain played by the uniform tabular policy, exact truth by DP. The
     task offers vine value functions (re-running the chain from recorded states: VinePPO's
@@ -145,7 +188,7 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
         # the chain's state is its whole observation: GiGPO's anchor key of every step (one
         # token per step) is the state index, which the sampler records but does not key
         n_steps = ro.view(ro.rewards, "step", "sum")[1].sum(1).tolist()
-        ro = dataclasses.replace(ro, anchor_keys=[row[:k] for row, k in zip(ro.states.tolist(), n_steps)])
+        ro = ro.with_(anchor_keys=[row[:k] for row, k in zip(ro.states.tolist(), n_steps)])
         truth = exact_truth(env.mdp(), policy)
         adv = truth.advantage(ro)
         v, q = truth.value(ro), truth.q_value(ro)
@@ -188,17 +231,21 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         adv = truth.advantage(ro).to(ro.rewards.dtype)
         hidden = ro.truth["hidden_states"]
         skill, luck = truth.skill_luck(ro)
-        # one action per turn: position t is turn t, so (B, T) tensors are also per-turn tensors
+        v = truth.value(ro)
+        # turn-level inputs are (B, N) with N the batch's longest episode (<= max_turns)
+        turn = lambda x: ro.view(x, "turn", "first")[0]  # noqa: E731
         inputs = {"env": env, "policy": policy, "hidden_states": hidden,
-                  "values": truth.value(ro), "q_values": truth.q_value(ro), "v_values": truth.value(ro),
+                  "values": v, "q_values": turn(truth.q_value(ro)), "v_values": turn(v),
                   "value_fn": truth.step_value_fn(),
                   "hindsight": exact_hindsight(env, policy, ro, hidden),
                   "verdicts": stand_in_judge(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
                   "grades": stand_in_turn_grades(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
                   "judge_scores": _coach_scores(adv, ro.mask, seed),
-                  "step_rewards": noisy_oracle(torch.where(ro.mask, skill + luck, 0.0), noise=JUDGE_ERROR, seed=seed)}
+                  "step_rewards": noisy_oracle(ro.view(torch.where(ro.mask, skill + luck, 0.0), "step", "first")[0],
+                                               noise=JUDGE_ERROR, seed=seed)}
         provenance = {"env, policy, hidden_states": "the simulator itself (re-execution from saved hidden states)",
                       "values": f"exact V as the critic ({ORACLE})",
+                      "turn_gae.values": f"exact V at every turn as the critic ({ORACLE})",
                       "q_values, v_values": f"exact Q and V as the critic ({ORACLE})",
                       "value_fn": f"exact V at every turn ({ORACLE}; stands in for Monte Carlo vines)",
                       "hindsight": f"exact h(a | s, Z) by Bayes on the DP ({ORACLE}; reads the hidden state)",
@@ -212,7 +259,8 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         present = ro.view(ro.rewards, "turn", "first")[1]
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
-                        skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)}})
+                        skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)},
+                                                                "turn_gae": {"values": turn(v)}})
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 
@@ -239,12 +287,26 @@ def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size:
 
 
 # Quick: a few small tasks per family, two seeds; the whole suite runs in well under 3 minutes on
-# two cores. Tiny: one task per family with small batches, for tests and smoke runs.
+# two cores. Tiny: one task per family with small batches, for tests and smoke runs. Full: the
+# tiny LM's reference rollouts, the chain at four horizons, ToolWorld over turns x noise and
+# every designed TeamTask case, three seeds (scripts/build_bench_full.py caches it in data/).
+FULL_CHAIN_HORIZONS = (10, 40, 100, 200)
+FULL_TOOL_TURNS = (10, 20, 50)
+FULL_TOOL_NOISE = (0.0, 0.2, 0.4)
+
+
+def _full_tasks() -> list[Task]:
+    return ([lm_task()] + [chain_task(T) for T in FULL_CHAIN_HORIZONS]
+            + [toolworld_task(T, noise=z) for T in FULL_TOOL_TURNS for z in FULL_TOOL_NOISE]
+            + [team_task(case) for case in PRESETS])
+
+
 SUITES: dict[str, tuple[Callable[[], list[Task]], tuple[int, ...]]] = {
     "quick": (lambda: [chain_task(10), chain_task(40), toolworld_task(20),
                        team_task("redundancy"), team_task("free_riding"), team_task("sabotage")], (0, 1)),
     "tiny": (lambda: [chain_task(6, n=16), toolworld_task(8, n_tasks=2, group_size=4),
                       team_task("redundancy", n_tasks=2, group_size=4)], (0,)),
+    "full": (_full_tasks, (0, 1, 2)),
 }
 
 
@@ -391,9 +453,11 @@ def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, insta
         if isinstance(e, ValueError) and argument in options and argument not in view.inputs:
             return make_record(**base, reason=f"needs {argument}, which this task does not provide ({msg})"[:300],
                                cost=sampled | {"wall_seconds": time.perf_counter() - t0})
-        # likewise a field the task's rollouts do not carry (GiGPO's anchor_keys on TeamTask)
-        if isinstance(e, ValueError) and getattr(ro, argument, 0) is None:
-            return make_record(**base, reason=f"needs rollouts.{argument}, which this task's rollouts do not carry "
+        # likewise a field the task's rollouts do not carry (GiGPO's anchor_keys on TeamTask, the
+        # LM's per-turn observations)
+        field_name = argument.removeprefix("rollouts.")
+        if isinstance(e, ValueError) and field_name.isidentifier() and getattr(ro, field_name, 0) is None:
+            return make_record(**base, reason=f"needs rollouts.{field_name}, which this task's rollouts do not carry "
                                               f"({msg})"[:300], cost=sampled | {"wall_seconds": time.perf_counter() - t0})
         return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300], error=True,
                            cost=sampled | {"wall_seconds": time.perf_counter() - t0})
