@@ -3,7 +3,8 @@ they came from), gradient cosine / variance and luck share."""
 import pytest
 import torch
 
-from labkit.bench import leaderboard, lm_task, make_record, run_cell, suite_tasks, validate_record
+from labkit.bench import (leaderboard, lm_task, make_record, run_cell, suite_tasks, team_task, toolworld_task,
+                          validate_record)
 from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
 from labkit.core.rollouts import Credit
 from labkit.envs.teamtask import PRESETS
@@ -156,3 +157,21 @@ def test_leaderboard_orders_by_mean_and_flags_oracle_inputs():
     assert board["reasoning"][0]["fed"] == "oracle" and board["agentic"][0]["fed"] == "stand-in" and a["fed"] == ""
     with pytest.raises(ValueError, match="^metric: "):
         leaderboard(recs, metric="accuracy")
+
+
+def test_a_constant_truth_has_no_rank_correlation_but_the_record_is_ok():
+    task = team_task("complementarity")
+    inst = task.build(0)
+    assert bool((inst.truth == inst.truth[0, 0]).all())  # every team succeeded: Shapley 1/3 each
+    rec = validate_record(run_cell("full", task, "shapley", 0, inst))
+    assert rec["status"] == "ok" and rec["metrics"]["rank_correlation"] is None
+    assert rec["metrics"]["sign_agreement"] == 1.0
+
+
+def test_istar_and_lare_get_rewards_sized_to_their_view_on_a_long_toolworld():
+    task = toolworld_task(50, noise=0.4)
+    inst = task.build(0)
+    assert int(inst.lengths.max()) < 50  # no episode used every turn: turn views are narrower than T
+    for name in ("istar", "lare", "turn_gae", "archer"):
+        rec = run_cell("full", task, name, 0, inst)
+        assert rec["status"] == "ok", (name, rec["reason"])

@@ -176,8 +176,9 @@ def lm_task() -> Task:
 def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size: int = 8) -> Task:
     """Reasoning: a BifurcationChain played by the uniform tabular policy, exact truth by DP. The
     task offers vine value functions (re-running the chain from recorded states: VinePPO's
-    step values and SPO's cut values), the exact V and Q as an oracle critic (GAE, TD(0), POAD,
-    ArCHer), the env and policy; gradient metrics use the exact dJ/dlogits."""
+    step values and SPO's cut values), the exact V as an oracle critic (GAE, TD(0), POAD, turn
+    GAE), the state as GiGPO's anchor key and the policy; gradient metrics use the exact
+    dJ/dlogits."""
     params = {"env": "BifurcationChain", "horizon": horizon, "n_bifurcations": n_bifurcations,
               "n": n, "group_size": group_size, "policy": "uniform tabular"}
 
@@ -191,19 +192,19 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
         ro = ro.with_(anchor_keys=[row[:k] for row, k in zip(ro.states.tolist(), n_steps)])
         truth = exact_truth(env.mdp(), policy)
         adv = truth.advantage(ro)
-        v, q = truth.value(ro), truth.q_value(ro)
-        # the chain is one turn: turn-level critics read the value at the turn's first token
-        v_turn, q_turn = ro.view(v, "turn", "first")[0], ro.view(q, "turn", "first")[0]
+        v = truth.value(ro)
+        # the chain is one turn: turn-level GAE reads the value at the turn's first token (a
+        # value baseline). ArCHer gets no Q / V: its turn-level A = Q - V of the first action
+        # alone is no credit for a one-turn world, so it is skipped rather than scored 0.
+        v_turn = ro.view(v, "turn", "first")[0]
         # no ``env``: the chain cannot restore a hidden state and play on, so C3 / CCPO's
         # re-execution does not apply (a skip with the reason, not an error)
-        inputs = {"value_fn": env.vine_value_fn(policy, seed=seed), "policy": policy, "values": v,
-                  "q_values": q_turn, "v_values": v_turn}
+        inputs = {"value_fn": env.vine_value_fn(policy, seed=seed), "policy": policy, "values": v}
         provenance = {"value_fn": "vine: k continuations re-run from the recorded state (Monte Carlo)",
                       "spo.value_fn": "vine at SPO's cut positions (Monte Carlo)",
                       "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
                       "values": f"exact V per token as the critic ({ORACLE})",
-                      "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})",
-                      "q_values, v_values": f"exact Q and V at the turn's start as the critic ({ORACLE})"}
+                      "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
                         overrides={"spo": {"value_fn": _chain_cut_value_fn(env, policy, seed=seed)},
@@ -232,6 +233,8 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         hidden = ro.truth["hidden_states"]
         skill, luck = truth.skill_luck(ro)
         v = truth.value(ro)
+        # LaRe reads one reward per step (B, S), iStar one per position (B, T): the same numbers
+        token_rewards = torch.where(ro.mask, noisy_oracle(skill + luck, noise=JUDGE_ERROR, seed=seed), 0.0)
         # turn-level inputs are (B, N) with N the batch's longest episode (<= max_turns)
         turn = lambda x: ro.view(x, "turn", "first")[0]  # noqa: E731
         inputs = {"env": env, "policy": policy, "hidden_states": hidden,
@@ -241,8 +244,7 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
                   "verdicts": stand_in_judge(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
                   "grades": stand_in_turn_grades(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
                   "judge_scores": _coach_scores(adv, ro.mask, seed),
-                  "step_rewards": noisy_oracle(ro.view(torch.where(ro.mask, skill + luck, 0.0), "step", "first")[0],
-                                               noise=JUDGE_ERROR, seed=seed)}
+                  "step_rewards": ro.view(token_rewards, "step", "first")[0]}
         provenance = {"env, policy, hidden_states": "the simulator itself (re-execution from saved hidden states)",
                       "values": f"exact V as the critic ({ORACLE})",
                       "turn_gae.values": f"exact V at every turn as the critic ({ORACLE})",
@@ -260,7 +262,8 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
                         skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)},
-                                                                "turn_gae": {"values": turn(v)}})
+                                                                "turn_gae": {"values": turn(v)},
+                                                                "istar": {"step_rewards": token_rewards}})
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 
@@ -354,9 +357,17 @@ def applies(fn: Callable, instance: Instance) -> str | None:
     return None
 
 
+def _constant(values: torch.Tensor, mask: torch.Tensor) -> bool:
+    v = values[mask]
+    return v.numel() < 2 or bool((v == v[0]).all())
+
+
 def score(instance: Instance, credit: Credit) -> dict:
     """Rank correlation and sign agreement with the exact truth, and recall@k of the deciding
-    positions where the task has them (None otherwise)."""
+    positions where the task has them (None otherwise). Rank correlation is None when the exact
+    truth is constant over the scored positions (e.g. a TeamTask batch where every team
+    succeeded and every agent's Shapley value is 1/3): there is no ranking to recover, and
+    ``labkit.scoring``'s 0 there would count against a perfect estimator."""
     if instance.level == "agent":
         ro, n = instance.rollouts, instance.truth.shape[1]
         vals = credit.values if credit.level == "agent" else credit.at(ro, "agent", "mean")[0]
@@ -364,10 +375,10 @@ def score(instance: Instance, credit: Credit) -> dict:
         k = min(n, vals.shape[1])
         est[:, :k] = vals.double()[:, :k]
         mask = torch.ones(ro.batch_size, n, dtype=torch.bool)
-        return {"rank_correlation": rank_correlation(est, instance.truth, mask),
+        return {"rank_correlation": None if _constant(instance.truth, mask) else rank_correlation(est, instance.truth, mask),
                 "sign_agreement": sign_agreement(est, instance.truth, mask), "recall_at_k": None}
     m = instance.rollouts.mask
-    out = {"rank_correlation": rank_correlation(credit, instance.truth, m),
+    out = {"rank_correlation": None if _constant(instance.truth, m) else rank_correlation(credit, instance.truth, m),
            "sign_agreement": sign_agreement(credit, instance.truth, m), "recall_at_k": None}
     # recall@k is defined only where some trajectory reached a deciding position
     if instance.targets is not None and bool((instance.targets & m).any()):
