@@ -175,3 +175,22 @@ def test_istar_and_lare_get_rewards_sized_to_their_view_on_a_long_toolworld():
     for name in ("istar", "lare", "turn_gae", "archer"):
         rec = run_cell("full", task, name, 0, inst)
         assert rec["status"] == "ok", (name, rec["reason"])
+
+
+def test_the_shipped_full_run_is_complete_and_valid():
+    import json
+
+    from labkit.bench import estimator_names, read_records
+    from labkit.core.paths import data_path
+
+    folder = data_path("bench", "full")
+    recs = read_records(folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    tasks, seeds = suite_tasks("full")
+    assert len(recs) == meta["records"] == len(tasks) * len(seeds) * len(estimator_names("all")), \
+        "the cached full run is stale (an estimator or task was added): rerun scripts/build_bench_full.py"
+    assert {s: sum(r["status"] == s for r in recs) for s in ("ok", "skipped", "error")} == meta["counts"]
+    assert meta["wall_seconds"] > 0 and meta["torch_threads"] == 1
+    for r in recs[::7]:  # a spread sample: validating all 2793 takes longer than a unit test should
+        validate_record(r)
+    assert {r["unit"] for r in recs} == {"tokens", "turns", "agents"}
