@@ -19,13 +19,15 @@ import torch
 import labkit
 from labkit.core.paths import data_path, require_data
 
-__all__ = ["SCHEMA_FILE", "JSONL", "CSV", "COST_FIELDS", "METRIC_FIELDS", "cell_key", "make_record",
+__all__ = ["SCHEMA_FILE", "JSONL", "CSV", "COST_FIELDS", "METRIC_FIELDS", "LENGTH_FIELDS", "cell_key", "make_record",
            "load_schema", "validate_record", "read_records", "append_record", "write_csv"]
 
 SCHEMA_FILE = ("bench", "record.schema.json")
 JSONL = "records.jsonl"
 CSV = "records.csv"
-METRIC_FIELDS = ("rank_correlation", "sign_agreement", "recall_at_k")
+METRIC_FIELDS = ("rank_correlation", "sign_agreement", "recall_at_k", "gradient_cosine", "gradient_variance",
+                 "luck_share")
+LENGTH_FIELDS = ("min", "median", "max", "mean")
 COST_FIELDS = ("sampled_trajectories", "sampled_env_steps", "policy_forwards", "policy_tokens", "env_steps",
                "env_resets", "aux_calls", "wall_seconds")
 
@@ -37,10 +39,13 @@ def cell_key(suite: str, task: str, estimator: str, seed: int) -> str:
 
 def make_record(*, suite: str, task: str, family: str, task_params: dict, estimator: str, seed: int,
                 granularity: str | None = None, metrics: dict | None = None, cost: dict | None = None,
-                reason: str | None = None, error: bool = False) -> dict:
+                reason: str | None = None, error: bool = False, trajectory_lengths: dict | None = None,
+                unit: str = "tokens", inputs: dict | None = None) -> dict:
     """A record as a plain dict; ``reason`` set means the cell did not run (metrics are then null):
     status 'skipped' when the task lacks an input the estimator needs, 'error' (``error=True``)
-    when the estimator raised on the task's rollouts."""
+    when the estimator raised on the task's rollouts. ``trajectory_lengths`` ({min, median, max,
+    mean} of the batch's generated lengths, in ``unit``: tokens, turns or agents) defaults to
+    zeros; ``inputs`` maps each option the estimator was given to where it came from."""
     metrics = {m: None for m in METRIC_FIELDS} | dict(metrics or {})
     full_cost = {c: 0 for c in COST_FIELDS} | dict(cost or {})
     full_cost["wall_seconds"] = float(full_cost["wall_seconds"])
@@ -48,6 +53,8 @@ def make_record(*, suite: str, task: str, family: str, task_params: dict, estima
             "task_params": dict(task_params), "estimator": estimator, "seed": int(seed),
             "status": "ok" if reason is None else ("error" if error else "skipped"), "reason": reason,
             "granularity": granularity, "metrics": metrics, "cost": full_cost,
+            "trajectory_lengths": {k: float((trajectory_lengths or {}).get(k, 0.0)) for k in LENGTH_FIELDS},
+            "unit": unit, "inputs": {str(k): str(v) for k, v in (inputs or {}).items()},
             "labkit_version": labkit.__version__, "torch_version": torch.__version__}
 
 
@@ -96,8 +103,11 @@ def append_record(out_dir: Path, record: dict) -> None:
 
 
 def _flat(record: dict) -> dict:
-    row = {k: v for k, v in record.items() if k not in ("metrics", "cost", "task_params")}
+    row = {k: v for k, v in record.items() if k not in ("metrics", "cost", "task_params", "inputs")}
     row["task_params"] = json.dumps(record["task_params"], sort_keys=True)
+    row["inputs"] = json.dumps(record["inputs"], sort_keys=True)
+    row.pop("trajectory_lengths")
+    row.update({f"length_{k}": v for k, v in record["trajectory_lengths"].items()})
     row.update(record["metrics"])
     row.update({f"cost_{k}": v for k, v in record["cost"].items()})
     return row

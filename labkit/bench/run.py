@@ -55,7 +55,7 @@ def run_suite(suite: str = "quick", estimators: str | Sequence[str] = "all", out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m labkit.bench --suite quick|tiny --estimators all|NAME,... --out DIR``."""
+    """``python -m labkit.bench --suite quick|full|tiny --estimators all|NAME,... --out DIR``."""
     parser = argparse.ArgumentParser(prog="python -m labkit.bench",
                                      description="Score every applicable credit estimator against exact truth.")
     parser.add_argument("--suite", default="quick", help=f"one of {sorted(SUITES)} (default quick)")

@@ -17,24 +17,28 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
 from labkit.credit.multiagent import exact_shapley
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
-from labkit.envs.teamtask import TeamTask
+from labkit.envs.teamtask import PRESETS, TeamTask
 from labkit.envs.toolworld import ToolWorld
+from labkit.envs.toolworld.truth import exact_hindsight
+from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_step_verifier, stand_in_turn_grades
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
 
+from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
 from labkit.bench.records import make_record
 
-__all__ = ["FAMILIES", "Task", "Instance", "SUITES", "suite_tasks", "estimator_names", "applies",
-           "score", "run_cell", "iter_cells"]
+__all__ = ["FAMILIES", "Task", "Instance", "SUITES", "lm_task", "chain_task", "toolworld_task", "team_task",
+           "suite_tasks", "estimator_names", "applies", "score", "run_cell", "iter_cells"]
 
 FAMILIES = ("reasoning", "agentic", "multi-agent")
 
@@ -54,6 +58,20 @@ class Instance:
     level: str
     targets: torch.Tensor | None = None
     inputs: dict = field(default_factory=dict)
+    # where each input came from, by option name (e.g. "values": "exact V (oracle critic)"),
+    # copied into every record so a reader knows what an estimator was fed
+    provenance: dict = field(default_factory=dict)
+    # the generated length of every trajectory, (B,), and its unit (tokens / turns / agents)
+    lengths: torch.Tensor | None = None
+    unit: str = "tokens"
+    # a tabular policy with its exact dJ/dlogits: gradient cosine and variance are scored
+    policy: object = None
+    exact_grad: torch.Tensor | None = None
+    # (skill, luck) per position, each (B, T): luck share is scored (ToolWorld)
+    skill_luck: tuple | None = None
+    # inputs for one estimator only, by estimator name (e.g. SPO's cut value function where the
+    # task's ``value_fn`` is a step value function); provenance keys "name.option" describe them
+    overrides: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,9 +89,96 @@ class Task:
 
 
 # --------------------------------------------------------------------------- the three families
+ORACLE = "ORACLE, from the exact DP truth, zero cost"
+JUDGE_ERROR = 0.1  # the stand-in judges' error rate (labkit.learn.judges), recorded in inputs
+
+
+def _chain_cut_value_fn(env, policy, *, seed: int):
+    """A ``CutValueFn`` for SPO on the chain: V of the prefix before every cut position, the mean
+    return of k continuations re-run from the state recorded there (the chain's vine)."""
+    def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int):
+        if tuple(cuts.shape) != tuple(rollouts.mask.shape):
+            raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
+        where = cuts.bool() & rollouts.mask
+        starts = rollouts.states.long()[where]
+        values = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+        if starts.numel() == 0:
+            return values, Cost()
+        means, env_steps = env.continuation_returns(policy, starts, k, seed=seed)
+        values[where] = means
+        n = int(starts.numel()) * k
+        return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
+    return cut_value_fn
+
+
+def _exact_cut_value_fn(truth):
+    """A ``CutValueFn`` for SPO that reads the exact V at every cut position (an oracle)."""
+    def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int):
+        if tuple(cuts.shape) != tuple(rollouts.mask.shape):
+            raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
+        return torch.where(cuts.bool() & rollouts.mask, truth.value(rollouts), 0.0), Cost()
+    return cut_value_fn
+
+
+def _coach_scores(reference: torch.Tensor, mask: torch.Tensor, seed: int) -> torch.Tensor:
+    """STAND-IN for MAPPA's coach: ``reference`` (exact credit per position) mapped linearly onto
+    0..10 (5 = neutral, 0 / 10 = the batch's largest |reference|), plus N(0, 1) noise, rounded to
+    the 11 integer grades."""
+    ref = torch.where(mask, reference.to(torch.float64), 0.0)
+    scale = float(ref.abs().max())
+    centred = 5.0 + 5.0 * ref / scale if scale > 0 else torch.full_like(ref, 5.0)
+    return noisy_oracle(centred, noise=1.0, seed=seed, low=0.0, high=10.0, levels=11)
+
+
+@lru_cache(maxsize=1)
+def _lm_reference():
+    """The shipped tiny LM and its reference rollouts with cached Monte Carlo truth (loaded once)."""
+    # imported here: loading transformers is slow, and only the LM task needs it
+    from labkit.envs.arithmetic.lm import ArithmeticLM
+    from labkit.envs.arithmetic.truth import load_reference
+    env = ArithmeticLM.load()
+    ro, meta = load_reference(env)
+    return env, ro, meta
+
+
+def lm_task() -> Task:
+    """Reasoning: the tiny arithmetic LM's 32 reference rollouts (one per problem) with their
+    cached step-level Monte Carlo truth (V before every step from 256 vines; A_s = V_{s+1} - V_s,
+    the outcome after the last step), every token of a step carrying its step's advantage. The
+    batch is fixed; the seed varies what the estimators sample. The task offers the model's
+    forked vines (VinePPO / Math-Shepherd step values, SPO's cut values; real Monte Carlo cost)
+    and a stand-in step verifier (CAPO) reading the exact step correctness, wrong w.p. 0.1; the
+    deciding positions are the tokens of each rollout's first wrong step."""
+    params = {"env": "ArithmeticLM", "rollouts": "reference (data/, built by scripts/build_lm_truth.py)",
+              "truth": "step-level Monte Carlo, 256 vines per step", "n": 32, "group_size": 1}
+
+    def build(seed: int) -> Instance:
+        env, ro, meta = _lm_reference()
+        V, present = ro.truth["step_values"], ro.view(ro.rewards, "step", "sum")[1]
+        outcome = ro.rewards.sum(1).to(torch.float64)
+        nxt = torch.cat([V[:, 1:], torch.zeros_like(V[:, :1])], 1)
+        nxt_present = torch.cat([present[:, 1:], torch.zeros_like(present[:, :1])], 1)
+        nxt = torch.where(nxt_present, nxt, outcome[:, None])
+        adv_step = torch.where(present, nxt - V[:, :present.shape[1]], 0.0)
+        adv = torch.where(ro.mask, ro.broadcast(adv_step, "step"), 0.0)
+        first = ro.truth["first_error_step"].long()
+        targets = ro.mask & (ro.step_ids == first[:, None]) & (first[:, None] >= 0)
+        inputs = {"value_fn": env.value_fn(seed=seed),
+                  "verdicts": stand_in_step_verifier(ro, error_rate=JUDGE_ERROR, seed=seed)}
+        provenance = {"value_fn": "vines: k continuations forked from the tiny LM's step prefixes (Monte Carlo)",
+                      "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
+                      "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
+        return Instance(ro, adv, "token", targets, inputs, provenance, lengths=ro.mask.sum(1), unit="tokens",
+                        overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}})
+    return Task("lm_reference", "reasoning", params, build)
+
+
 def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size: int = 8) -> Task:
-    """Reasoning: a BifurcationChain played by the uniform tabular policy, exact truth by DP; the
-    task offers a vine ``value_fn`` (re-running the chain from recorded states) and the env/policy."""
+    """Reasoning: a BifurcationChain played by the uniform tabular policy, exact truth by DP. The
+    task offers vine value functions (re-running the chain from recorded states: VinePPO's
+    step values and SPO's cut values), the exact V as an oracle critic (GAE, TD(0), POAD, turn
+    GAE), the state as GiGPO's anchor key and the policy; gradient metrics use the exact
+    dJ/dlogits."""
     params = {"env": "BifurcationChain", "horizon": horizon, "n_bifurcations": n_bifurcations,
               "n": n, "group_size": group_size, "policy": "uniform tabular"}
 
@@ -81,9 +186,29 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
         env = BifurcationChain(horizon=horizon, n_bifurcations=n_bifurcations, seed=0)
         policy = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.0, seed=0)
         ro = env.sample(policy, n, group_size=group_size, seed=seed)
-        adv = exact_truth(env.mdp(), policy).advantage(ro)
-        return Instance(ro, adv, "token", ro.truth.get("decisive"),
-                        {"value_fn": env.vine_value_fn(policy, seed=seed), "env": env, "policy": policy})
+        # the chain's state is its whole observation: GiGPO's anchor key of every step (one
+        # token per step) is the state index, which the sampler records but does not key
+        n_steps = ro.view(ro.rewards, "step", "sum")[1].sum(1).tolist()
+        ro = ro.with_(anchor_keys=[row[:k] for row, k in zip(ro.states.tolist(), n_steps)])
+        truth = exact_truth(env.mdp(), policy)
+        adv = truth.advantage(ro)
+        v = truth.value(ro)
+        # the chain is one turn: turn-level GAE reads the value at the turn's first token (a
+        # value baseline). ArCHer gets no Q / V: its turn-level A = Q - V of the first action
+        # alone is no credit for a one-turn world, so it is skipped rather than scored 0.
+        v_turn = ro.view(v, "turn", "first")[0]
+        # no ``env``: the chain cannot restore a hidden state and play on, so C3 / CCPO's
+        # re-execution does not apply (a skip with the reason, not an error)
+        inputs = {"value_fn": env.vine_value_fn(policy, seed=seed), "policy": policy, "values": v}
+        provenance = {"value_fn": "vine: k continuations re-run from the recorded state (Monte Carlo)",
+                      "spo.value_fn": "vine at SPO's cut positions (Monte Carlo)",
+                      "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
+                      "values": f"exact V per token as the critic ({ORACLE})",
+                      "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
+        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
+                        lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
+                        overrides={"spo": {"value_fn": _chain_cut_value_fn(env, policy, seed=seed)},
+                                   "turn_gae": {"values": v_turn}})
     return Task(f"chain_T{horizon}", "reasoning", params, build)
 
 
@@ -92,7 +217,10 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
     """Agentic: a ToolWorld whose three tools share one error rate ``noise``, played by the
     scripted agent of notebook 05 (``strength`` 3: the sensible action about 0.6 likely); exact
     per-turn advantage by DP over the hidden bug; the decisive turns are the world's own. The task
-    offers the env, the policy and the recorded hidden states (re-execution estimators)."""
+    offers the env, the policy and the recorded hidden states (re-execution estimators), the exact
+    V and Q as an oracle critic and exact step values (VinePPO / Math-Shepherd with perfect
+    values), the exact hindsight ratio (HCA / HCAPO) and stand-in judges with error rate 0.1
+    that judge from the exact advantage (CriticSearch / CAPO verdicts, TARL grades)."""
     params = {"env": "ToolWorld", "max_turns": max_turns, "noise": noise, "n_files": n_files,
               "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
@@ -100,33 +228,88 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         env = ToolWorld(n_files, max_turns=max_turns, mislead=noise, noise=noise, flaky=noise)
         policy = env.scripted_policy(strength)
         ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
-        adv = env.truth(policy).advantage(ro).to(ro.rewards.dtype)
-        return Instance(ro, adv, "token", ro.truth.get("decisive"),
-                        {"env": env, "policy": policy, "hidden_states": ro.truth["hidden_states"]})
+        truth = env.truth(policy)
+        adv = truth.advantage(ro).to(ro.rewards.dtype)
+        hidden = ro.truth["hidden_states"]
+        skill, luck = truth.skill_luck(ro)
+        v = truth.value(ro)
+        # LaRe reads one reward per step (B, S), iStar one per position (B, T): the same numbers
+        token_rewards = torch.where(ro.mask, noisy_oracle(skill + luck, noise=JUDGE_ERROR, seed=seed), 0.0)
+        # turn-level inputs are (B, N) with N the batch's longest episode (<= max_turns)
+        turn = lambda x: ro.view(x, "turn", "first")[0]  # noqa: E731
+        inputs = {"env": env, "policy": policy, "hidden_states": hidden,
+                  "values": v, "q_values": turn(truth.q_value(ro)), "v_values": turn(v),
+                  "value_fn": truth.step_value_fn(),
+                  "hindsight": exact_hindsight(env, policy, ro, hidden),
+                  "verdicts": stand_in_judge(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
+                  "grades": stand_in_turn_grades(ro, advantage=adv, error_rate=JUDGE_ERROR, seed=seed),
+                  "judge_scores": _coach_scores(adv, ro.mask, seed),
+                  "step_rewards": ro.view(token_rewards, "step", "first")[0]}
+        provenance = {"env, policy, hidden_states": "the simulator itself (re-execution from saved hidden states)",
+                      "values": f"exact V as the critic ({ORACLE})",
+                      "turn_gae.values": f"exact V at every turn as the critic ({ORACLE})",
+                      "q_values, v_values": f"exact Q and V as the critic ({ORACLE})",
+                      "value_fn": f"exact V at every turn ({ORACLE}; stands in for Monte Carlo vines)",
+                      "hindsight": f"exact h(a | s, Z) by Bayes on the DP ({ORACLE}; reads the hidden state)",
+                      "verdicts": f"STAND-IN judge: sign of the exact advantage, flipped w.p. {JUDGE_ERROR}",
+                      "grades": f"STAND-IN judge: -1/0/+1 grade of the exact advantage, wrong w.p. {JUDGE_ERROR}",
+                      "judge_scores": "STAND-IN coach: 0..10 score from the exact advantage + N(0, 1) noise",
+                      "step_rewards": f"STAND-IN reward model: exact skill + luck per turn (they sum to the return "
+                                      f"minus V_0) + N(0, {JUDGE_ERROR}^2) noise",
+                      "gigpo.anchor_keys": "the observation each turn starts from (the world's own)",
+                      "spo.value_fn": f"exact V at SPO's cut positions ({ORACLE}; stands in for Monte Carlo vines)"}
+        present = ro.view(ro.rewards, "turn", "first")[1]
+        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
+                        lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
+                        skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)},
+                                                                "turn_gae": {"values": turn(v)},
+                                                                "istar": {"step_rewards": token_rewards}})
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 
 def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size: int = 8) -> Task:
     """Multi-agent: one of TeamTask's designed cases played by its scripted team; truth is the
     exact Shapley value of every agent in every trajectory (from the exact coalition values,
-    which the task also offers to estimators as ``coalition_values``)."""
+    which the task also offers to estimators as ``coalition_values``); LLM-MCA gets a stand-in
+    judge's per-agent credit (the exact Shapley value plus Gaussian noise 0.1)."""
     params = {"env": "TeamTask", "case": case, "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
     def build(seed: int) -> Instance:
         env = TeamTask.preset(case)
         ro = env.sample(env.scripted_policies(strength), n_tasks, group_size=group_size, seed=seed)
         phi = exact_shapley(env.coalition_values(ro))
-        return Instance(ro, phi, "agent", None, {"coalition_values": env.coalition_values})
+        inputs = {"coalition_values": env.coalition_values,
+                  "judge_credit": noisy_oracle(phi, noise=JUDGE_ERROR, seed=seed),
+                  # one position per agent: the coach scores each agent's action
+                  "judge_scores": _coach_scores(phi, ro.mask, seed)}
+        provenance = {"coalition_values": "exact team reward of every coalition (the world's own)",
+                      "judge_credit": f"STAND-IN judge: exact Shapley value + N(0, {JUDGE_ERROR}^2) noise",
+                      "judge_scores": "STAND-IN coach: 0..10 score from the exact Shapley value + N(0, 1) noise"}
+        return Instance(ro, phi, "agent", None, inputs, provenance, lengths=ro.mask.sum(1), unit="agents")
     return Task(f"team_{case}", "multi-agent", params, build)
 
 
 # Quick: a few small tasks per family, two seeds; the whole suite runs in well under 3 minutes on
-# two cores. Tiny: one task per family with small batches, for tests and smoke runs.
+# two cores. Tiny: one task per family with small batches, for tests and smoke runs. Full: the
+# tiny LM's reference rollouts, the chain at four horizons, ToolWorld over turns x noise and
+# every designed TeamTask case, three seeds (scripts/build_bench_full.py caches it in data/).
+FULL_CHAIN_HORIZONS = (10, 40, 100, 200)
+FULL_TOOL_TURNS = (10, 20, 50)
+FULL_TOOL_NOISE = (0.0, 0.2, 0.4)
+
+
+def _full_tasks() -> list[Task]:
+    return ([lm_task()] + [chain_task(T) for T in FULL_CHAIN_HORIZONS]
+            + [toolworld_task(T, noise=z) for T in FULL_TOOL_TURNS for z in FULL_TOOL_NOISE]
+            + [team_task(case) for case in PRESETS])
+
+
 SUITES: dict[str, tuple[Callable[[], list[Task]], tuple[int, ...]]] = {
     "quick": (lambda: [chain_task(10), chain_task(40), toolworld_task(20),
                        team_task("redundancy"), team_task("free_riding"), team_task("sabotage")], (0, 1)),
     "tiny": (lambda: [chain_task(6, n=16), toolworld_task(8, n_tasks=2, group_size=4),
                       team_task("redundancy", n_tasks=2, group_size=4)], (0,)),
+    "full": (_full_tasks, (0, 1, 2)),
 }
 
 
@@ -174,9 +357,17 @@ def applies(fn: Callable, instance: Instance) -> str | None:
     return None
 
 
+def _constant(values: torch.Tensor, mask: torch.Tensor) -> bool:
+    v = values[mask]
+    return v.numel() < 2 or bool((v == v[0]).all())
+
+
 def score(instance: Instance, credit: Credit) -> dict:
     """Rank correlation and sign agreement with the exact truth, and recall@k of the deciding
-    positions where the task has them (None otherwise)."""
+    positions where the task has them (None otherwise). Rank correlation is None when the exact
+    truth is constant over the scored positions (e.g. a TeamTask batch where every team
+    succeeded and every agent's Shapley value is 1/3): there is no ranking to recover, and
+    ``labkit.scoring``'s 0 there would count against a perfect estimator."""
     if instance.level == "agent":
         ro, n = instance.rollouts, instance.truth.shape[1]
         vals = credit.values if credit.level == "agent" else credit.at(ro, "agent", "mean")[0]
@@ -184,10 +375,10 @@ def score(instance: Instance, credit: Credit) -> dict:
         k = min(n, vals.shape[1])
         est[:, :k] = vals.double()[:, :k]
         mask = torch.ones(ro.batch_size, n, dtype=torch.bool)
-        return {"rank_correlation": rank_correlation(est, instance.truth, mask),
+        return {"rank_correlation": None if _constant(instance.truth, mask) else rank_correlation(est, instance.truth, mask),
                 "sign_agreement": sign_agreement(est, instance.truth, mask), "recall_at_k": None}
     m = instance.rollouts.mask
-    out = {"rank_correlation": rank_correlation(credit, instance.truth, m),
+    out = {"rank_correlation": None if _constant(instance.truth, m) else rank_correlation(credit, instance.truth, m),
            "sign_agreement": sign_agreement(credit, instance.truth, m), "recall_at_k": None}
     # recall@k is defined only where some trajectory reached a deciding position
     if instance.targets is not None and bool((instance.targets & m).any()):
@@ -200,42 +391,87 @@ def _clamped(metrics: dict) -> dict:
     return {k: (None if v is None else min(1.0, max(-1.0, float(v)))) for k, v in metrics.items()}
 
 
+
 def _name(estimator: str | Callable) -> str:
     if isinstance(estimator, str):
         return estimator
     return getattr(estimator, "estimator_name", None) or getattr(estimator, "__name__", "estimator")
 
 
+def _provenance(instance: Instance, name: str, passed: Iterable[str]) -> dict:
+    """{option: where it came from} for the options handed to estimator ``name``."""
+    out = {}
+    for k in passed:
+        desc = instance.provenance.get(f"{name}.{k}")
+        if desc is None:
+            desc = next((d for key, d in instance.provenance.items()
+                         if "." not in key and k in [p.strip() for p in key.split(",")]), None)
+        if desc is not None:
+            out[k] = desc
+    return out
+
+
+def _extra_metrics(instance: Instance, credit: Credit) -> dict:
+    """Gradient cosine / variance (tabular policy with exact gradient) and luck share (skill /
+    luck split); None where the task does not define them or the credit is not per token."""
+    out = {"gradient_cosine": None, "gradient_variance": None, "luck_share": None}
+    if instance.level != "token":
+        return out
+    ro = instance.rollouts
+    if instance.policy is not None and instance.exact_grad is not None:
+        n_batches = next((n for n in (4, 2) if ro.batch_size % n == 0), None)
+        if n_batches is not None:
+            g = gradient_metrics(instance.policy, ro, credit, instance.exact_grad, n_batches=n_batches)
+            out["gradient_cosine"] = min(1.0, max(-1.0, g["gradient_cosine"]))
+            out["gradient_variance"] = g["gradient_variance"]
+    if instance.skill_luck is not None:
+        out["luck_share"] = luck_share(ro, credit, *instance.skill_luck)
+    return out
+
+
 def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, instance: Instance | None = None) -> dict:
     """One record: ``estimator`` (a registered name, or any ``fn(rollouts, **options) -> Credit``)
     on ``task``'s batch for ``seed``, scored against exact truth; a skipped record (with the
-    reason) when it does not apply or raises. ``instance`` reuses an already sampled batch."""
+    reason) when it does not apply or raises. ``instance`` reuses an already sampled batch.
+    The record says where every input came from (``inputs``) and how long the batch's
+    trajectories were (``trajectory_lengths`` in ``unit``)."""
     name = _name(estimator)
     fn = get_estimator(estimator) if isinstance(estimator, str) else estimator
-    base = dict(suite=suite, task=task.name, family=task.family, task_params=task.params, estimator=name, seed=seed)
     inst = instance if instance is not None else task.build(seed)
     ro = inst.rollouts
+    lengths = inst.lengths if inst.lengths is not None else ro.mask.sum(1)
+    base = dict(suite=suite, task=task.name, family=task.family, task_params=task.params, estimator=name, seed=seed,
+                trajectory_lengths=trajectory_lengths(lengths), unit=inst.unit)
     sampled = {"sampled_trajectories": int(ro.batch_size), "sampled_env_steps": int(ro.mask.sum())}
-    reason = applies(fn, inst)
+    view = Instance(ro, inst.truth, inst.level, inst.targets, inst.inputs | inst.overrides.get(name, {}))
+    reason = applies(fn, view)
     if reason is not None:
         return make_record(**base, reason=reason, cost=sampled)
     _, options, takes_any = _signature(fn)
-    kwargs = {k: v for k, v in inst.inputs.items() if takes_any or k in options}
+    kwargs = {k: v for k, v in view.inputs.items() if takes_any or k in options}
+    base["inputs"] = _provenance(inst, name, [*kwargs, *(["anchor_keys"] if ro.anchor_keys is not None else [])])
     t0 = time.perf_counter()
     try:
         credit = fn(ro, **kwargs)
+        wall = time.perf_counter() - t0
         metrics = _clamped(score(inst, credit))
+        metrics.update(_extra_metrics(inst, credit))
     except Exception as e:  # recorded, not fatal: one estimator never stops a run
         msg = str(e).splitlines()[0] if str(e) else ""
         # labkit's errors start with the argument's name: an option this task does not give
         # (declared optional, e.g. ``verdicts=None``, but needed) is a skip, anything else an error
         argument = msg.split(":", 1)[0]
-        if isinstance(e, ValueError) and argument in options and argument not in inst.inputs:
+        if isinstance(e, ValueError) and argument in options and argument not in view.inputs:
             return make_record(**base, reason=f"needs {argument}, which this task does not provide ({msg})"[:300],
                                cost=sampled | {"wall_seconds": time.perf_counter() - t0})
+        # likewise a field the task's rollouts do not carry (GiGPO's anchor_keys on TeamTask, the
+        # LM's per-turn observations)
+        field_name = argument.removeprefix("rollouts.")
+        if isinstance(e, ValueError) and field_name.isidentifier() and getattr(ro, field_name, 0) is None:
+            return make_record(**base, reason=f"needs rollouts.{field_name}, which this task's rollouts do not carry "
+                                              f"({msg})"[:300], cost=sampled | {"wall_seconds": time.perf_counter() - t0})
         return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300], error=True,
                            cost=sampled | {"wall_seconds": time.perf_counter() - t0})
-    wall = time.perf_counter() - t0
     return make_record(**base, granularity=credit.level, metrics=metrics,
                        cost=sampled | credit.cost.as_dict() | {"wall_seconds": wall})
 
