@@ -30,6 +30,8 @@ import pandas as pd
 from labkit.core.paths import data_path, require_data
 from labkit.credit import ESTIMATORS
 from labkit.bench.records import COST_FIELDS, METRIC_FIELDS, read_records, validate_record
+from labkit.survey import load_baselines, load_methods
+from labkit.survey.checklist import load_checklist
 
 __all__ = ["STATUSES", "ITEM_COLUMNS", "load_definitions", "checklist_card", "write_card"]
 
@@ -55,8 +57,7 @@ def load_definitions() -> dict[str, dict]:
 
 
 def _checklist() -> list[dict]:
-    # read as data (labkit.survey is the course's alone, see tests/test_layers.py)
-    return _read_csv(("inventory", "checklist.csv"), "the reporting checklist")
+    return [item._asdict() for item in load_checklist()]
 
 
 def _inventory_row(estimator: str) -> dict | None:
@@ -65,10 +66,10 @@ def _inventory_row(estimator: str) -> dict | None:
     if fn is None:
         return None
     target = f"{fn.__module__}.{getattr(fn, '__wrapped__', fn).__name__}"
-    for parts in (("methods.csv",), ("inventory", "baselines.csv")):
-        for row in _read_csv(parts, "the method inventory"):
-            if row["labkit_function"] == target:
-                return row
+    for table in (load_methods(), load_baselines()):
+        rows = table[table["labkit_function"] == target]
+        if len(rows):
+            return rows.iloc[0].to_dict()
     return None
 
 
