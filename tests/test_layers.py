@@ -88,9 +88,10 @@ def test_imports_point_down_the_layers(path, module):
                 assert _area(t) in ("core", area), f"{where}: {area} may import labkit.core only"
                 continue
             if _area(t) in ONLY_CORE | {"survey"}:
-                # bench reports the metrics of scoring; viz and survey stay the course's alone
-                assert area == "course" or area == _area(t) or (area == "bench" and _area(t) == "scoring"), \
-                    f"{where}: only labkit.course (and labkit.bench, for scoring) uses {_area(t)}"
+                # bench reports scoring's metrics and fills the survey's checklist from the
+                # inventory; viz stays the course's alone
+                assert area == "course" or area == _area(t) or (area == "bench" and _area(t) in ("scoring", "survey")), \
+                    f"{where}: only labkit.course (and labkit.bench, for scoring and survey) uses {_area(t)}"
                 continue
             if module == "labkit":  # the package root re-exports the core data structures
                 assert _area(t) == "core", where
