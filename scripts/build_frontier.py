@@ -66,6 +66,12 @@ def main(argv: list[str]) -> None:
         "arms": {k: asdict(v) for k, v in frontier.ARMS.items()},
         "loss": "ppo_clip, one epoch, Adam at the learner's default lr 0.1, grad norm clipped to 1",
         "cells": int(len(table)),
+        # the first iteration always runs: where one batch of an arm costs more than the budget the
+        # cell overspends (vines on long chains at small budgets); the rest end within one iteration
+        "overspent_cells": int((table.over_budget > 0).sum()),
+        "max_spent_over_budget": round(float((table.spent / table.budget_units).max()), 2),
+        "cells_over_by_more_than_10_percent": sorted({f"{r.world} T={r.horizon} {r.estimator} E={r.budget:g}"
+                                                      for r in table.itertuples() if r.spent > 1.1 * r.budget_units}),
         # a resumed build only times the cells it computed; the sum keeps the whole build's time
         "wall_seconds_this_call": round(wall, 1),
         "wall_seconds_total": round(wall + previous.get("wall_seconds_total", 0.0), 1),

@@ -115,13 +115,21 @@ def test_crossover_is_the_first_budget_where_the_fine_mean_is_ahead_or_none():
                  (40, "grpo", 2, s, 0.9), (40, "vineppo", 2, s, 0.9)]
     table = fr.crossover(_table(rows))
     h10 = table[table.horizon == 10].iloc[0]
-    assert h10.crossover == 2 and h10.wins == 2 and h10.budgets == 3
+    assert h10.crossover == 2 and h10.stays_ahead_from == 2 and h10.wins == 2 and h10.budgets == 3
     assert h10.fine_mean == pytest.approx(0.8) and h10.base_mean == pytest.approx(0.5)
     assert h10.fine_std == pytest.approx(0.1) and h10.base_std == 0
     assert (h10.gap_min, h10.gap_max) == pytest.approx((0.2, 0.4))
     h40 = table[table.horizon == 40].iloc[0]
     # equal means are not "exceeding"; with no crossover the row shows the largest budget
-    assert h40.crossover == "none" and h40.wins == 0 and h40.fine_mean == pytest.approx(0.9)
+    assert h40.crossover == "none" and h40.stays_ahead_from == "none"
+    assert h40.wins == 0 and h40.fine_mean == pytest.approx(0.9)
+
+
+def test_a_win_followed_by_a_loss_is_a_crossover_but_not_staying_ahead():
+    rows = [(10, "grpo", 1, 0, 0.3), (10, "gigpo", 1, 0, 0.4), (10, "grpo", 2, 0, 0.8), (10, "gigpo", 2, 0, 0.7),
+            (10, "grpo", 4, 0, 0.8), (10, "gigpo", 4, 0, 0.9)]
+    row = fr.crossover(_table(rows)).iloc[0]
+    assert row.crossover == 1 and row.stays_ahead_from == 4 and row.wins == 2
 
 
 def test_toolworld_vines_average_to_the_exact_value_and_charge_every_replay():

@@ -357,8 +357,9 @@ def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, b
     Columns: ``world``, ``horizon``, ``estimator``, ``crossover`` (a budget or "none"), and at
     that budget (or at the largest budget when there is none) ``fine_mean`` / ``fine_std``,
     ``base_mean`` / ``base_std`` (std over seeds) and ``gap_min`` / ``gap_max`` (the range of
-    fine minus base over seeds both have), plus ``budgets`` (how many budgets were compared) and
-    ``wins`` (at how many of them fine was ahead).
+    fine minus base over seeds both have), plus ``stays_ahead_from`` (the smallest budget from
+    which fine is ahead at every larger budget, or "none"), ``budgets`` (how many budgets were
+    compared) and ``wins`` (at how many of them fine was ahead).
     """
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
@@ -393,8 +394,15 @@ def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, b
                               "gap_max": float(gap.max()) if len(gap) else math.nan})
             ahead = [s for s in stats if s["fine_mean"] > s["base_mean"]]
             at = ahead[0] if ahead else stats[-1]
+            # a win at one budget followed by losses is not a frontier crossing: also report the
+            # smallest budget from which the fine method stays ahead at every larger budget
+            stays = "none"
+            for s in reversed(stats):
+                if s["fine_mean"] <= s["base_mean"]:
+                    break
+                stays = s["budget"]
             out.append({"world": world, "horizon": int(horizon), "estimator": name,
-                        "crossover": at["budget"] if ahead else "none",
+                        "crossover": at["budget"] if ahead else "none", "stays_ahead_from": stays,
                         **{k: v for k, v in at.items() if k != "budget"},
                         "budgets": len(stats), "wins": len(ahead)})
     return pd.DataFrame(out)
