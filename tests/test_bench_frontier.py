@@ -172,3 +172,25 @@ def test_bad_arguments_are_named(call, name):
 def test_sweep_refuses_a_folder_as_out(tmp_path):
     with pytest.raises(ValueError, match="^out:"):
         fr.sweep({"chain": [4]}, {"chain": ["grpo"]}, [10], [0], out=tmp_path, progress=False)
+
+
+def test_frontier_band_summarises_seeds_per_budget():
+    t = _table([(10, "grpo", 1, 0, 0.2), (10, "grpo", 1, 1, 0.4), (10, "grpo", 2, 0, 0.9)])
+    t["spent"] = [10.0, 30.0, 50.0]
+    band = fr.frontier_band(t)
+    one = band[band.budget == 1].iloc[0]
+    assert (one["mean"], one["min"], one["max"], one["seeds"], one["spent"]) == pytest.approx((0.3, 0.2, 0.4, 2, 20.0))
+    assert band[band.budget == 2].iloc[0]["std"] == 0.0
+    with pytest.raises(ValueError, match="^table:"):
+        fr.frontier_band(t.drop(columns="spent"))
+
+
+def test_the_shipped_frontier_loads_and_matches_its_crossover_table(tmp_path):
+    rows, cross, meta = fr.load_frontier()
+    assert len(rows) == meta["cells"] and set(fr.KEY) <= set(rows.columns)
+    again = fr.crossover(rows)
+    assert list(again.crossover.astype(str)) == list(cross.crossover.astype(str))
+    # every cell ends within one iteration of its budget
+    assert (rows.spent <= rows.budget_units + rows.max_iteration_units).all()
+    with pytest.raises(FileNotFoundError, match="^path:"):
+        fr.load_frontier(tmp_path)

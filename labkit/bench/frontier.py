@@ -54,6 +54,7 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.paths import data_path
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
@@ -65,7 +66,8 @@ from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, sign_agreement
 
 __all__ = ["WORLDS", "ARMS", "Arm", "UNIT_WEIGHTS", "KEY", "cost_units", "rollout_cost", "episode_units",
-           "make_learner", "train_to_budget", "frontier_cell", "sweep", "crossover"]
+           "make_learner", "train_to_budget", "frontier_cell", "sweep", "crossover", "frontier_band", "load_frontier",
+           "FRONTIER_DIR"]
 
 WORLDS = ("chain", "toolworld")
 UNIT_WEIGHTS = {"env_steps": 1.0, "policy_positions": 1.0, "env_resets": 1.0, "aux_calls": 1.0}
@@ -406,3 +408,37 @@ def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, b
                         **{k: v for k, v in at.items() if k != "budget"},
                         "budgets": len(stats), "wins": len(ahead)})
     return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- reading a built frontier
+FRONTIER_DIR = data_path("bench", "frontier")
+
+
+def frontier_band(table: pd.DataFrame, metric: str = "success") -> pd.DataFrame:
+    """``metric`` per (world, horizon, estimator, budget) as mean / std / min / max over seeds,
+    with ``seeds`` and the mean ``spent`` units (chart-ready: one line per estimator against
+    ``budget``, a band from min to max)."""
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
+    missing = sorted((set(KEY) | {metric, "spent"}) - set(table.columns))
+    if missing:
+        raise ValueError(f"table: missing columns {missing}")
+    groups = table.groupby(["world", "horizon", "estimator", "budget"], sort=True)
+    band = groups[metric].agg(["mean", "std", "min", "max"])
+    band["std"] = band["std"].fillna(0.0)  # one seed: no spread
+    band["seeds"] = groups.size()
+    band["spent"] = groups.spent.mean()
+    return band.reset_index()
+
+
+def load_frontier(path=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The frontier built by ``scripts/build_frontier.py``: (frontier rows, crossover table,
+    meta) from ``path`` (default ``FRONTIER_DIR``, data/bench/frontier)."""
+    folder = Path(path) if path is not None else FRONTIER_DIR
+    files = [folder / "frontier.csv", folder / "crossover.csv", folder / "meta.json"]
+    absent = [f.name for f in files if not f.is_file()]
+    if absent:
+        raise FileNotFoundError(f"path: {folder} lacks {', '.join(absent)}; run python scripts/build_frontier.py")
+    import json
+
+    return pd.read_csv(files[0]), pd.read_csv(files[1]), json.loads(files[2].read_text())
