@@ -70,7 +70,7 @@ from typing import Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number
-from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.rollouts import Cost, Rollouts, check_rollouts
 from labkit.envs.toolworld.truth import ToolTruth, backward_induction
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
@@ -363,6 +363,35 @@ class ToolWorld:
         if bool(((h < 0) | (h >= self.n_hidden)).any()):
             raise ValueError(f"hidden: indices must lie in [0, {self.n_hidden - 1}] (drop padding first)")
         return h // (2 * self.n_obs), (h // self.n_obs) % 2, h % self.n_obs
+
+    def vine_value_fn(self, policy, *, seed: int = 0):
+        """A sampled ``value_fn`` for ``labkit.credit.mc`` (VinePPO's vines on ToolWorld): V before
+        every played turn, each the mean return of k episodes replayed from that turn's recorded
+        hidden state (``rollout_from`` with a policy-drawn first action), so E[V] is the exact
+        V_t(b, fixed, o) under ``policy``. Needs ``truth["hidden_states"]`` (as ``sample`` records).
+        Cost: k replays (env resets) per turn and one env step and one policy position per
+        replayed action."""
+        self._check_policy(policy)
+        seed = check_int("seed", seed)
+
+        def value_fn(rollouts: Rollouts, k: int) -> tuple[torch.Tensor, Cost]:
+            k = check_int("k", k, low=1)
+            hidden = rollouts.truth.get("hidden_states")
+            if hidden is None:
+                raise ValueError("rollouts: vines restart from truth['hidden_states'] (ToolWorld.sample records them)")
+            # one position is one turn (module docstring), so a step's first position is its turn index
+            turn_index = torch.arange(rollouts.mask.shape[1]).expand_as(rollouts.mask)
+            first_hidden, present = rollouts.view(hidden, "step", "first")
+            first_turn = rollouts.view(turn_index, "step", "first")[0]
+            bug, fixed, obs = self.decode_hidden(first_hidden.long()[present])
+            turn = first_turn.long()[present]
+            returns, steps = self.rollout_from(policy, bug.repeat_interleave(k), fixed.repeat_interleave(k),
+                                               obs.repeat_interleave(k), turn.repeat_interleave(k), seed=seed)
+            values = torch.zeros(present.shape, dtype=torch.float64)
+            values[present] = returns.view(-1, k).mean(1) if returns.numel() else returns
+            n = int(present.sum()) * k
+            return values, Cost(policy_forwards=n, policy_tokens=steps, env_steps=steps, env_resets=n)
+        return value_fn
 
     @torch.no_grad()
     def rollout_from(self, policy, bug, fixed, obs, turn, *, first_action=None,

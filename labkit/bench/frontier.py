@@ -1,0 +1,444 @@
+"""The credit-assignment efficiency frontier (issue 16, item 2; the survey's open question §9.2).
+
+At a fixed compute budget, is it better to buy many rollouts with crude episode credit (GRPO)
+or fewer rollouts with precise credit (VinePPO's vines, C3's re-executed counterfactuals)?
+``train_to_budget`` trains one learner with one estimator until a budget is spent;
+``frontier_cell`` adds the evaluation; ``sweep`` runs a grid resumably into a CSV; ``crossover``
+finds, per horizon, the smallest budget at which a fine-grained method beats GRPO.
+
+The compute unit. One *unit* is one environment step, one policy position (a token the policy
+ran to sample or to score), one environment reset or one auxiliary-model call. Why this sum: in
+the tabular worlds of the lab an env step and a policy forward of one position cost about the
+same, and for an LLM agent both are what a rollout pays for (the policy generates, the tool
+runs); resets are counted because re-execution methods pay for restoring a state, which a
+real sandbox charges for. ``weights`` re-prices any of the four. Counted for every iteration:
+the sampled batch (its env steps, its policy positions, one reset per episode) plus everything
+the estimator's ``Credit.cost`` reports (vines, replays, auxiliary calls). Estimators report
+policy work either as sequences (``policy_forwards``) with their tokens (``policy_tokens``) or,
+for one-action turns, as forwards only; the larger of the two is the policy positions, so both
+conventions count every position once. Gradient passes are not counted: every arm runs one
+epoch over the batch it sampled, so they scale with the sampled batch, which is counted.
+
+Budgets are given in *episode equivalents* E: E times the cost of one full-length episode of
+the world, 2 T + 1 units (T env steps, T policy positions, one reset), so one E buys GRPO about
+one episode at every horizon and budgets compare across horizons.
+
+Batch sizes per arm (``ARMS``). Every arm trains with the same loss (PPO-clip, one epoch: the
+plain policy gradient of the token-mean objective), the same optimiser and learning rate; the
+arms differ by credit and by how they spend the budget. GRPO-like arms (no extra cost) sample
+big batches (chain: 32 episodes in groups of 8; ToolWorld: 8 tasks x 8 episodes) and so run
+many iterations; the vine and re-execution arms sample small batches (8 episodes) because each
+of their episodes costs many more units, so they run fewer iterations. Holding the batch equal
+instead would give the expensive arms a handful of iterations at every budget.
+
+Stopping rule: an iteration is started only if the units spent plus the last iteration's cost
+stay within the budget (the first iteration always runs), so a run ends within the budget
+unless one iteration costs more than predicted, and never exceeds it by more than one
+iteration's cost.
+
+Evaluation (not counted in the budget): final success is the learner's exact success
+probability J (dynamic programming), i.e. the success rate on infinitely many fresh episodes;
+credit quality is Spearman's rho between the arm's credit and the exact advantage on a fresh
+batch sampled from the final policy (and, for comparison at one policy, from the initial one).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.paths import data_path
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.credit import get_estimator
+from labkit.envs import BifurcationChain
+from labkit.envs.chain import ChainLearner
+from labkit.envs.tabular import exact_truth
+from labkit.envs.toolworld import ToolLearner, ToolWorld
+from labkit.learn.loop import LOSSES, policy_loss
+from labkit.policies import TabularSoftmaxPolicy
+from labkit.scoring import rank_correlation, sign_agreement
+
+__all__ = ["WORLDS", "ARMS", "Arm", "UNIT_WEIGHTS", "KEY", "cost_units", "rollout_cost", "episode_units",
+           "make_learner", "train_to_budget", "frontier_cell", "sweep", "crossover", "frontier_band", "load_frontier",
+           "FRONTIER_DIR"]
+
+WORLDS = ("chain", "toolworld")
+UNIT_WEIGHTS = {"env_steps": 1.0, "policy_positions": 1.0, "env_resets": 1.0, "aux_calls": 1.0}
+KEY = ("world", "horizon", "estimator", "budget", "seed")
+
+
+# --------------------------------------------------------------------------- the unit
+def _weights(weights: dict | None) -> dict:
+    """UNIT_WEIGHTS updated by ``weights``; unknown names and negative prices refused."""
+    if weights is None:
+        return UNIT_WEIGHTS
+    if not isinstance(weights, dict):
+        raise TypeError(f"weights: expected a dict over {sorted(UNIT_WEIGHTS)}, got {type(weights).__name__}")
+    unknown = set(weights) - set(UNIT_WEIGHTS)
+    if unknown:
+        raise ValueError(f"weights: unknown cost {sorted(unknown)[0]!r}; known: {sorted(UNIT_WEIGHTS)}")
+    return {**UNIT_WEIGHTS, **{k: check_number("weights", v, low=0.0) for k, v in weights.items()}}
+
+
+def cost_units(cost: Cost, weights: dict | None = None) -> float:
+    """A ``Cost`` in compute units (module docstring): env steps + policy positions (the larger
+    of ``policy_tokens`` and ``policy_forwards``) + env resets + auxiliary calls, each times its
+    weight (``UNIT_WEIGHTS`` by default)."""
+    if not isinstance(cost, Cost):
+        raise TypeError(f"cost: expected a Cost, got {type(cost).__name__}")
+    w = _weights(weights)
+    return (w["env_steps"] * cost.env_steps + w["policy_positions"] * max(cost.policy_tokens, cost.policy_forwards)
+            + w["env_resets"] * cost.env_resets + w["aux_calls"] * cost.aux_calls)
+
+
+def rollout_cost(rollouts: Rollouts) -> Cost:
+    """What sampling ``rollouts`` cost: one env step and one policy position per sampled step
+    (a batch filter's ``info["sampled_steps"]`` if it dropped some) and one reset per episode."""
+    if not isinstance(rollouts, Rollouts):
+        raise TypeError(f"rollouts: expected Rollouts, got {type(rollouts).__name__}")
+    steps = int(rollouts.info.get("sampled_steps", int(rollouts.mask.sum())))
+    return Cost(policy_forwards=rollouts.batch_size, policy_tokens=steps, env_steps=steps,
+                env_resets=rollouts.batch_size)
+
+
+def episode_units(horizon: int) -> int:
+    """Units of one full-length episode of ``horizon`` steps: 2 T + 1 (the budget's scale)."""
+    return 2 * check_int("horizon", horizon, low=1) + 1
+
+
+# --------------------------------------------------------------------------- the arms
+@dataclass(frozen=True)
+class Arm:
+    """One estimator as the frontier trains it: its registered ``estimator``, the batch it
+    samples per iteration in each world (``batch``: world -> (groups, group size)), and options
+    for the estimator (``options``), ``seeded`` True when it samples (vines, replays) and so takes
+    a fresh seed every iteration."""
+
+    estimator: str
+    batch: dict
+    options: dict = field(default_factory=dict)
+    seeded: bool = False
+
+
+# chain batches are (groups, group size) of episodes; ToolWorld's are (tasks, episodes per task)
+ARMS = {
+    "grpo": Arm("grpo", {"chain": (4, 8), "toolworld": (8, 8)}),
+    "gigpo": Arm("gigpo", {"toolworld": (8, 8)}),
+    # k = 2 vines per step: the cheapest setting with a two-sample mean; VinePPO's own k = 9 costs
+    # 4.5 times more per batch in a world where a vine is a whole continuation
+    "vineppo": Arm("vineppo", {"chain": (1, 8), "toolworld": (2, 4)}, {"k": 2}, seeded=True),
+    "c3": Arm("c3", {"toolworld": (2, 4)}, {"n_continuations": 2}, seeded=True),
+}
+
+
+def _world(world: str, horizon: int):
+    """(env, fresh policy) of ``world`` at ``horizon``: a BifurcationChain with two bifurcations
+    (notebook 01's chain) or a five-file ToolWorld with error rate 0.2 on every tool (the bench's
+    agentic task), each with the uniform policy."""
+    check_choice("world", world, WORLDS)
+    horizon = check_int("horizon", horizon, low=2)
+    if world == "chain":
+        env = BifurcationChain(horizon=horizon, n_bifurcations=2, seed=0)
+        return env, TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.0, seed=0)
+    env = ToolWorld(5, max_turns=horizon, mislead=0.2, noise=0.2, flaky=0.2)
+    return env, env.make_policy()
+
+
+def make_learner(world: str, horizon: int, estimator: str):
+    """A fresh learner (uniform policy) of ``world`` at ``horizon`` with ``estimator``'s batch
+    shape from ``ARMS``."""
+    arm = _arm(estimator, world)
+    env, policy = _world(world, horizon)
+    groups, size = arm.batch[world]
+    if world == "chain":
+        return ChainLearner(env, policy, batch_size=groups * size, group_size=size)
+    return ToolLearner(env, policy, n_tasks=groups, group_size=size)
+
+
+def _arm(estimator: str, world: str) -> Arm:
+    if estimator not in ARMS:
+        raise ValueError(f"estimator: no frontier arm {estimator!r}; known: {sorted(ARMS)}")
+    check_choice("world", world, WORLDS)
+    arm = ARMS[estimator]
+    if world not in arm.batch:
+        raise ValueError(f"estimator: {estimator!r} has no arm in world {world!r} "
+                         f"(it runs in {sorted(arm.batch)})")
+    return arm
+
+
+def _estimator_for(learner, estimator: str) -> Callable[[int], Callable[[Rollouts], Credit]]:
+    """``seed -> (rollouts -> Credit)`` for the arm on this learner: vines and replays run the
+    learner's *current* policy (the objects are shared) with a fresh seed each call."""
+    world = "chain" if isinstance(learner, ChainLearner) else "toolworld"
+    arm = _arm(estimator, world)
+    fn = get_estimator(arm.estimator)
+    env, policy = learner.env, learner.policy
+
+    def make(seed: int):
+        opts = dict(arm.options)
+        if arm.estimator == "vineppo":
+            opts["value_fn"] = env.vine_value_fn(policy, seed=seed)
+        elif arm.estimator == "c3":
+            opts.update(env=env, policy=policy, seed=seed)
+
+        def run(rollouts: Rollouts) -> Credit:
+            if arm.estimator == "c3":
+                return fn(rollouts, hidden_states=rollouts.truth["hidden_states"], **opts)
+            return fn(rollouts, **opts)
+        return run
+    return make
+
+
+def _exact_advantage(learner, rollouts: Rollouts) -> torch.Tensor:
+    """Exact per-position advantage of ``rollouts`` under the learner's current policy."""
+    if isinstance(learner, ChainLearner):
+        return exact_truth(learner.env.mdp(), learner.policy).advantage(rollouts)
+    return learner.env.truth(learner.policy).advantage(rollouts).to(rollouts.rewards.dtype)
+
+
+# --------------------------------------------------------------------------- training to a budget
+def train_to_budget(learner, make_estimator: Callable[[int], Callable[[Rollouts], Credit]], budget: float, *,
+                    kind: str = "ppo_clip", lr: float | None = None, seed: int = 0, weights: dict | None = None,
+                    max_iterations: int = 100_000) -> dict:
+    """Train ``learner`` until ``budget`` compute units (module docstring) are spent.
+
+    ``make_estimator(seed)`` returns the iteration's estimator (a fresh seed for sampling
+    estimators). Each iteration: sample a batch, compute credit, one PPO-clip (``kind``) step
+    with Adam at ``lr`` (default ``learner.default_lr``), gradient norm clipped to 1; charge
+    ``rollout_cost`` + the credit's ``Cost``. An iteration starts only while spent + the last
+    iteration's cost <= budget (the first always runs). Returns ``iterations``, ``spent``,
+    ``episodes`` (sampled for training), ``estimator_units`` (the credit's share of ``spent``),
+    ``max_iteration_units``, ``seconds``.
+    """
+    if not callable(make_estimator):
+        raise TypeError("make_estimator: expected a function seed -> (rollouts -> Credit)")
+    budget = check_number("budget", budget, low=0.0, low_open=True)
+    check_choice("kind", kind, LOSSES)
+    seed = check_int("seed", seed)
+    max_iterations = check_int("max_iterations", max_iterations, low=1)
+    lr = check_number("lr", learner.default_lr if lr is None else lr, low=0.0, low_open=True)
+    params = [p for p in learner.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=lr)
+    spent = est_units = last = biggest = 0.0
+    episodes = it = 0
+    start = time.perf_counter()
+    while it < max_iterations and (it == 0 or spent + last <= budget):
+        it += 1
+        rollouts = learner.collect(it, seed=seed * 1_000_003 + it)
+        credit = make_estimator(seed * 1_000_003 + it)(rollouts)
+        if not isinstance(credit, Credit):
+            raise TypeError(f"make_estimator: its estimator returned {type(credit).__name__}, expected a Credit")
+        rows = torch.arange(rollouts.batch_size)
+        loss, _ = policy_loss(learner.logprobs(rollouts, rows), rollouts.logprobs, credit.token.detach(),
+                              rollouts.mask, kind)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        credit_units = cost_units(credit.cost, weights)
+        last = cost_units(rollout_cost(rollouts), weights) + credit_units
+        spent += last
+        est_units += credit_units
+        biggest = max(biggest, last)
+        episodes += rollouts.batch_size
+    return {"iterations": it, "spent": spent, "episodes": episodes, "estimator_units": est_units,
+            "max_iteration_units": biggest, "seconds": time.perf_counter() - start}
+
+
+def _credit_quality(learner, make_estimator, seed: int) -> tuple[float, float]:
+    """(rank correlation, sign agreement) of the arm's credit with the exact advantage on a fresh
+    batch of the learner's current policy (seeded apart from every training batch)."""
+    ro = learner.collect(0, seed=-(seed + 1))
+    credit = make_estimator(-(seed + 1))(ro)
+    adv = _exact_advantage(learner, ro)
+    return rank_correlation(credit, adv, ro.mask), sign_agreement(credit, adv, ro.mask)
+
+
+def frontier_cell(world: str, horizon: int, estimator: str, budget: float, seed: int, *,
+                  weights: dict | None = None, kind: str = "ppo_clip", lr: float | None = None) -> dict:
+    """One row of the frontier: a fresh uniform learner of ``world`` at ``horizon`` trained with
+    ``estimator`` (an ``ARMS`` name) until ``budget`` episode equivalents (x ``episode_units``)
+    are spent. Returns the key, ``budget_units``, the training record of ``train_to_budget``,
+    ``success_start`` / ``success`` (exact J before and after), ``credit_rank_start`` /
+    ``credit_rank`` and ``credit_sign`` (credit quality on fresh batches, initial and final
+    policy), and ``over_budget`` (units spent beyond the budget, 0 when within it)."""
+    check_choice("world", world, WORLDS)
+    horizon = check_int("horizon", horizon, low=2)
+    budget = check_number("budget", budget, low=0.0, low_open=True)
+    seed = check_int("seed", seed)
+    learner = make_learner(world, horizon, estimator)
+    make = _estimator_for(learner, estimator)
+    torch.manual_seed(seed)
+    rank0, _ = _credit_quality(learner, make, seed)
+    success0 = float(learner.evaluate())
+    units = budget * episode_units(horizon)
+    record = train_to_budget(learner, make, units, kind=kind, lr=lr, seed=seed, weights=weights)
+    rank, sign = _credit_quality(learner, make, seed + 7919)
+    return {"world": world, "horizon": horizon, "estimator": estimator, "budget": budget, "seed": seed,
+            "budget_units": units, **record, "over_budget": max(0.0, record["spent"] - units),
+            "success_start": success0, "success": float(learner.evaluate()),
+            "credit_rank_start": rank0, "credit_rank": rank, "credit_sign": sign}
+
+
+# --------------------------------------------------------------------------- the sweep
+def _cells(grid: dict, estimators: dict, budgets: Sequence[float], seeds: Sequence[int]) -> list[tuple]:
+    """Every (world, horizon, estimator, budget, seed) of the grid, checked."""
+    if not isinstance(grid, dict) or not grid:
+        raise ValueError("grid: expected a dict world -> horizons, e.g. {'chain': [10, 40]}")
+    if not isinstance(estimators, dict):
+        raise TypeError("estimators: expected a dict world -> estimator names")
+    budgets = [check_number("budgets", b, low=0.0, low_open=True) for b in budgets]
+    seeds = [check_int("seeds", s) for s in seeds]
+    if not budgets:
+        raise ValueError("budgets: need at least one budget")
+    if not seeds:
+        raise ValueError("seeds: need at least one seed")
+    cells = []
+    for world, horizons in grid.items():
+        check_choice("grid", world, WORLDS)
+        names = list(estimators.get(world, ()))
+        if not names:
+            raise ValueError(f"estimators: no estimators for world {world!r}")
+        for name in names:
+            _arm(name, world)
+        for h in horizons:
+            check_int("grid", h, low=2)
+            cells += [(world, int(h), n, b, s) for n in names for b in budgets for s in seeds]
+    return cells
+
+
+def _key(row) -> tuple:
+    return (str(row[0]), int(row[1]), str(row[2]), float(row[3]), int(row[4]))
+
+
+def sweep(grid: dict, estimators: dict, budgets: Sequence[float], seeds: Sequence[int] = (0, 1, 2), *,
+          out=None, progress: bool = True, weights: dict | None = None) -> pd.DataFrame:
+    """Run ``frontier_cell`` over the grid and return one tidy row per cell.
+
+    ``grid``: world -> horizons; ``estimators``: world -> ARMS names; ``budgets`` in episode
+    equivalents; ``seeds``. With ``out`` (a CSV path) every finished cell is appended at once and
+    cells already in the file (by ``KEY``) are skipped, so an interrupted sweep resumes where it
+    stopped; the returned frame is then everything in the file for this grid."""
+    cells = _cells(grid, estimators, budgets, seeds)
+    path = None if out is None else Path(out)
+    if path is not None and path.exists() and path.is_dir():
+        raise ValueError(f"out: {path} is a folder; expected a CSV file path")
+    done = pd.read_csv(path) if path is not None and path.exists() and path.stat().st_size else pd.DataFrame()
+    if len(done) and not set(KEY) <= set(done.columns):
+        raise ValueError(f"out: {path} is not a frontier CSV (missing {sorted(set(KEY) - set(done.columns))})")
+    have = {_key(r) for r in done[list(KEY)].itertuples(index=False)} if len(done) else set()
+    todo = [c for c in cells if _key(c) not in have]
+    rows = []
+    for world, horizon, name, budget, seed in tqdm(todo, desc="frontier", disable=not progress):
+        row = frontier_cell(world, horizon, name, budget, seed, weights=weights)
+        rows.append(row)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pd.DataFrame([row]).to_csv(path, mode="a", header=not path.exists() or not path.stat().st_size,
+                                       index=False)
+    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if len(done) else pd.DataFrame(rows)
+    wanted = {_key(c) for c in cells}
+    keep = [(_key(r) in wanted) for r in table[list(KEY)].itertuples(index=False)] if len(table) else []
+    return table[keep].reset_index(drop=True) if len(table) else table
+
+
+# --------------------------------------------------------------------------- the crossover
+def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, base: str = "grpo",
+              metric: str = "success") -> pd.DataFrame:
+    """Per (world, horizon, fine-grained estimator): the smallest budget at which the fine
+    method's mean ``metric`` over seeds exceeds ``base``'s, or "none".
+
+    ``fine``: estimator names (default: every estimator in ``table`` other than ``base``).
+    Columns: ``world``, ``horizon``, ``estimator``, ``crossover`` (a budget or "none"), and at
+    that budget (or at the largest budget when there is none) ``fine_mean`` / ``fine_std``,
+    ``base_mean`` / ``base_std`` (std over seeds) and ``gap_min`` / ``gap_max`` (the range of
+    fine minus base over seeds both have), plus ``stays_ahead_from`` (the smallest budget from
+    which fine is ahead at every larger budget, or "none"), ``budgets`` (how many budgets were
+    compared) and ``wins`` (at how many of them fine was ahead).
+    """
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
+    missing = sorted((set(KEY) | {metric}) - set(table.columns))
+    if missing:
+        raise ValueError(f"table: missing columns {missing}")
+    if base not in set(table.estimator):
+        raise ValueError(f"base: no rows for estimator {base!r} in table")
+    names = [n for n in sorted(set(table.estimator)) if n != base] if fine is None else \
+        ([fine] if isinstance(fine, str) else list(fine))
+    for n in names:
+        if n not in set(table.estimator):
+            raise ValueError(f"fine: no rows for estimator {n!r} in table")
+    out = []
+    for (world, horizon), part in table.groupby(["world", "horizon"], sort=True):
+        b = part[part.estimator == base].set_index(["budget", "seed"])[metric]
+        for name in names:
+            f = part[part.estimator == name].set_index(["budget", "seed"])[metric]
+            if not len(f) or not len(b):
+                continue
+            budgets = sorted(set(f.index.get_level_values(0)) & set(b.index.get_level_values(0)))
+            if not budgets:
+                continue
+            stats = []
+            for bud in budgets:
+                fv, bv = f.xs(bud, level="budget"), b.xs(bud, level="budget")
+                both = fv.index.intersection(bv.index)
+                gap = (fv[both] - bv[both]) if len(both) else pd.Series(dtype=float)
+                stats.append({"budget": bud, "fine_mean": float(fv.mean()), "fine_std": float(fv.std(ddof=1)) if len(fv) > 1 else 0.0,
+                              "base_mean": float(bv.mean()), "base_std": float(bv.std(ddof=1)) if len(bv) > 1 else 0.0,
+                              "gap_min": float(gap.min()) if len(gap) else math.nan,
+                              "gap_max": float(gap.max()) if len(gap) else math.nan})
+            ahead = [s for s in stats if s["fine_mean"] > s["base_mean"]]
+            at = ahead[0] if ahead else stats[-1]
+            # a win at one budget followed by losses is not a frontier crossing: also report the
+            # smallest budget from which the fine method stays ahead at every larger budget
+            stays = "none"
+            for s in reversed(stats):
+                if s["fine_mean"] <= s["base_mean"]:
+                    break
+                stays = s["budget"]
+            out.append({"world": world, "horizon": int(horizon), "estimator": name,
+                        "crossover": at["budget"] if ahead else "none", "stays_ahead_from": stays,
+                        **{k: v for k, v in at.items() if k != "budget"},
+                        "budgets": len(stats), "wins": len(ahead)})
+    return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- reading a built frontier
+FRONTIER_DIR = data_path("bench", "frontier")
+
+
+def frontier_band(table: pd.DataFrame, metric: str = "success") -> pd.DataFrame:
+    """``metric`` per (world, horizon, estimator, budget) as mean / std / min / max over seeds,
+    with ``seeds`` and the mean ``spent`` units (chart-ready: one line per estimator against
+    ``budget``, a band from min to max)."""
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
+    missing = sorted((set(KEY) | {metric, "spent"}) - set(table.columns))
+    if missing:
+        raise ValueError(f"table: missing columns {missing}")
+    groups = table.groupby(["world", "horizon", "estimator", "budget"], sort=True)
+    band = groups[metric].agg(["mean", "std", "min", "max"])
+    band["std"] = band["std"].fillna(0.0)  # one seed: no spread
+    band["seeds"] = groups.size()
+    band["spent"] = groups.spent.mean()
+    return band.reset_index()
+
+
+def load_frontier(path=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The frontier built by ``scripts/build_frontier.py``: (frontier rows, crossover table,
+    meta) from ``path`` (default ``FRONTIER_DIR``, data/bench/frontier)."""
+    folder = Path(path) if path is not None else FRONTIER_DIR
+    files = [folder / "frontier.csv", folder / "crossover.csv", folder / "meta.json"]
+    absent = [f.name for f in files if not f.is_file()]
+    if absent:
+        raise FileNotFoundError(f"path: {folder} lacks {', '.join(absent)}; run python scripts/build_frontier.py")
+    import json
+
+    return pd.read_csv(files[0]), pd.read_csv(files[1]), json.loads(files[2].read_text())
