@@ -90,15 +90,8 @@ def _check_records(records) -> list[dict]:
     for i, r in enumerate(out):
         if not isinstance(r, dict):
             raise TypeError(f"records: item {i} is a {type(r).__name__}, not a record dict")
-        # trajectory_lengths is checked here, not by the schema, so the card reads records written
-        # before and after the schema learns the field
-        lengths = r.get("trajectory_lengths")
-        if lengths is not None and not (isinstance(lengths, dict) and all(
-                isinstance(lengths.get(k), (int, float)) for k in _LENGTH_KEYS)):
-            raise ValueError(f"records: item {i} ({r.get('key')}): trajectory_lengths must map "
-                             f"{list(_LENGTH_KEYS)} to numbers, got {lengths!r}")
         try:
-            validate_record({k: v for k, v in r.items() if k != "trajectory_lengths"})
+            validate_record(r)
         except ValueError as e:
             raise ValueError(f"records: item {i} ({r.get('key')}) is not a valid record: {e}") from None
     return out
