@@ -150,3 +150,18 @@ def test_python_dash_m_runs(tmp_path):
                         "--out", str(tmp_path), "--no-progress"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])["estimator"] == "grpo"
+
+
+def test_cli_writes_the_checklist_cards_it_is_asked_for(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["--suite", "tiny", "--estimators", "grpo,vineppo", "--out", str(out), "--no-progress",
+                 "--card", "vineppo"]) == 0
+    card = (out / "card_vineppo.md").read_text(encoding="utf-8")
+    assert card.startswith("## Reporting checklist: vineppo") and "card_vineppo.md" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--suite", "tiny", "--estimators", "grpo", "--out", str(out), "--no-progress", "--card", "nope"])
+    assert "--card: no estimator 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # shapley is registered, but this run has no record of it
+        main(["--suite", "tiny", "--estimators", "grpo", "--out", str(tmp_path / "b"), "--no-progress",
+              "--card", "shapley"])
+    assert "--card: estimator:" in capsys.readouterr().err

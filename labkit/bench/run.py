@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from labkit.bench.records import JSONL, append_record, cell_key, read_records, write_csv
 from labkit.bench.suite import SUITES, estimator_names, iter_cells, run_cell, suite_tasks
+from labkit.credit import ESTIMATORS
 
 __all__ = ["run_suite", "main"]
 
@@ -55,14 +56,22 @@ def run_suite(suite: str = "quick", estimators: str | Sequence[str] = "all", out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m labkit.bench --suite quick|full|tiny --estimators all|NAME,... --out DIR``."""
+    """``python -m labkit.bench --suite quick|full|tiny --estimators all|NAME,... --out DIR
+    [--card NAME,...]``: run (or resume) the suite, then write each named estimator's reporting
+    checklist card to ``DIR/card_<NAME>.md`` (``labkit.bench.card``)."""
     parser = argparse.ArgumentParser(prog="python -m labkit.bench",
                                      description="Score every applicable credit estimator against exact truth.")
     parser.add_argument("--suite", default="quick", help=f"one of {sorted(SUITES)} (default quick)")
     parser.add_argument("--estimators", default="all", help="'all' or comma-separated registered names")
     parser.add_argument("--out", default="bench_results", help="results folder (records.jsonl, records.csv)")
+    parser.add_argument("--card", default="", help="comma-separated estimators whose reporting checklist "
+                                                   "card to write as DIR/card_<NAME>.md after the run")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     args = parser.parse_args(argv)
+    cards = [c.strip() for c in args.card.split(",") if c.strip()]
+    unknown = [c for c in cards if c not in ESTIMATORS]
+    if unknown:
+        parser.error(f"--card: no estimator {unknown[0]!r}; known: {sorted(ESTIMATORS)}")
     try:
         res = run_suite(args.suite, args.estimators, args.out, progress=not args.no_progress)
     except ValueError as e:
@@ -72,4 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = {s: sum(r["status"] == s for r in recs) for s in ("ok", "skipped", "error")}
     print(f"{res['computed']} cells computed, {len(recs)} records in {res['out'] / JSONL} "
           f"({counts['ok']} ok, {counts['skipped']} skipped, {counts['error']} error)", file=sys.stderr)
+    from labkit.bench.card import write_card  # the card reads the inventory: only when asked for
+    for name in cards:
+        try:
+            path = write_card(res["out"], name, res["out"] / f"card_{name}.md")
+        except ValueError as e:  # e.g. the run has no record of that estimator
+            parser.error(f"--card: {e}")
+        print(f"checklist card for {name}: {path}", file=sys.stderr)
     return 0
