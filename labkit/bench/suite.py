@@ -29,7 +29,11 @@ from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
 from labkit.envs.teamtask import PRESETS, TeamTask
 from labkit.envs.toolworld import ToolWorld
-from labkit.envs.toolworld.truth import exact_hindsight
+from labkit.envs.toolworld.features import verifiable_turn_rewards
+from labkit.envs.toolworld.truth import exact_hindsight, success_prob
+from labkit.learn.critics import BTCritic
+from labkit.learn.irl import StepRewardIRL, expert_policy
+from labkit.learn.turn_models import ProgressEstimator, policy_logprobs
 from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_step_verifier, stand_in_turn_grades
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
@@ -38,7 +42,7 @@ from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_length
 from labkit.bench.records import make_record
 
 __all__ = ["FAMILIES", "Task", "Instance", "SUITES", "lm_task", "chain_task", "toolworld_task", "team_task",
-           "suite_tasks", "estimator_names", "applies", "score", "run_cell", "iter_cells"]
+           "suite_tasks", "estimator_names", "leave_one_out_rule", "applies", "score", "run_cell", "iter_cells"]
 
 FAMILIES = ("reasoning", "agentic", "multi-agent")
 
@@ -72,6 +76,9 @@ class Instance:
     # inputs for one estimator only, by estimator name (e.g. SPO's cut value function where the
     # task's ``value_fn`` is a step value function); provenance keys "name.option" describe them
     overrides: dict = field(default_factory=dict)
+    # work done before the call to build an estimator's input that it cannot count itself (the
+    # log-probabilities an implicit-reward estimator takes), by estimator name; added to its cost
+    input_costs: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,50 @@ def _lm_reference():
     return env, ro, meta
 
 
+@lru_cache(maxsize=1)
+def _lm_models():
+    """The shipped models notebook 04 feeds the reasoning estimators (loaded once): the process
+    and outcome reward models (data/reward_models) and the DPO-tuned and T-REG copies of the tiny
+    LM (data/implicit_lm)."""
+    from labkit.learn.reward_models import OutcomeRewardModel, ProcessRewardModel
+    env = _lm_reference()[0]
+    return {"prm": ProcessRewardModel.load(), "orm": OutcomeRewardModel.load(),
+            "dpo": env.tuned("dpo"), "treg": env.tuned("treg")}
+
+
+def _lm_model_inputs(env, ro: Rollouts, seed: int) -> tuple[dict, dict, dict]:
+    """(overrides, provenance, input costs) of the estimators notebook 04 feeds from trained
+    models: PURE (PRM), RED and ACPO (ORM), SPRO and From r to Q* (DPO copy vs base), T-REG
+    (conditioned copy), HICRA (the planning-token labels) and InT (the model's own rewrites)."""
+    from labkit.envs.arithmetic.labels import planning_mask
+    m = _lm_models()
+    base = env.rollout_logprobs(ro)
+    tuned = m["dpo"].rollout_logprobs(ro)
+    pair = {"logprobs": tuned, "ref_logprobs": base}
+    overrides = {"pure": {"step_scores": m["prm"].step_scores},
+                 "red": {"scores": m["orm"].prefix_scores},
+                 "acpo": {"outcome_model": env.outcome_attribution_fn(m["orm"])},
+                 "spro": dict(pair), "dpo_implicit_q": dict(pair),
+                 "t_reg": {"better_logprobs": m["treg"].rollout_logprobs(ro, condition="better"),
+                           "worse_logprobs": m["treg"].rollout_logprobs(ro, condition="worse")},
+                 "hicra": {"planning_mask": planning_mask(ro)},
+                 "int_interventions": {"rewrite_fn": env.step_rewrite_fn(seed=seed + 5)}}
+    pair_src = {"logprobs": "the DPO-tuned copy of the tiny LM (data/implicit_lm, trained offline)",
+                "ref_logprobs": "the base tiny LM (the DPO reference)"}
+    provenance = {"pure.step_scores": "process reward model trained offline on Monte Carlo step labels (data/reward_models)",
+                  "red.scores": "outcome reward model trained offline, read at every prefix (data/reward_models)",
+                  "acpo.outcome_model": "outcome reward model trained offline, attributed over steps (data/reward_models)",
+                  **{f"{e}.{k}": v for e in ("spro", "dpo_implicit_q") for k, v in pair_src.items()},
+                  "t_reg.better_logprobs": "the T-REG copy of the tiny LM conditioned 'better' (data/implicit_lm)",
+                  "t_reg.worse_logprobs": "the T-REG copy of the tiny LM conditioned 'worse' (data/implicit_lm)",
+                  "hicra.planning_mask": "the arithmetic task's token roles (operands and the answer mark are planning)",
+                  "int_interventions.rewrite_fn": "the tiny LM rewriting a step and finishing from it (Monte Carlo)"}
+    # two scoring passes over every rollout (tuned / better and base / worse), done before the call
+    tokens = sum(len(p) for p in ro.info["prompt_ids"]) + int(ro.mask.sum())
+    two = Cost(policy_forwards=2 * ro.batch_size, policy_tokens=2 * tokens)
+    return overrides, provenance, {"spro": two, "dpo_implicit_q": two, "t_reg": two}
+
+
 def lm_task() -> Task:
     """Reasoning: the tiny arithmetic LM's 32 reference rollouts (one per problem) with their
     cached step-level Monte Carlo truth (V before every step from 256 vines; A_s = V_{s+1} - V_s,
@@ -148,7 +199,9 @@ def lm_task() -> Task:
     batch is fixed; the seed varies what the estimators sample. The task offers the model's
     forked vines (VinePPO / Math-Shepherd step values, SPO's cut values; real Monte Carlo cost)
     and a stand-in step verifier (CAPO) reading the exact step correctness, wrong w.p. 0.1; the
-    deciding positions are the tokens of each rollout's first wrong step."""
+    trained models notebook 04 uses (PRM for PURE, ORM for RED / ACPO, the DPO-tuned and T-REG
+    copies for SPRO / From r to Q* / T-REG), the planning-token labels (HICRA) and the model's
+    step rewrites (InT). The deciding positions are the tokens of each rollout's first wrong step."""
     params = {"env": "ArithmeticLM", "rollouts": "reference (data/, built by scripts/build_lm_truth.py)",
               "truth": "step-level Monte Carlo, 256 vines per step", "n": 32, "group_size": 1}
 
@@ -168,8 +221,9 @@ def lm_task() -> Task:
         provenance = {"value_fn": "vines: k continuations forked from the tiny LM's step prefixes (Monte Carlo)",
                       "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
                       "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
-        return Instance(ro, adv, "token", targets, inputs, provenance, lengths=ro.mask.sum(1), unit="tokens",
-                        overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}})
+        overrides, more, costs = _lm_model_inputs(env, ro, seed)
+        return Instance(ro, adv, "token", targets, inputs, provenance | more, lengths=ro.mask.sum(1), unit="tokens",
+                        overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}} | overrides, input_costs=costs)
     return Task("lm_reference", "reasoning", params, build)
 
 
@@ -212,6 +266,52 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
     return Task(f"chain_T{horizon}", "reasoning", params, build)
 
 
+# the learned turn models' history batch: HISTORY_TASKS tasks x 8 episodes sampled with seed +
+# HISTORY_SEED, never the scored batch
+HISTORY_SEED = 1000
+HISTORY_TASKS = 32
+
+
+@lru_cache(maxsize=16)
+def _expert_actions(n_files: int, max_turns: int, noise: float) -> tuple[int, ...]:
+    """StepAgent's expert on one ToolWorld setting: the memoryless policy ``expert_policy``'s
+    policy iteration finds (three candidates per observation), as its action per observation."""
+    env = ToolWorld(n_files, max_turns=max_turns, mislead=noise, noise=noise, flaky=noise)
+    return tuple(int(a) for a in expert_policy(env, candidates=3)[1]["actions"])
+
+
+def _toolworld_model_inputs(env, policy, truth, ro: Rollouts, seed: int) -> tuple[dict, dict]:
+    """(overrides, provenance) of the turn estimators notebooks 07 and 08 feed from learned models
+    and the world's own signals: IGPO, ITPO, SPA-RL, SWEET-RL, StepAgent, Turn-Level Reward Design."""
+    from labkit.learn.irl import policy_from_actions
+    hist = env.sample(policy, HISTORY_TASKS, group_size=8, seed=seed + HISTORY_SEED)
+    pi = policy.probs().detach()
+    expert = policy_from_actions(env, list(_expert_actions(env.n_files, env.max_turns, float(env.noise))))
+    demos = env.sample(expert, 64, group_size=1, seed=seed + HISTORY_SEED + 1)
+    uniform = TabularSoftmaxPolicy(env.n_obs, env.n_actions, init_std=0.0, seed=0)
+    overrides = {"igpo": {"success_prob": success_prob(env, truth, ro)},
+                 "itpo": {"logprobs": policy_logprobs(policy, ro), "ref_logprobs": policy_logprobs(uniform, ro)},
+                 "spa_rl": {"contributions": ProgressEstimator.for_env(env).fit(hist)},
+                 "sweet_rl": {"critic": BTCritic.for_env(env, privileged=True).fit(hist, hist.truth["hidden_states"]),
+                              "pi": pi},
+                 "step_agent": {"reward": StepRewardIRL.for_env(env).fit(demos, pi, seed=1)},
+                 "turn_reward_design": {"turn_rewards": lambda r: verifiable_turn_rewards(env, r)}}
+    history = f"fitted on a separate history batch of the same agent ({hist.batch_size} episodes, seed + {HISTORY_SEED})"
+    provenance = {"igpo.success_prob": f"exact success probability after every turn from the DP ({ORACLE}; stands "
+                                       "in for the policy's belief in the answer)",
+                  "itpo.logprobs": "the scripted agent's own log-probabilities",
+                  "itpo.ref_logprobs": "the uniform policy as pi_ref (the bench trains nothing: the scripted agent "
+                                       "plays the tuned policy)",
+                  "spa_rl.contributions": f"progress estimator {history}",
+                  "sweet_rl.critic": f"privileged Bradley-Terry critic keyed by the hidden state, {history}",
+                  "sweet_rl.pi": "the agent's policy table (centres the critic's advantage)",
+                  "step_agent.reward": f"inverse-RL step reward fitted on {demos.batch_size} demos of the "
+                                       "policy-iteration expert (labkit.learn.irl.expert_policy)",
+                  "turn_reward_design.turn_rewards": "the world's verifiable turn rewards (tests run, files "
+                                                     "edited, ...: labkit.envs.toolworld.features)"}
+    return overrides, provenance
+
+
 def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, strength: float = 3.0,
                    n_tasks: int = 8, group_size: int = 8) -> Task:
     """Agentic: a ToolWorld whose three tools share one error rate ``noise``, played by the
@@ -220,7 +320,12 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
     offers the env, the policy and the recorded hidden states (re-execution estimators), the exact
     V and Q as an oracle critic and exact step values (VinePPO / Math-Shepherd with perfect
     values), the exact hindsight ratio (HCA / HCAPO) and stand-in judges with error rate 0.1
-    that judge from the exact advantage (CriticSearch / CAPO verdicts, TARL grades)."""
+    that judge from the exact advantage (CriticSearch / CAPO verdicts, TARL grades). As notebooks
+    07 and 08 do, it also fits the learned turn models on a separate history batch of the same
+    agent (SPA-RL's progress estimator, SWEET-RL's privileged critic), StepAgent's step reward on
+    demos of the policy-iteration expert, and offers ITPO the agent's log-probabilities against
+    the uniform policy as pi_ref, the world's verifiable turn rewards and IGPO's success
+    probability (the exact DP one, an oracle)."""
     params = {"env": "ToolWorld", "max_turns": max_turns, "noise": noise, "n_files": n_files,
               "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
@@ -259,19 +364,28 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
                       "gigpo.anchor_keys": "the observation each turn starts from (the world's own)",
                       "spo.value_fn": f"exact V at SPO's cut positions ({ORACLE}; stands in for Monte Carlo vines)"}
         present = ro.view(ro.rewards, "turn", "first")[1]
-        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
+        overrides, more = _toolworld_model_inputs(env, policy, truth, ro, seed)
+        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance | more,
                         lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
                         skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)},
                                                                 "turn_gae": {"values": turn(v)},
-                                                                "istar": {"step_rewards": token_rewards}})
+                                                                "istar": {"step_rewards": token_rewards}} | overrides)
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
+
+
+def leave_one_out_rule(v: dict, agents: list) -> dict:
+    """A written credit function for ``credit_function`` (QLLM): every agent's leave-one-out
+    credit, v(all) - v(all but the agent), from ``v`` (coalition frozenset -> value)."""
+    everyone = frozenset(agents)
+    return {a: v[everyone] - v[everyone - {a}] for a in agents}
 
 
 def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size: int = 8) -> Task:
     """Multi-agent: one of TeamTask's designed cases played by its scripted team; truth is the
     exact Shapley value of every agent in every trajectory (from the exact coalition values,
     which the task also offers to estimators as ``coalition_values``); LLM-MCA gets a stand-in
-    judge's per-agent credit (the exact Shapley value plus Gaussian noise 0.1)."""
+    judge's per-agent credit (the exact Shapley value plus Gaussian noise 0.1); QLLM's credit
+    function is the written leave-one-out rule (``leave_one_out_rule``)."""
     params = {"env": "TeamTask", "case": case, "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
     def build(seed: int) -> Instance:
@@ -283,9 +397,12 @@ def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size:
                   # one position per agent: the coach scores each agent's action
                   "judge_scores": _coach_scores(phi, ro.mask, seed)}
         provenance = {"coalition_values": "exact team reward of every coalition (the world's own)",
+                      "credit_function.fn": "STAND-IN written credit function (QLLM's LLM-written code): the leave-one-out rule "
+                            "v(N) - v(N \\ {i}) (labkit.bench.suite.leave_one_out_rule)",
                       "judge_credit": f"STAND-IN judge: exact Shapley value + N(0, {JUDGE_ERROR}^2) noise",
                       "judge_scores": "STAND-IN coach: 0..10 score from the exact Shapley value + N(0, 1) noise"}
-        return Instance(ro, phi, "agent", None, inputs, provenance, lengths=ro.mask.sum(1), unit="agents")
+        return Instance(ro, phi, "agent", None, inputs, provenance, lengths=ro.mask.sum(1), unit="agents",
+                        overrides={"credit_function": {"fn": leave_one_out_rule}})
     return Task(f"team_{case}", "multi-agent", params, build)
 
 
@@ -472,8 +589,9 @@ def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, insta
                                               f"({msg})"[:300], cost=sampled | {"wall_seconds": time.perf_counter() - t0})
         return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300], error=True,
                            cost=sampled | {"wall_seconds": time.perf_counter() - t0})
+    cost = credit.cost + inst.input_costs[name] if name in inst.input_costs else credit.cost
     return make_record(**base, granularity=credit.level, metrics=metrics,
-                       cost=sampled | credit.cost.as_dict() | {"wall_seconds": wall})
+                       cost=sampled | cost.as_dict() | {"wall_seconds": wall})
 
 
 def iter_cells(suite: str, estimators: Iterable[str]) -> Iterator[tuple[Task, str, int]]:

@@ -128,6 +128,40 @@ class ToolTruth:
         return value_fn
 
 
+# --------------------------------------------------------------------------- success probability (IGPO's p_k)
+def success_prob(env, truth: ToolTruth, rollouts: Rollouts) -> torch.Tensor:
+    """The exact probability of success before the first turn and after every turn, (B, N + 1):
+    an oracle that can stand in for IGPO's belief p_k.
+
+    p_0 = V(s_0), p_k = V(s_k) after turn k (``truth``: exact DP under the sampling policy), and
+    after a trajectory's last turn p = its outcome (1 if it succeeded, else 0); N is the batch's
+    largest number of turns and columns past a trajectory's end repeat its outcome. V is a
+    probability only when turns and wrong submits cost nothing and success pays 1, so ``env``
+    must have step_cost = 0, wrong_submit = 0 and success_reward = 1 (a ValueError naming
+    ``env`` otherwise); ``rollouts`` must be ToolWorld's (one position per turn, truth['success']).
+    """
+    for name, want in (("step_cost", 0.0), ("wrong_submit", 0.0), ("success_reward", 1.0)):
+        if float(getattr(env, name)) != want:
+            raise ValueError(f"env: {name} must be {want:g} for V to be a success probability, "
+                             f"got {getattr(env, name)}")
+    check_rollouts(rollouts)
+    if "success" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['success'] (sample with ToolWorld.sample)")
+    if bool((rollouts.turn_ids != torch.where(rollouts.mask, torch.arange(rollouts.horizon), -1)).any()):
+        raise ValueError("rollouts: expected one position per turn, numbered 0, 1, ... (ToolWorld rollouts)")
+    v, after = truth.value(rollouts), truth.next_value(rollouts)
+    n_turns = rollouts.mask.sum(1)
+    N = int(n_turns.max())
+    outcome = rollouts.truth["success"].to(torch.float64)
+    p = outcome[:, None].repeat(1, N + 1)
+    p[:, 0] = v[:, 0]
+    # after turn k < n the episode goes on: p_k is the exact value of the state it reached
+    inside = torch.arange(1, N + 1)[None, :] < n_turns[:, None]
+    p[:, 1:] = torch.where(inside, after[:, :N], p[:, 1:])
+    p[torch.arange(rollouts.batch_size), n_turns] = outcome
+    return p
+
+
 # --------------------------------------------------------------------------- exact hindsight (HCA oracle)
 def backward_induction(world, policy, *, start_obs: int, gamma: float = 1.0) -> ToolTruth:
     """Exact V, Q, A, J and dJ/dlogits of ``world`` under ``policy``, by backward induction over turns.
