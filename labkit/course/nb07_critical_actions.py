@@ -34,6 +34,7 @@ from labkit.course.presets import NB07_WARMUP_ITERATIONS, NB07_WORLD
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
+from labkit.envs.toolworld import success_prob as exact_success_prob
 from labkit.envs.toolworld.labels import turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.scoring import pearson, rank_correlation, recall_at_k
 
@@ -413,25 +414,7 @@ def dp_success_prob(env, truth, rollouts: Rollouts) -> torch.Tensor:
     nothing and success pays 1: ``env`` must have step_cost = 0, wrong_submit = 0 and
     success_reward = 1.
     """
-    for name, want in (("step_cost", 0.0), ("wrong_submit", 0.0), ("success_reward", 1.0)):
-        if float(getattr(env, name)) != want:
-            raise ValueError(f"env: {name} must be {want:g} for V to be a success probability, "
-                             f"got {getattr(env, name)}")
-    if "success" not in rollouts.truth:
-        raise ValueError("rollouts: need truth['success'] (sample with ToolWorld.sample)")
-    if bool((rollouts.turn_ids != torch.where(rollouts.mask, torch.arange(rollouts.horizon), -1)).any()):
-        raise ValueError("rollouts: expected one position per turn, numbered 0, 1, ... (ToolWorld rollouts)")
-    v, nv = truth.value(rollouts), truth.next_value(rollouts)
-    B = rollouts.batch_size
-    n_turns = rollouts.mask.sum(1)
-    N = int(n_turns.max())
-    outcome = rollouts.truth["success"].to(torch.float64)
-    p = outcome[:, None].repeat(1, N + 1)
-    p[:, 0] = v[:, 0]
-    inside = torch.arange(1, N + 1)[None, :] < n_turns[:, None]  # p_k for k < n: the value after turn k
-    p[:, 1:] = torch.where(inside, nv[:, :N], p[:, 1:])
-    p[torch.arange(B), n_turns] = outcome
-    return p
+    return exact_success_prob(env, truth, rollouts)  # the one rule lives in labkit.envs.toolworld
 
 
 def information_gain(rollouts: Rollouts, success_prob: torch.Tensor) -> torch.Tensor:
