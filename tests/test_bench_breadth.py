@@ -157,6 +157,19 @@ def test_leaderboard_orders_by_mean_and_flags_oracle_inputs():
     assert board["reasoning"][0]["fed"] == "oracle" and board["agentic"][0]["fed"] == "stand-in" and a["fed"] == ""
     with pytest.raises(ValueError, match="^metric: "):
         leaderboard(recs, metric="accuracy")
+    with pytest.raises(ValueError, match="^by: "):
+        leaderboard(recs, by="task")
+
+
+def test_leaderboard_by_world_keeps_the_reasoning_worlds_apart():
+    recs = [_rec("reasoning", "a", "chain_T10", 0.2), _rec("reasoning", "a", "lm_reference", 0.8),
+            _rec("reasoning", "b", "lm_reference", 0.5)]
+    recs[0]["task_params"] = {"env": "BifurcationChain"}
+    recs[1]["task_params"] = recs[2]["task_params"] = {"env": "ArithmeticLM"}
+    board = leaderboard(recs, by="world")
+    assert list(board) == ["ArithmeticLM", "BifurcationChain"]
+    assert [(r["estimator"], r["mean"]) for r in board["ArithmeticLM"]] == [("a", 0.8), ("b", 0.5)]
+    assert [r["mean"] for r in leaderboard(recs)["reasoning"] if r["estimator"] == "a"] == [pytest.approx(0.5)]
 
 
 def test_a_constant_truth_has_no_rank_correlation_but_the_record_is_ok():

@@ -6,11 +6,16 @@ from typing import Iterable
 
 from labkit.bench.records import METRIC_FIELDS
 
-__all__ = ["leaderboard"]
+__all__ = ["GROUPINGS", "leaderboard"]
 
 
-def leaderboard(records: Iterable[dict], *, metric: str = "rank_correlation") -> dict[str, list[dict]]:
-    """Per family, one row per estimator over its 'ok' records (every task and seed), best first:
+GROUPINGS = ("family", "world")
+
+
+def leaderboard(records: Iterable[dict], *, metric: str = "rank_correlation", by: str = "family") -> dict[str, list[dict]]:
+    """Per family (``by="family"``) or per world (``by="world"``: the task's ``env``, e.g.
+    ArithmeticLM and BifurcationChain apart inside the reasoning family, whose scores are not on
+    one scale: the LM's are one fixed batch of 32 reference rollouts), one row per estimator over its 'ok' records (every task and seed), best first:
     ``estimator``, ``mean`` and ``std`` (population) of ``metric``, ``n`` records, ``tasks``
     scored, and ``fed`` ("oracle" when any input came from the exact truth, "stand-in" when any
     came from a stand-in judge, "" otherwise: such rows say what the method does with perfect or
@@ -18,10 +23,13 @@ def leaderboard(records: Iterable[dict], *, metric: str = "rank_correlation") ->
     ValueError naming ``metric`` for one the records do not have."""
     if metric not in METRIC_FIELDS:
         raise ValueError(f"metric: expected one of {METRIC_FIELDS}, got {metric!r}")
+    if by not in GROUPINGS:
+        raise ValueError(f"by: expected one of {GROUPINGS}, got {by!r}")
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         if r.get("status") == "ok" and r["metrics"].get(metric) is not None:
-            groups.setdefault((r["family"], r["estimator"]), []).append(r)
+            group = r["family"] if by == "family" else str(r["task_params"].get("env", r["task"]))
+            groups.setdefault((group, r["estimator"]), []).append(r)
     board: dict[str, list[dict]] = {}
     for (family, name), rows in groups.items():
         vals = [float(r["metrics"][metric]) for r in rows]
