@@ -78,7 +78,7 @@ def test_frontier_chart_data_covers_every_estimator_and_horizon():
             spec = lesson.frontier_chart(data, world, i, "credit_rank").to_dict()
             rows = next(iter(spec["datasets"].values()))
             h = hs[min(i, len(hs) - 1)]
-            assert spec["title"].endswith(f"horizon {h}: mean and min-max over seeds")
+            assert spec["title"]["text"].endswith(f"horizon {h}: mean and min-max over seeds")
             assert {r["estimator"] for r in rows} == set(table[table.world == world].estimator)
             at = data[(data.world == world) & (data.horizon == h) & (data.metric == "credit_rank")]
             assert sorted((r["estimator"], r["budget"], r["mean"]) for r in rows) == \

@@ -94,9 +94,10 @@ def top_bottom(table: pd.DataFrame, *, own_inputs: bool = True, k: int = 1) -> p
     return pd.DataFrame(rows, columns=["family", "end", "estimator", "mean", "std", "n"])
 
 
-def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 12):
+def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 40):
     """A bar chart of one family's leaderboard (mean with a mean +- std rule), best first,
-    the ``top`` best estimators; bars coloured by ``fed``."""
+    the ``top`` best estimators (default: all of them); bars coloured by ``fed``. About 440 px
+    wide, so two fit side by side in a 900 px notebook column."""
     import altair as alt
 
     check_choice("family", family, tuple(sorted(set(table.family))))
@@ -106,11 +107,13 @@ def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 12):
     order = list(d.estimator)
     y = alt.Y("estimator:N", sort=order, title=None)
     bars = alt.Chart(d).mark_bar().encode(x=alt.X("mean:Q", title="rank correlation with exact credit"), y=y,
-                                          color=alt.Color("fed:N", title="inputs"),
+                                          color=alt.Color("fed:N", title="inputs",
+                                                          scale=alt.Scale(domain=["own inputs", "oracle", "stand-in"])),
                                           tooltip=["estimator", "mean", "std", "n", "fed"])
     rule = alt.Chart(d).mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", y=y)
-    return alt.layer(bars, rule).properties(title=f"{family}: mean ± std over tasks and seeds", width=330,
-                                            height=14 * len(d))
+    return alt.layer(bars, rule).properties(
+        title=alt.TitleParams(f"{family}: mean ± std over tasks and seeds", anchor="start"), width=290,
+        height=14 * len(d))
 
 
 # --------------------------------------------------------------------------- the frontier
@@ -140,9 +143,19 @@ def frontier_chart(data: pd.DataFrame, world: str = "chain", horizon_index: int 
     hs = horizons(data, world)
     h = hs[min(check_int("horizon_index", horizon_index, low=0), len(hs) - 1)]
     d = data[(data.world == world) & (data.horizon == h) & (data.metric == metric)]
-    return viz.line_chart(d, "budget", "mean", color="estimator", band=("min", "max"), log_x=True,
-                          x_title="budget (episode equivalents, log scale)", y_title=FRONTIER_METRICS[metric],
-                          title=f"{WORLD_NAMES[world]}, horizon {h}: mean and min-max over seeds")
+    import altair as alt
+
+    chart = viz.line_chart(d, "budget", "mean", color="estimator", band=("min", "max"), log_x=True,
+                           x_title="budget (episode equivalents, log scale)", y_title=FRONTIER_METRICS[metric])
+    budgets = sorted(float(b) for b in set(d.budget))
+    for layer in chart.layer:
+        # ticks at the budgets themselves (a log axis otherwise crowds 100, 200, 300 together), and
+        # one shared legend: a layer whose colour has legend=None hides the merged legend
+        layer.encoding.x.axis = alt.Axis(values=budgets, format=",.0f")
+        layer.encoding.x.scale = alt.Scale(type="log", domain=[budgets[0], budgets[-1]])
+        layer.encoding.color.legend = alt.Legend(title="estimator", symbolOpacity=1)
+    return chart.properties(title=alt.TitleParams(f"{WORLD_NAMES[world]}, horizon {h}: mean and min-max over seeds",
+                                                  anchor="start"), width=460)
 
 
 def crossover_table(crossover: pd.DataFrame | None = None) -> pd.DataFrame:
