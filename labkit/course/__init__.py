@@ -1,7 +1,7 @@
 """The course layer: what the notebooks call (the top layer of labkit: it may import every other).
 
 One runner module per notebook, named after it (``nb01_reinforce_variance`` ...
-``nb09_multiagent``; a notebook imports its own as ``lesson``), the worlds they share in
+``nb10_benchmark``; a notebook imports its own as ``lesson``), the worlds they share in
 ``presets``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
 measured band) and the thread setting the test matrix can override.
 """

@@ -1,6 +1,6 @@
 """Every notebook's world settings, named in one block (in the style of CleanRL's ``Args``).
 
-The runner modules (``nb01_reinforce_variance`` ... ``nb09_multiagent``) take their defaults
+The runner modules (``nb01_reinforce_variance`` ... ``nb10_benchmark``) take their defaults
 from here, so "which world does lesson N use, and why does it differ from lesson M" is answered
 in one place instead of in five signatures that disagree. The notebooks still spell their
 settings out in their cells (a reader sees them where they run); these are the same values.
@@ -89,3 +89,12 @@ NB08_AGENT_STRENGTH = 2.0       # a half-trained agent, less sure than notebook 
 
 # 02-03: the tiny LM's RL and critic data use problems with four operands (the task's longest).
 LM_OPERANDS = 4
+
+# 10: the live benchmark is the quick suite (chain T = 10 and 40, ToolWorld 20 turns, three
+#     designed teams; two seeds) on a few estimators that span the families: GRPO and RLOO
+#     (episode), GiGPO (anchor groups), VinePPO (Monte Carlo vines), exact Shapley and
+#     leave-one-out (multi-agent). About two seconds on one core; the full run is cached.
+NB10_SUITE = "quick"
+NB10_LIVE_ESTIMATORS = ("grpo", "rloo", "gigpo", "vineppo", "shapley", "leave_one_out")
+NB10_CARD_ESTIMATOR = "vineppo"   # the method whose checklist card the notebook shows first
+NB10_BASELINE = "grpo"            # the episode-level baseline a card compares against
