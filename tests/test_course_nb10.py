@@ -50,6 +50,14 @@ def test_leaderboard_table_ranks_by_mean_and_keeps_the_input_flag():
         lesson.top_bottom(t, k=0)
     with pytest.raises(ValueError, match="^table"):
         lesson.top_bottom(t.drop(columns="fed"))
+    with pytest.raises(ValueError, match="^by"):
+        lesson.leaderboard_table(recs, by="task")
+    # by world: the group column is the task's env, and top_bottom follows it
+    for r in recs:
+        r["task_params"] = {"env": "LM" if r["task"] == "t3" else "Chain"}
+    w = lesson.leaderboard_table(recs, by="world")
+    assert list(w.columns[:2]) == ["world", "rank"] and set(w.world) == {"LM", "Chain"}
+    assert lesson.top_bottom(w).set_index(["world", "end"]).estimator[("LM", "top")] == "c"
 
 
 def test_the_cached_full_run_is_summarised_per_family():

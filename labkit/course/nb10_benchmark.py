@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Sequence
 import pandas as pd
 
 from labkit.bench import leaderboard, read_records, run_suite
+from labkit.bench.leaderboard import GROUPINGS
 from labkit.bench.card import checklist_card
 from labkit.bench.frontier import frontier_band, load_frontier
 from labkit.bench.records import METRIC_FIELDS
@@ -66,32 +67,37 @@ def live_run(estimators: Sequence[str] = NB10_LIVE_ESTIMATORS, *, suite: str = N
 
 
 # --------------------------------------------------------------------------- the leaderboard
-def leaderboard_table(records: Iterable[dict], *, metric: str = "rank_correlation") -> pd.DataFrame:
-    """``labkit.bench.leaderboard`` as one table: family, rank (1 = best mean within the family),
-    estimator, mean, std (over tasks and seeds), n records, tasks, fed ("oracle" / "stand-in" /
-    "": whether some input came from the exact truth or a stand-in judge)."""
+def leaderboard_table(records: Iterable[dict], *, metric: str = "rank_correlation", by: str = "family") -> pd.DataFrame:
+    """``labkit.bench.leaderboard`` as one table: the group (column ``family``, or ``world`` with
+    ``by="world"``: the tiny LM's fixed batch and the chain apart), rank (1 = best mean within the
+    group), estimator, mean, std (over tasks and seeds), n records, tasks, fed ("oracle" /
+    "stand-in" / "": whether some input came from the exact truth or a stand-in judge)."""
     check_choice("metric", metric, METRIC_FIELDS)
-    board = leaderboard(list(records), metric=metric)
-    rows = [{"family": fam, "rank": i + 1, **row} for fam, rows in board.items() for i, row in enumerate(rows)]
-    cols = ["family", "rank", "estimator", "mean", "std", "n", "tasks", "fed"]
+    check_choice("by", by, GROUPINGS)
+    board = leaderboard(list(records), metric=metric, by=by)
+    rows = [{by: group, "rank": i + 1, **row} for group, rows in board.items() for i, row in enumerate(rows)]
+    cols = [by, "rank", "estimator", "mean", "std", "n", "tasks", "fed"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def top_bottom(table: pd.DataFrame, *, own_inputs: bool = True, k: int = 1) -> pd.DataFrame:
-    """Per family, the ``k`` best and ``k`` worst rows of a ``leaderboard_table``; with
-    ``own_inputs`` only estimators that ran on their own inputs (``fed`` empty: no oracle, no
-    stand-in judge). Columns: family, end ("top" / "bottom"), estimator, mean, std, n."""
-    if not isinstance(table, pd.DataFrame) or not {"family", "estimator", "mean", "fed"} <= set(table.columns):
+    """Per group (family or world, whichever the ``leaderboard_table`` has), the ``k`` best and
+    ``k`` worst rows; with ``own_inputs`` only estimators that ran on their own inputs (``fed``
+    empty: no oracle, no stand-in judge). Columns: the group, end ("top" / "bottom"),
+    estimator, mean, std, n."""
+    if not isinstance(table, pd.DataFrame) or not {"estimator", "mean", "fed"} <= set(table.columns) \
+            or not set(GROUPINGS) & set(table.columns):
         raise ValueError("table: expected a leaderboard_table DataFrame")
+    group = "world" if "world" in table.columns else "family"
     k = check_int("k", k, low=1)
     d = table[table.fed == ""] if own_inputs else table
     rows = []
-    for fam, part in d.groupby("family", sort=True):
+    for name, part in d.groupby(group, sort=True):
         part = part.sort_values(["mean", "estimator"], ascending=[False, True])
         for end, sel in (("top", part.head(k)), ("bottom", part.tail(k).iloc[::-1])):
-            rows += [{"family": fam, "end": end, "estimator": r["estimator"], "mean": r["mean"], "std": r["std"],
+            rows += [{group: name, "end": end, "estimator": r["estimator"], "mean": r["mean"], "std": r["std"],
                       "n": r["n"]} for _, r in sel.iterrows()]
-    return pd.DataFrame(rows, columns=["family", "end", "estimator", "mean", "std", "n"])
+    return pd.DataFrame(rows, columns=[group, "end", "estimator", "mean", "std", "n"])
 
 
 def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 40):
