@@ -77,7 +77,7 @@ def main(argv: list[str]) -> None:
         "wall_seconds_total": round(wall + previous.get("wall_seconds_total", 0.0), 1),
         "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "grid_note": "chain horizons 10, 40, 100, 200 and ToolWorld turns 10, 20, 50, the range issue 16 names; "
-                     "four budgets instead of three, so a crossover between 1k and 16k episode equivalents "
+                     "four budgets, so that a crossover between 1k and 16k episode equivalents "
                      "is located; no shrinking was needed (see wall time)",
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "pandas": pd.__version__,
                      "commit": commit},
