@@ -70,6 +70,19 @@ def test_vineppo_values_converge_to_truth_as_k_grows():
     assert errors[1024] < 0.02
 
 
+def test_chain_cut_values_are_the_vines_at_the_cuts():
+    # on the chain a step is one token: cutting at every position gives the step vines exactly
+    env, pol, tr = nb01.chain_setup(12, init_std=0.5, policy_seed=1, slip=0.1)
+    ro = env.sample(pol, 16, seed=0)
+    step_v, step_cost = env.vine_value_fn(pol, seed=3)(ro, 8)
+    cut_v, cut_cost = env.cut_value_fn(pol, seed=3)(ro, ro.mask.clone(), 8)
+    assert torch.equal(cut_v, step_v) and cut_cost == step_cost
+    none_v, none_cost = env.cut_value_fn(pol, seed=3)(ro, torch.zeros_like(ro.mask), 8)
+    assert not none_v.any() and none_cost.env_resets == 0
+    with pytest.raises(ValueError, match="^cuts: "):
+        env.cut_value_fn(pol)(ro, ro.mask[:, :3], 8)
+
+
 def test_math_shepherd_labels():
     env, pol, tr = nb01.chain_setup(8, n_bifurcations=2, init_std=0.5, policy_seed=4)
     ro = env.sample(pol, 64, seed=0)

@@ -100,24 +100,6 @@ ORACLE = "ORACLE, from the exact DP truth, zero cost"
 JUDGE_ERROR = 0.1  # the stand-in judges' error rate (labkit.learn.judges), recorded in inputs
 
 
-def _chain_cut_value_fn(env, policy, *, seed: int):
-    """A ``CutValueFn`` for SPO on the chain: V of the prefix before every cut position, the mean
-    return of k continuations re-run from the state recorded there (the chain's vine)."""
-    def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int):
-        if tuple(cuts.shape) != tuple(rollouts.mask.shape):
-            raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
-        where = cuts.bool() & rollouts.mask
-        starts = rollouts.states.long()[where]
-        values = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
-        if starts.numel() == 0:
-            return values, Cost()
-        means, env_steps = env.continuation_returns(policy, starts, k, seed=seed)
-        values[where] = means
-        n = int(starts.numel()) * k
-        return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
-    return cut_value_fn
-
-
 def _exact_cut_value_fn(truth):
     """A ``CutValueFn`` for SPO that reads the exact V at every cut position (an oracle)."""
     def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int):
@@ -261,7 +243,7 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
                       "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
-                        overrides={"spo": {"value_fn": _chain_cut_value_fn(env, policy, seed=seed)},
+                        overrides={"spo": {"value_fn": env.cut_value_fn(policy, seed=seed)},
                                    "turn_gae": {"values": v_turn}})
     return Task(f"chain_T{horizon}", "reasoning", params, build)
 

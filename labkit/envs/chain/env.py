@@ -199,6 +199,15 @@ class BifurcationChain:
         env_steps = int((self.horizon - t0).sum())
         return total.view(-1, k).mean(1), env_steps
 
+    def _vines(self, policy, starts: torch.Tensor, where: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, Cost]:
+        """V at the positions ``where`` marks (shape of ``where``, float64, 0 elsewhere) from k
+        continuations re-run from ``starts`` (the recorded states there, in order), with the cost."""
+        means, env_steps = self.continuation_returns(policy, starts, k, seed=seed)
+        values = torch.zeros(where.shape, dtype=torch.float64)
+        values[where] = means
+        n = int(starts.numel()) * k
+        return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
+
     def vine_value_fn(self, policy, *, seed: int = 0):
         """A ``value_fn`` for ``labkit.credit.mc``: V at the start of every step of the rollouts,
         each the mean of k continuations re-run from that step's first state."""
@@ -206,10 +215,17 @@ class BifurcationChain:
             if rollouts.states is None:
                 raise ValueError("rollouts.states: vines restart from recorded states")
             first_state, present = rollouts.view(rollouts.states, "step", "first")
-            starts = first_state.long()[present]
-            means, env_steps = self.continuation_returns(policy, starts, k, seed=seed)
-            values = torch.zeros(present.shape, dtype=torch.float64)
-            values[present] = means
-            n = int(present.sum()) * k
-            return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
+            return self._vines(policy, first_state.long()[present], present, k, seed)
         return value_fn
+
+    def cut_value_fn(self, policy, *, seed: int = 0):
+        """A ``CutValueFn`` for SPO (``labkit.credit.mc.spo``): V of the prefix before every cut
+        position, the mean of k continuations re-run from the state recorded there."""
+        def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int) -> tuple[torch.Tensor, Cost]:
+            if rollouts.states is None:
+                raise ValueError("rollouts.states: vines restart from recorded states")
+            if tuple(cuts.shape) != tuple(rollouts.mask.shape):
+                raise ValueError(f"cuts: expected shape {tuple(rollouts.mask.shape)}, got {tuple(cuts.shape)}")
+            where = cuts.bool() & rollouts.mask
+            return self._vines(policy, rollouts.states.long()[where], where, k, seed)
+        return cut_value_fn
