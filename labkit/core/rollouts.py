@@ -178,22 +178,30 @@ class Rollouts:
         check_shape("group_ids", self.group_ids, (B,))
         check_in_range("group_ids", self.group_ids, low=0, what="group ids (one per prompt / task)")
 
-        ones = self.mask.long()
+        # Labels built here from the mask are valid by construction: only given ones are checked
+        # (the checks are several passes over (B, T), the bulk of building a large batch).
+        built = set()
         if self.step_ids is None:
-            self.step_ids = torch.where(self.mask, ones.cumsum(1) - 1, -1)
+            self.step_ids = torch.where(self.mask, self.mask.long().cumsum(1) - 1, -1)
+            built.add("step_ids")
         if self.turn_ids is None:
             self.turn_ids = torch.where(self.mask, 0, -1)
+            built.add("turn_ids")
         if self.agent_ids is None:
             self.agent_ids = torch.where(self.mask, 0, -1)
+            built.add("agent_ids")
         for name in ("step_ids", "turn_ids"):
+            if name in built:
+                continue
             ids = check_integer_tensor(name, as_tensor(name, getattr(self, name)))
             check_shape(name, ids, (B, T))
             _check_labels(name, ids, self.mask)
             setattr(self, name, ids.long())
-        ids = check_integer_tensor("agent_ids", as_tensor("agent_ids", self.agent_ids))
-        check_shape("agent_ids", ids, (B, T))
-        _check_off_mask("agent_ids", ids, self.mask)
-        self.agent_ids = ids  # agents may alternate, so no monotonicity
+        if "agent_ids" not in built:
+            ids = check_integer_tensor("agent_ids", as_tensor("agent_ids", self.agent_ids))
+            check_shape("agent_ids", ids, (B, T))
+            _check_off_mask("agent_ids", ids, self.mask)
+            self.agent_ids = ids  # agents may alternate, so no monotonicity
 
         for name in ("logprobs", "entropies"):
             x = getattr(self, name)

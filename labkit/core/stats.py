@@ -102,18 +102,20 @@ def masked_moments(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, t
     return vals.mean(), vals.var(unbiased=False)
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8,
+           moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) over the masked entries; 0 off the mask.
 
     REINFORCE++'s convention (OpenRLHF): the variance is the biased (population) one and eps
     sits inside the square root. verl's ``masked_whiten`` uses the unbiased variance instead
     (a factor sqrt(n / (n - 1)) on n entries; see ``labkit.credit.episode.reinforce_pp``). Degenerate input: an empty
     mask gives all zeros; one entry, or all-equal entries, give 0 (0 / sqrt(eps)).
+    ``moments``: ``masked_moments(x, mask)`` when the caller already has them (not recomputed).
     """
     eps = check_number("eps", eps, low=0.0, low_open=True)
     if not bool(mask.any()):
         return torch.zeros_like(x)
-    mu, var = masked_moments(x, mask)
+    mu, var = masked_moments(x, mask) if moments is None else moments
     return torch.where(mask, (x - mu) / torch.sqrt(var + eps), torch.zeros((), dtype=x.dtype))
 
 
@@ -145,8 +147,7 @@ def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float |
     running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
     for t in range(r.shape[0] - 1, -1, -1):
         step = (discount[t] if discount is not None else g) * running
-        running = torch.where(m[t], r[t] + step, running)
-        out[t] = running
+        running = torch.where(m[t], r[t] + step, running, out=out[t])  # written in place: row t of out
     return torch.where(mask, out.t(), torch.zeros((), dtype=rewards.dtype)).contiguous()
 
 

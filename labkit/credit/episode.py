@@ -193,5 +193,5 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
     else:
         G = rollouts.returns(gamma)
     mu, var = masked_moments(G, rollouts.mask)
-    adv = whiten(G, rollouts.mask, eps)
+    adv = whiten(G, rollouts.mask, eps, moments=(mu, var))
     return Credit.from_tokens(rollouts, adv, "reinforce_pp", batch_mean=float(mu), batch_var=float(var))
