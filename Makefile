@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-matrix test-other-end wheel venv notebooks bench clean
+.PHONY: lab test test-matrix test-other-end test-verl wheel venv notebooks bench clean
 
 # PyTorch's CPU-only wheel index. On Linux x86_64 a plain `pip install torch` fetches the CUDA
 # build (several GB of GPU libraries a CPU course never uses), so torch is installed from here
@@ -50,6 +50,12 @@ test-matrix: $(STAMP)
 test-other-end: $(STAMP)
 	$(PY) scripts/test_other_end.py
 
+# labkit's estimators inside verl (labkit.bridges.verl): builds .venv-verl from requirements-verl.txt
+# (verl pins transformers < 5.11, so it gets its own environment), runs the parity tests against
+# verl's own functions there, then prints labkit / verl speed ratios (benchmarks/verl_speed.py).
+test-verl: $(STAMP)
+	$(PY) scripts/test_verl.py
+
 # dist/labkit-<version>-py3-none-any.whl, carrying data/ (setup.py): what a Colab notebook's first
 # cell installs when it is uploaded next to the notebook (README, "Other ways to run it").
 wheel: $(STAMP)
@@ -63,4 +69,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-other-end
+	rm -rf $(VENV) .venv-other-end .venv-verl

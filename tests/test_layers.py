@@ -11,6 +11,8 @@ several of them at once (the stack, ``scoring``, ``viz``, ``survey``); no runner
 outside it, and a notebook's module imports from an earlier notebook's module only.
 ``bench`` (the survey's benchmark protocol: tasks with exact truth, estimators scored on them)
 sits above ``learn`` and may also use ``scoring`` (its metrics); ``course`` may import it.
+``bridges`` (labkit's estimators inside other engines, e.g. verl) sits on top beside ``course``:
+it may import the whole stack, and nothing of labkit imports it (it needs optional extras).
 A second rule: no module imports a private (``_name``) object from a module outside its own
 package.
 """
@@ -25,6 +27,9 @@ RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4, "bench": 5
 TOP = 6  # course: the runner module of every notebook
 ONLY_CORE = {"viz", "scoring"}
 TOP_LEVEL_FILES = {"__init__.py", "scoring.py"}  # everything else lives in a package
+# bridges: adapters to training engines that are optional extras (verl); top of the stack like the
+# course, and no other area may import them, so labkit imports without those engines
+BESIDE_COURSE = {"bridges"}
 
 
 def _modules():
@@ -96,6 +101,9 @@ def test_imports_point_down_the_layers(path, module):
             if module == "labkit":  # the package root re-exports the core data structures
                 assert _area(t) == "core", where
                 continue
+            if _area(t) in BESIDE_COURSE:
+                assert area == _area(t), f"{where}: only {_area(t)} itself imports {_area(t)} (optional extras)"
+                continue
             assert _rank(t) <= _rank(module), f"{where}: {area or module} must not import a higher layer"
 
 
@@ -116,7 +124,7 @@ def test_no_runner_module_outside_the_course():
     assert top <= TOP_LEVEL_FILES, f"labkit/ top level holds {sorted(top - TOP_LEVEL_FILES)}: runners go in labkit/course/"
     assert not list(ROOT.rglob("*_experiments.py")), "runner modules are named after their notebook, in labkit/course/"
     for path, module in MODULES:
-        if module != "labkit" and _area(module) not in RANK and _area(module) not in ONLY_CORE | {"survey"}:
+        if module != "labkit" and _area(module) not in RANK and _area(module) not in ONLY_CORE | {"survey"} | BESIDE_COURSE:
             assert _area(module) == "course", f"{module}: a module above bench must live in labkit.course"
 
 

@@ -58,9 +58,16 @@ def test_pyproject_states_ranges_not_pins():
         assert any(s.operator == ">=" for s in req.specifier), f"pyproject: {req} has no lower end"
 
 
+def _verl_extra() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {_canon(Requirement(r).name) for r in project["optional-dependencies"]["verl"]}
+
+
 def test_lock_pins_lie_inside_the_ranges():
     lock = _pins(ROOT / "requirements.lock")
     for name, req in _pyproject_requirements().items():
+        if name in _verl_extra():  # verl caps transformers below the lock's: requirements-verl.txt pins it
+            continue
         assert name in lock, f"requirements.lock has no pin for {name}"
         assert req.specifier.contains(lock[name]), f"requirements.lock: {name}=={lock[name]} is outside {req}"
 
@@ -207,3 +214,16 @@ def test_install_cell_installs_an_uploaded_wheel_or_labkit_source(tmp_path, monk
 def test_install_cell_without_a_source_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(ModuleNotFoundError, match="labkit is not installed: upload .*LABKIT_SOURCE"):
         _run_install_cell(tmp_path, monkeypatch, installed=False)
+
+
+def test_verl_environment_pins_torch_first_and_verl_inside_the_extra():
+    """requirements-verl.txt (make test-verl): torch pinned as in the lock and on the first line
+    (installed first: the CPU wheel), verl pinned inside the extra's range, nothing unpinned."""
+    path = ROOT / "requirements-verl.txt"
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    pins = _pins(path)
+    assert lines[0] == f"torch=={_pins(ROOT / 'requirements.lock')['torch']}", lines[0]
+    assert all("==" in ln for ln in lines), f"requirements-verl.txt: unpinned lines {[ln for ln in lines if '==' not in ln]}"
+    reqs = _pyproject_requirements()
+    assert "verl" in pins and reqs["verl"].specifier.contains(pins["verl"]), pins.get("verl")
+    assert "verl" not in _runtime_names(), "verl is an optional extra, never a main dependency"

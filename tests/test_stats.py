@@ -96,3 +96,34 @@ def test_top_fraction_keeps_ceil_and_breaks_ties_by_position():
     assert int(top_fraction(torch.ones(1, 10), torch.ones(1, 10, dtype=torch.bool), 0.3).sum()) == 3
     with pytest.raises(ValueError, match="fraction"):
         top_fraction(s, p, 0.0)
+
+
+def test_whiten_with_given_moments_is_whiten():
+    g = torch.Generator().manual_seed(3)
+    x, mask = torch.randn(6, 9, generator=g), torch.rand(6, 9, generator=g) < 0.6
+    assert torch.equal(whiten(x, mask, moments=masked_moments(x, mask)), whiten(x, mask))
+
+
+def test_discounted_returns_equal_the_column_by_column_definition():
+    # the definition, one column at a time on the (B, T) layout (what the transposed loop must equal)
+    g = torch.Generator().manual_seed(4)
+    r, mask = torch.randn(5, 13, generator=g), torch.rand(5, 13, generator=g) < 0.7
+    r = r * mask
+    for gamma in (1.0, 0.9, torch.rand(5, 13, generator=g)):
+        d = gamma if isinstance(gamma, torch.Tensor) else torch.full_like(r, gamma)
+        want, running = torch.zeros_like(r), torch.zeros(5)
+        for t in range(12, -1, -1):
+            running = torch.where(mask[:, t], r[:, t] + d[:, t] * running, running)
+            want[:, t] = torch.where(mask[:, t], running, 0)
+        assert torch.equal(discounted_returns(r, mask, gamma), want)
+
+
+def test_check_finite_sum_shortcut_still_finds_bad_entries_and_forgives_overflow():
+    from labkit.core.checks import check_finite
+    big = torch.full((4,), 3e38)  # finite entries whose sum overflows to inf: not an error
+    check_finite("x", big)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x = torch.zeros(3, 4)
+        x[1, 2] = bad
+        with pytest.raises(ValueError, match=r"^x: contains a non-finite value .* at index \(1, 2\)"):
+            check_finite("x", x)

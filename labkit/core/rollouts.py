@@ -178,22 +178,30 @@ class Rollouts:
         check_shape("group_ids", self.group_ids, (B,))
         check_in_range("group_ids", self.group_ids, low=0, what="group ids (one per prompt / task)")
 
-        ones = self.mask.long()
+        # Labels built here from the mask are valid by construction: only given ones are checked
+        # (the checks are several passes over (B, T), the bulk of building a large batch).
+        built = set()
         if self.step_ids is None:
-            self.step_ids = torch.where(self.mask, ones.cumsum(1) - 1, -1)
+            self.step_ids = torch.where(self.mask, self.mask.long().cumsum(1) - 1, -1)
+            built.add("step_ids")
         if self.turn_ids is None:
             self.turn_ids = torch.where(self.mask, 0, -1)
+            built.add("turn_ids")
         if self.agent_ids is None:
             self.agent_ids = torch.where(self.mask, 0, -1)
+            built.add("agent_ids")
         for name in ("step_ids", "turn_ids"):
+            if name in built:
+                continue
             ids = check_integer_tensor(name, as_tensor(name, getattr(self, name)))
             check_shape(name, ids, (B, T))
             _check_labels(name, ids, self.mask)
             setattr(self, name, ids.long())
-        ids = check_integer_tensor("agent_ids", as_tensor("agent_ids", self.agent_ids))
-        check_shape("agent_ids", ids, (B, T))
-        _check_off_mask("agent_ids", ids, self.mask)
-        self.agent_ids = ids  # agents may alternate, so no monotonicity
+        if "agent_ids" not in built:
+            ids = check_integer_tensor("agent_ids", as_tensor("agent_ids", self.agent_ids))
+            check_shape("agent_ids", ids, (B, T))
+            _check_off_mask("agent_ids", ids, self.mask)
+            self.agent_ids = ids  # agents may alternate, so no monotonicity
 
         for name in ("logprobs", "entropies"):
             x = getattr(self, name)
@@ -299,8 +307,12 @@ class Rollouts:
         values = as_tensor(name, values)
         if level == "episode" and values.dim() == 1:
             values = values[:, None]
-        ids = self.ids_for(level)
-        n = int(ids.max()) + 1
+        if level == "episode":
+            n = 1  # a batch has a generated position (checked at construction): one episode segment
+        elif level == "token":
+            n = int(self.mask.any(0).nonzero().max()) + 1  # the last column anything was generated at
+        else:
+            n = int(self.ids_for(level).max()) + 1
         check_shape(name, values, (self.batch_size, None))
         if values.shape[1] < n:
             raise ValueError(f"{name}: {level}-level values need at least {n} columns (this batch's largest "
@@ -436,10 +448,27 @@ class Credit:
         check_choice("level", level, LEVELS)
         values = rollouts._level_values("values", values, level)
         check_finite(f"values ({method} {level} credit)", values)
-        ids = rollouts.ids_for(level)
-        present = segment_reduce(ids, torch.ones_like(ids, dtype=torch.float64), "sum",
-                                 n_segments=values.shape[1])[1]
-        return cls(token=segment_broadcast(ids, values), level=level, values=values,
+        mask, n = rollouts.mask, values.shape[1]
+        # Which segments a row has, and each position's value, without a scatter where the labels
+        # allow it: episode = the row has a generated position; step / turn labels count 0, 1, 2, ...
+        # without gaps (checked when the Rollouts was built), so a row has segments 0..max. Same
+        # results as segment_reduce / segment_broadcast, which agents (labels may skip) still use.
+        if level == "episode":
+            present = torch.zeros(mask.shape[0], n, dtype=torch.bool)
+            present[:, 0] = mask.sum(1) > 0  # not mask.any(1): a bool reduction along rows was measured 100x slower
+            token = torch.where(mask, values[:, :1], torch.zeros((), dtype=values.dtype))
+        elif level == "token":
+            present = torch.zeros(mask.shape[0], n, dtype=torch.bool)
+            present[:, :mask.shape[1]] = mask[:, :n]
+            token = torch.where(mask, values[:, :mask.shape[1]], torch.zeros((), dtype=values.dtype))
+        else:
+            ids = rollouts.ids_for(level)
+            if level in ("step", "turn"):
+                present = torch.arange(n)[None, :] <= ids.max(1, keepdim=True).values
+            else:
+                present = segment_reduce(ids, torch.ones_like(ids, dtype=torch.float64), "sum", n_segments=n)[1]
+            token = segment_broadcast(ids, values)
+        return cls(token=token, level=level, values=values,
                    present=present, method=method, cost=cost or Cost(), info=dict(info))
 
     @classmethod

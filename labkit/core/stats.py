@@ -102,17 +102,20 @@ def masked_moments(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, t
     return vals.mean(), vals.var(unbiased=False)
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8,
+           moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) over the masked entries; 0 off the mask.
 
-    REINFORCE++'s convention (OpenRLHF, and verl's ``masked_whiten``): the variance is the
-    biased (population) one and eps sits inside the square root. Degenerate input: an empty
+    REINFORCE++'s convention (OpenRLHF): the variance is the biased (population) one and eps
+    sits inside the square root. verl's ``masked_whiten`` uses the unbiased variance instead
+    (a factor sqrt(n / (n - 1)) on n entries; see ``labkit.credit.episode.reinforce_pp``). Degenerate input: an empty
     mask gives all zeros; one entry, or all-equal entries, give 0 (0 / sqrt(eps)).
+    ``moments``: ``masked_moments(x, mask)`` when the caller already has them (not recomputed).
     """
     eps = check_number("eps", eps, low=0.0, low_open=True)
     if not bool(mask.any()):
         return torch.zeros_like(x)
-    mu, var = masked_moments(x, mask)
+    mu, var = masked_moments(x, mask) if moments is None else moments
     return torch.where(mask, (x - mu) / torch.sqrt(var + eps), torch.zeros((), dtype=x.dtype))
 
 
@@ -129,18 +132,23 @@ def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float |
     are TD errors and whose discount is gamma * lambda) all run through it.
     """
     check_shape("mask", mask, tuple(rewards.shape))
+    # The loop walks columns: transposed copies make each column one contiguous row, and a scalar
+    # gamma is multiplied as a scalar (a 0-d value of the rewards' dtype: the same products as a
+    # tensor full of it, without building one). Positions off the mask are zeroed once at the end.
+    r = rewards.t().contiguous()
+    m = mask.t().contiguous()
     if isinstance(gamma, torch.Tensor):
         check_shape("gamma", gamma, tuple(rewards.shape))
-        discount = gamma.to(rewards.dtype)
+        discount = gamma.to(rewards.dtype).t().contiguous()
     else:
-        discount = torch.full_like(rewards, float(gamma))
-    out = torch.zeros_like(rewards)
+        discount = None
+        g = torch.tensor(float(gamma), dtype=rewards.dtype)
+    out = torch.empty_like(r)
     running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
-    for t in range(rewards.shape[1] - 1, -1, -1):
-        m = mask[:, t]
-        running = torch.where(m, rewards[:, t] + discount[:, t] * running, running)
-        out[:, t] = torch.where(m, running, 0)
-    return out
+    for t in range(r.shape[0] - 1, -1, -1):
+        step = (discount[t] if discount is not None else g) * running
+        running = torch.where(m[t], r[t] + step, running, out=out[t])  # written in place: row t of out
+    return torch.where(mask, out.t(), torch.zeros((), dtype=rewards.dtype)).contiguous()
 
 
 def next_masked(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

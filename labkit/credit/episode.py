@@ -86,8 +86,8 @@ def rloo(rollouts: Rollouts) -> Credit:
         group gets 0.
 
     Deviations from the reference:
-        verl's scalar RLOO returns a singleton's raw score; labkit follows its vectorised
-        version (0).
+        verl's scalar RLOO (``rloo``) returns a singleton's raw score; labkit follows its
+        vectorised version (``rloo_vectorized``: 0); elsewhere equal to both (tested).
 
     Cost:
         none beyond the sampled batch.
@@ -114,7 +114,9 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
         gets 0 for everyone (0 / eps).
 
     Deviations from the reference:
-        none from verl; TRL uses eps = 1e-4 (only matters for near-constant groups).
+        none from verl (``grpo`` and ``grpo_vectorized``: same unbiased std, eps outside the root,
+        group-of-one rule; labkit sums in float64, verl in float32, so they agree to about 1e-6,
+        tests/test_verl_bridge.py); TRL uses eps = 1e-4 (only matters for near-constant groups).
 
     Cost:
         none beyond the sampled batch.
@@ -143,6 +145,7 @@ def dr_grpo(rollouts: Rollouts) -> Credit:
     Deviations from the reference:
         the paper's second change, a token-sum loss over a constant length, is a
         loss-aggregation choice made in the training loop (``labkit.learn.loop``), not here.
+        Equal to verl's ``grpo`` with ``norm_adv_by_std_in_grpo=False`` (tested).
 
     Cost:
         none beyond the sampled batch.
@@ -172,7 +175,12 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
         before whitening (verl's convention); a row with nothing generated gets 0.
 
     Deviations from the reference:
-        the KL penalty that REINFORCE++ folds into the reward is not modelled.
+        the KL penalty that REINFORCE++ folds into the reward is not modelled. verl's
+        ``reinforce_plus_plus`` (and ``..._baseline``) whiten with ``masked_whiten``, whose variance
+        is the unbiased one (n / (n - 1), n = generated tokens in the batch): labkit's credit is
+        verl's times sqrt((var_unbiased + eps) / (var + eps)), about 1 + 1/(2n) (1.000001 for a
+        batch of 512k tokens; tests/test_verl_bridge.py checks that this factor is the only
+        difference). A batch with one generated token: verl raises, labkit gives 0.
 
     Cost:
         none beyond the sampled batch.
@@ -185,5 +193,5 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
     else:
         G = rollouts.returns(gamma)
     mu, var = masked_moments(G, rollouts.mask)
-    adv = whiten(G, rollouts.mask, eps)
+    adv = whiten(G, rollouts.mask, eps, moments=(mu, var))
     return Credit.from_tokens(rollouts, adv, "reinforce_pp", batch_mean=float(mu), batch_var=float(var))

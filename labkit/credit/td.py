@@ -83,7 +83,11 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
     Deviations from the reference:
         verl always whitens the advantages over the batch; labkit only does so with
         ``whiten_advantages=True``, so by default the credit keeps the scale of the exact
-        advantage it is scored against.
+        advantage it is scored against. Whitened, labkit divides by the population std and verl
+        (``masked_whiten``) by the unbiased one: labkit's credit is verl's times about
+        1 + 1/(2n), n = generated tokens. Unwhitened it equals verl's returns minus values, and
+        ``info["returns"]`` equals verl's returns, on generated tokens (tests/test_verl_bridge.py;
+        off the mask verl carries the running advantage, labkit gives 0).
 
     Cost:
         a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values

@@ -1,0 +1,106 @@
+"""labkit's estimators against verl's own on one batch: 1024 responses (groups of 8) x 512 tokens, 2 threads.
+
+Runs in `make test-verl`'s environment (.venv-verl, where verl is installed; scripts/test_verl.py
+runs it after the tests). For every estimator verl also has, it prints the best of ``--repeat``
+timings of
+
+* labkit's estimator on a ready ``Rollouts`` (what labkit's own training loop pays),
+* the bridge (``labkit.bridges.verl``: verl's tensors -> Rollouts -> estimator -> verl's shapes,
+  what a verl run with ``algorithm.adv_estimator=labkit_<name>`` pays),
+* each of verl's variants of it, and the ratios labkit / verl's fastest variant (<= 1: labkit is
+  at least as fast as the engine).
+
+No assertion: timings depend on the machine; the ratios are read, and reported in the issue.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+B, GROUP, T = 1024, 8, 512
+
+
+def best_of(fn, repeat: int) -> float:
+    """The fastest of ``repeat`` calls of ``fn()`` after one warm-up call, in seconds."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def batch(seed: int = 0):
+    """verl-shaped (rewards, mask, values, uids): right-padded responses of 64..512 tokens, a 0/1
+    outcome on the last token, dense small rewards for the token-level estimators."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(64, T + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    rewards = torch.zeros(B, T)
+    rewards[torch.arange(B), lengths - 1] = (torch.rand(B, generator=g) < 0.5).float()
+    values = torch.randn(B, T, generator=g) * mask
+    uids = np.array([f"p{i // GROUP}" for i in range(B)], dtype=object)
+    return rewards, mask, values, uids
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls per entry (default 5)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat: must be at least 1")
+    torch.set_num_threads(args.threads)
+
+    from verl.trainer.ppo import core_algos as ca
+
+    import labkit.bridges.verl as lb
+    from labkit.credit.episode import dr_grpo, grpo, reinforce_pp, rloo
+    from labkit.credit.td import gae
+
+    r, m, v, uid = batch()
+    ro = lb.rollouts_from_verl(r, m, uid)
+    cfg = type("Cfg", (dict,), {"__getattr__": lambda self, k: self[k]})(gamma=1.0, lam=1.0)
+    rp = lambda fn: best_of(fn, args.repeat)  # noqa: E731
+
+    rows = [  # (estimator, labkit on Rollouts, bridge, {verl variant: fn})
+        ("grpo", lambda: grpo(ro), lambda: lb.labkit_grpo(r, m, uid),
+         {"grpo": lambda: ca.compute_grpo_outcome_advantage(r.clone(), m, uid),
+          "grpo_vectorized": lambda: ca.compute_grpo_vectorized_outcome_advantage(r, m, uid)}),
+        ("dr_grpo", lambda: dr_grpo(ro), lambda: lb.labkit_dr_grpo(r, m, uid),
+         {"grpo (no std)": lambda: ca.compute_grpo_outcome_advantage(r.clone(), m, uid, norm_adv_by_std_in_grpo=False),
+          "grpo_vectorized (no std)": lambda: ca.compute_grpo_vectorized_outcome_advantage(
+              r, m, uid, norm_adv_by_std_in_grpo=False)}),
+        ("rloo", lambda: rloo(ro), lambda: lb.labkit_rloo(r, m, uid),
+         {"rloo": lambda: ca.compute_rloo_outcome_advantage(r.clone(), m, uid),
+          "rloo_vectorized": lambda: ca.compute_rloo_vectorized_outcome_advantage(r, m, uid)}),
+        ("reinforce_pp", lambda: reinforce_pp(ro), lambda: lb.labkit_reinforce_pp(r, m, config=cfg),
+         {"reinforce_plus_plus": lambda: ca.compute_reinforce_plus_plus_outcome_advantage(r, m, config=cfg)}),
+        ("reinforce_pp(group_baseline)", lambda: reinforce_pp(ro, group_baseline=True),
+         lambda: lb.labkit_reinforce_pp(r, m, uid, group_baseline=True),
+         {"reinforce_plus_plus_baseline": lambda: ca.compute_reinforce_plus_plus_baseline_outcome_advantage(
+             r.clone(), m, uid)}),
+        ("gae (whitened)", lambda: gae(ro, values=v, whiten_advantages=True), lambda: lb.labkit_gae(r, v, m, config=cfg),
+         {"gae": lambda: ca.compute_gae_advantage_return(r, v, m, 1.0, 1.0)}),
+    ]
+    print(f"batch {B} x {T} (groups of {GROUP}), {args.threads} threads, best of {args.repeat}; seconds")
+    print(f"{'estimator':30s} {'labkit':>8s} {'bridge':>8s} {'verl fastest':>26s} {'labkit/verl':>12s} {'bridge/verl':>12s}")
+    t_build = rp(lambda: lb.rollouts_from_verl(r, m, uid))
+    for name, ours, bridged, variants in rows:
+        t_ours, t_bridge = rp(ours), rp(bridged)
+        verl_times = {k: rp(fn) for k, fn in variants.items()}
+        fastest = min(verl_times, key=verl_times.get)
+        tv = verl_times[fastest]
+        print(f"{name:30s} {t_ours:8.4f} {t_bridge:8.4f} {fastest:>17s} {tv:8.4f} {t_ours / tv:12.2f} {t_bridge / tv:12.2f}")
+        for k, t in verl_times.items():
+            if k != fastest:
+                print(f"{'':30s} {'':8s} {'':8s} {k:>17s} {t:8.4f} {t_ours / t:12.2f} {t_bridge / t:12.2f}")
+    print(f"(the bridge includes building the Rollouts from verl's tensors: {t_build:.4f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""Bridges: labkit's estimators inside other training engines (the top of the stack, beside the course).
+
+``labkit.bridges.verl`` exposes labkit estimators with verl's advantage-estimator signature. The
+engines themselves are optional extras (``pip install labkit[verl]``): labkit imports without them,
+and a bridge imports its engine only when it is used.
+"""

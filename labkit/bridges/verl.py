@@ -1,0 +1,204 @@
+"""labkit's estimators as verl advantage estimators (verl: Sheng et al. 2024, arXiv:2409.19256).
+
+verl computes advantages with functions registered in ``verl.trainer.ppo.core_algos`` and picks
+one by name (``algorithm.adv_estimator=...`` in a verl config). Every function here has verl's
+signature: it takes verl's tensors
+
+    token_level_rewards (bs, response_length) float, response_mask (bs, response_length) 0/1,
+    index (bs,) the prompt uid of each response (verl's ``data.non_tensor_batch["uid"]``),
+    config (verl's ``AlgoConfig``, or any mapping / object with ``gamma``, ``lam``,
+    ``norm_adv_by_std_in_grpo``)
+
+builds a :class:`~labkit.core.rollouts.Rollouts` from them (rewards on generated positions,
+group ids from the uids), calls the labkit estimator and returns verl's pair ``(advantages,
+returns)``, both (bs, response_length), 0 off the mask, on the device and in the dtype the
+rewards came in. :func:`register` registers them with verl's ``register_adv_est`` as
+``labkit_<name>``::
+
+    import labkit.bridges.verl as lb
+    lb.register()            # then: algorithm.adv_estimator=labkit_grpo
+
+verl is an optional extra (``pip install 'labkit[verl]'``): this module imports without it and
+imports verl only inside :func:`register`.
+
+What verl's data carries decides what can be bridged. verl 0.9.1's ``compute_advantage`` hands a
+registered estimator the rewards, the response mask, the uids, the config and (if present)
+``reward_baselines``: enough for the episode-level estimators and REINFORCE++. ``labkit_gae`` is
+registered too, but verl sends the critic's ``values`` (and creates a critic at all) only for its
+own ``gae``; call it directly, or from a custom trainer that passes ``values``. GiGPO is not
+bridged: it needs a step label and an anchor-state key per step, which verl's batch does not
+carry (its multi-turn agent fork, verl-agent, adds them; a bridge would read them from there).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from labkit.core.checks import as_tensor, check_shape
+from labkit.core.rollouts import Rollouts
+from labkit.credit.episode import dr_grpo, grpo, reinforce_pp, rloo
+from labkit.credit.td import gae
+
+__all__ = ["BRIDGED", "rollouts_from_verl", "labkit_grpo", "labkit_dr_grpo", "labkit_rloo",
+           "labkit_reinforce_pp", "labkit_gae", "register"]
+
+INSTALL_HINT = ("labkit.bridges.verl needs verl (an optional extra): pip install 'labkit[verl]', "
+                "or `make test-verl` for the tested environment (requirements-verl.txt)")
+
+
+def _option(config: Any, name: str, default: Any) -> Any:
+    """``config.name`` for verl's AlgoConfig (a dataclass), ``config[name]`` for a mapping; else default."""
+    if config is None:
+        return default
+    if isinstance(config, dict):
+        return config.get(name, default)
+    value = getattr(config, name, None)
+    if value is None and hasattr(config, "get"):
+        value = config.get(name, None)
+    return default if value is None else value
+
+
+def _group_ids(index: Any, batch: int) -> torch.Tensor:
+    """verl's uids (strings, ints, any hashable numpy array) -> group ids 0..G-1, (batch,) long."""
+    if index is None:
+        raise ValueError("index: this estimator compares responses to the same prompt and needs verl's "
+                         "uid array (data.non_tensor_batch['uid']), got None")
+    uids = np.asarray(index)
+    if uids.shape != (batch,):
+        raise ValueError(f"index: expected one uid per response, shape ({batch},), got {uids.shape}")
+    return torch.from_numpy(np.unique(uids, return_inverse=True)[1].reshape(-1).astype(np.int64))
+
+
+def rollouts_from_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
+                       index: Any = None) -> Rollouts:
+    """The labkit ``Rollouts`` that verl's (rewards, response mask, uids) describe, on the CPU.
+
+    Token ids are not needed by these estimators and are set to 0; ``index=None`` puts the whole
+    batch in one group. Rewards must be 0 where the mask is 0 (verl puts the outcome on the last
+    response token).
+    """
+    rewards = as_tensor("token_level_rewards", token_level_rewards)
+    if rewards.dim() != 2 or not rewards.is_floating_point():
+        raise ValueError(f"token_level_rewards: expected a float tensor (bs, response_length), "
+                         f"got {tuple(rewards.shape)} {rewards.dtype}")
+    mask = as_tensor("response_mask", response_mask)
+    check_shape("response_mask", mask, tuple(rewards.shape))
+    rewards, mask = rewards.detach().cpu(), mask.detach().cpu().bool()
+    if bool(((rewards != 0) & ~mask).any()):
+        raise ValueError("token_level_rewards: non-zero reward where response_mask is 0; labkit gives credit "
+                         "only to response tokens, so put each reward on a masked-in position")
+    groups = None if index is None else _group_ids(index, rewards.shape[0])
+    return Rollouts(tokens=torch.zeros(rewards.shape, dtype=torch.long), mask=mask, rewards=rewards,
+                    group_ids=groups)
+
+
+def _out(token: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return token.to(device=like.device, dtype=like.dtype)
+
+
+def labkit_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True, config: Any = None,
+                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """labkit's ``grpo`` with verl's GRPO signature: (advantages, returns), both the advantage.
+
+    ``config.norm_adv_by_std_in_grpo`` (when a config is given) wins over the keyword, as in verl's
+    trainer; False gives Dr. GRPO.
+    """
+    norm = bool(_option(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
+    ro = rollouts_from_verl(token_level_rewards, response_mask, _require(index))
+    adv = _out(grpo(ro, eps=epsilon, normalize_std=norm).token, token_level_rewards)
+    return adv, adv
+
+
+def labkit_dr_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                   config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """labkit's ``dr_grpo`` (score minus group mean) with verl's signature: (advantages, advantages)."""
+    ro = rollouts_from_verl(token_level_rewards, response_mask, _require(index))
+    adv = _out(dr_grpo(ro).token, token_level_rewards)
+    return adv, adv
+
+
+def labkit_rloo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """labkit's ``rloo`` (leave-one-out baseline; a group of one gets 0) with verl's signature."""
+    ro = rollouts_from_verl(token_level_rewards, response_mask, _require(index))
+    adv = _out(rloo(ro).token, token_level_rewards)
+    return adv, adv
+
+
+def labkit_reinforce_pp(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                        config: Any = None, group_baseline: bool = False,
+                        **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """labkit's ``reinforce_pp`` with verl's signature: (whitened advantages, discounted returns).
+
+    ``config.gamma`` is the discount (1 without a config); ``group_baseline=True`` is the
+    REINFORCE++-baseline variant (needs ``index``). Returns are what verl returns: the
+    discounted reward-to-go before whitening (with ``group_baseline``, the advantage again).
+    """
+    gamma = float(_option(config, "gamma", 1.0))
+    ro = rollouts_from_verl(token_level_rewards, response_mask, _require(index) if group_baseline else index)
+    adv = _out(reinforce_pp(ro, gamma=gamma, group_baseline=group_baseline).token, token_level_rewards)
+    if group_baseline:  # verl's REINFORCE++-baseline returns the whitened advantage twice
+        return adv, adv
+    return adv, _out(ro.returns(gamma), token_level_rewards)
+
+
+def labkit_gae(token_level_rewards: torch.Tensor, values: torch.Tensor | None = None,
+               response_mask: torch.Tensor | None = None, gamma: float | None = None, lam: float | None = None,
+               config: Any = None, whiten_advantages: bool = True,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """labkit's ``gae`` with verl's GAE signature: (advantages, returns = A + V before whitening).
+
+    ``gamma`` / ``lam`` default to the config's (1 without one). ``whiten_advantages`` is True
+    here, unlike labkit's ``gae``: verl's PPO expects whitened advantages (labkit whitens with the
+    population variance, verl with the unbiased one; see ``labkit.credit.td.gae``).
+    """
+    if values is None:
+        raise ValueError("values: labkit_gae needs the critic's values (bs, response_length); verl 0.9.1 "
+                         "passes them only to its own 'gae', so call labkit_gae from a trainer that does")
+    if response_mask is None:
+        raise ValueError("response_mask: required (bs, response_length)")
+    gamma = float(_option(config, "gamma", 1.0) if gamma is None else gamma)
+    lam = float(_option(config, "lam", 1.0) if lam is None else lam)
+    ro = rollouts_from_verl(token_level_rewards, response_mask)
+    v = as_tensor("values", values).detach().cpu()
+    credit = gae(ro, values=v, gamma=gamma, lam=lam, whiten_advantages=whiten_advantages)
+    return _out(credit.token, token_level_rewards), _out(credit.info["returns"], token_level_rewards)
+
+
+def _require(index: Any) -> Any:
+    if index is None:
+        _group_ids(None, 0)  # raises the message about verl's uid array
+    return index
+
+
+# labkit name -> the verl-signature wrapper; each is registered as "labkit_<name>"
+BRIDGED: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
+    "grpo": labkit_grpo, "dr_grpo": labkit_dr_grpo, "rloo": labkit_rloo,
+    "reinforce_pp": labkit_reinforce_pp, "gae": labkit_gae,
+}
+
+
+def register(names: Any = None) -> list[str]:
+    """Register the wrappers named in ``names`` (default: all of ``BRIDGED``) with verl's
+    ``register_adv_est`` as ``labkit_<name>``; returns the registered names. Registering twice is
+    harmless. Raises ImportError (naming the ``verl`` extra) where verl is not installed."""
+    if names is None:
+        names = list(BRIDGED)
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names: expected a list of labkit estimator names from {sorted(BRIDGED)}, got {names!r}")
+    unknown = [n for n in names if n not in BRIDGED]
+    if unknown:
+        raise ValueError(f"names: {unknown} cannot be bridged to verl; bridged: {sorted(BRIDGED)} "
+                         "(gigpo is not: verl's batch carries no anchor-state keys)")
+    try:
+        from verl.trainer.ppo.core_algos import register_adv_est
+    except ImportError as err:
+        raise ImportError(f"{INSTALL_HINT} ({err})") from err
+    done = []
+    for name in names:
+        register_adv_est(f"labkit_{name}")(BRIDGED[name])
+        done.append(f"labkit_{name}")
+    return done
