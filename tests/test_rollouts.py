@@ -163,3 +163,29 @@ def test_credit_from_level_equals_segment_reduce_and_broadcast_at_every_level():
             assert torch.equal(credit.present, present), level
             want = segment_broadcast(ids, values)
             assert torch.equal(credit.token, want) and credit.token.dtype == want.dtype, level
+            # bit for bit, signs of zeros included (off the mask a negative value times 0 is -0.0)
+            bits = torch.int32 if dtype == torch.float32 else torch.int64
+            assert torch.equal(credit.token.view(bits), want.view(bits)), level
+
+
+def test_mask_as_is_kept_per_dtype_and_remade_when_the_mask_changes():
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    ro = Rollouts(tokens=torch.zeros(2, 3, dtype=torch.long), mask=mask, rewards=torch.zeros(2, 3))
+    m32 = ro.mask_as(torch.float32)
+    assert m32.dtype == torch.float32 and torch.equal(m32, mask.float())
+    assert ro.mask_as(torch.float32) is m32                       # kept
+    assert torch.equal(ro.mask_as(torch.float64), mask.double())  # one per dtype
+    ro.mask[0, 1] = True                                          # changed in place: remade
+    assert ro.mask_as(torch.float32)[0, 1] == 1.0
+    ro.mask = torch.zeros(2, 3, dtype=torch.bool)                 # replaced: remade
+    assert float(ro.mask_as(torch.float32).sum()) == 0.0
+
+
+def test_a_float_mask_is_kept_as_a_copy_and_read_as_bool():
+    given = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    ro = Rollouts(tokens=torch.zeros(2, 2, dtype=torch.long), mask=given, rewards=torch.zeros(2, 2))
+    assert ro.mask.dtype == torch.bool
+    kept = ro.mask_as(torch.float32)
+    assert torch.equal(kept, given) and kept.data_ptr() != given.data_ptr()
+    given[0, 0] = 0.0                                             # the caller's tensor is not ours
+    assert ro.mask_as(torch.float32)[0, 0] == 1.0

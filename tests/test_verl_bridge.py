@@ -173,3 +173,21 @@ class _Config(dict):
 
     def __getattr__(self, name):
         return self[name]
+
+
+@pytest.mark.parametrize("policy, found", [("auto", True), ("none", False)])
+def test_import_verl_registers_labkits_estimators_through_the_plugin_entry_point(policy, found):
+    # A fresh interpreter that only imports verl: labkit's `verl.plugins` entry point
+    # (pyproject.toml, labkit.bridges.verl_plugin) registers the estimators; with verl's plugin
+    # discovery off, nothing does, so it is the entry point that did it.
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    code = ("import verl\nfrom verl.trainer.ppo import core_algos\n"
+            "try:\n    print(core_algos.get_adv_estimator_fn('labkit_grpo').__module__)\n"
+            "except ValueError:\n    print('not registered')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=tempfile.gettempdir(), env=dict(os.environ, VERL_USE_EXTERNAL_PLUGINS=policy))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == ("labkit.bridges.verl" if found else "not registered")

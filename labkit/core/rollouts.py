@@ -154,10 +154,16 @@ class Rollouts:
             raise ValueError("tokens: a Rollouts batch needs at least one position (T = 0)")
         self.mask = as_tensor("mask", self.mask)
         check_shape("mask", self.mask, (B, T))
+        given_float = None
         if self.mask.dtype != torch.bool:
             if bool(((self.mask != 0) & (self.mask != 1)).any()):
                 raise ValueError("mask: must be boolean (or 0/1)")
+            given_float = self.mask if self.mask.is_floating_point() else None
             self.mask = self.mask.bool()
+        # mask_as's cache; a float 0/1 mask as given (verl's response_mask) is kept, copied.
+        self._mask_as = {}
+        if given_float is not None:
+            self._mask_as[given_float.dtype] = (self.mask, self.mask._version, given_float.clone())
         if not bool(self.mask.any()):
             raise ValueError("mask: no generated position in the batch (mask is all False), so there is "
                              "nothing to give credit to; keep at least one generated position")
@@ -256,6 +262,21 @@ class Rollouts:
     def lengths(self) -> torch.Tensor:
         """Number of generated positions per trajectory, (B,)."""
         return self.mask.sum(1)
+
+    def mask_as(self, dtype: torch.dtype) -> torch.Tensor:
+        """The mask as 0/1 values of ``dtype``, (B, T), made once per dtype and kept.
+
+        Why kept: converting a bool (B, T) tensor costs more than the arithmetic it feeds (1024 x
+        512 on one thread: 0.29 ms to convert, 0.05 ms to multiply by the result). The copy is
+        remade if ``mask`` is replaced or changed in place.
+        """
+        cache = self.__dict__.setdefault("_mask_as", {})
+        hit = cache.get(dtype)
+        if hit is not None and hit[0] is self.mask and hit[1] == self.mask._version:
+            return hit[2]
+        as_dtype = self.mask.to(dtype)
+        cache[dtype] = (self.mask, self.mask._version, as_dtype)
+        return as_dtype
 
     @property
     def n_steps(self) -> torch.Tensor:
@@ -455,8 +476,14 @@ class Credit:
         # results as segment_reduce / segment_broadcast, which agents (labels may skip) still use.
         if level == "episode":
             present = torch.zeros(mask.shape[0], n, dtype=torch.bool)
-            present[:, 0] = mask.sum(1) > 0  # not mask.any(1): a bool reduction along rows was measured 100x slower
-            token = torch.where(mask, values[:, :1], torch.zeros((), dtype=values.dtype))
+            # A row's max over the mask's bytes, not mask.any(1) / mask.sum(1): bool reductions
+            # along rows were measured 20x / 5x slower on a 1024 x 512 batch.
+            present[:, 0] = mask.view(torch.uint8).amax(1).bool()
+            # The value times the 0/1 mask, not where(mask, value, 0), which broadcasting a column
+            # makes 4x slower. Off the mask a negative value times 0 is -0.0: adding 0.0 makes it
+            # 0.0, so the result equals where's bit for bit (but an on-mask -0.0 becomes 0.0).
+            token = values[:, :1] * rollouts.mask_as(values.dtype)
+            token += 0.0
         elif level == "token":
             present = torch.zeros(mask.shape[0], n, dtype=torch.bool)
             present[:, :mask.shape[1]] = mask[:, :n]
