@@ -19,6 +19,7 @@ Reference solutions live apart from the chapters in ``labkit.course.solutions``.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -51,11 +52,15 @@ class Case:
 class Rule:
     """A property every answer must have: ``broken(case, got, want) -> bool`` says the reader's
     answer ``got`` breaks it on ``case`` (``want`` is the lab's answer); ``hint`` is what the
-    reader is told. ``tags``: look only at cases carrying one of them (None: every case)."""
+    reader is told. ``tags``: look only at cases carrying one of them (None: every case).
+    ``every``: the rule names a known mistake and fires only when that mistake reproduces every
+    answer that is wrong (two mistakes can coincide on one case; they do not on all of them)."""
 
     hint: str
     broken: Callable[[Case, torch.Tensor, torch.Tensor], bool]
     tags: frozenset | None = None
+    #: a named mistake must explain EVERY wrong answer (not one case where two mistakes coincide)
+    every: bool = False
 
 
 @dataclass
@@ -114,6 +119,12 @@ def _show(x: Any) -> str:
 def _tidy(v: float):
     v = 0.0 if v == 0 else v  # no -0.0 on the page
     return int(v) if float(v).is_integer() and abs(v) < 1e6 else v
+
+
+def _size(case: Case) -> int:
+    """How much a case shows on the page: entries of its tensors, lists and dicts."""
+    return sum(v.numel() if isinstance(v, torch.Tensor) else len(v) if isinstance(v, (list, dict)) else 1
+               for v in case.args.values())
 
 
 def _clone(x: Any) -> Any:
@@ -190,9 +201,12 @@ class Exercise:
             want = self.reference(**{k: _clone(v) for k, v in case.args.items()})
             args = {k: _clone(v) for k, v in case.args.items()}
             try:
-                got = fn(**args)
+                with warnings.catch_warnings():  # e.g. torch.std of one value: the hint says it shorter
+                    warnings.simplefilter("ignore")
+                    got = fn(*args.values())  # positionally, in the signature's order: any parameter names work
             except Exception as err:  # the reader's bug is reported, not raised
-                return fail(f"your function raised {type(err).__name__}: {str(err)[:200]}", case, error=err)
+                extra = f" (the signature is {self.signature})" if isinstance(err, TypeError) else ""
+                return fail(f"your function raised {type(err).__name__}: {str(err)[:200]}{extra}", case, error=err)
             changed = [k for k in args if not _same(args[k], case.args[k])]
             if changed:
                 return fail(f"your function changed its input {changed[0]!r} in place: work on a copy "
@@ -212,11 +226,14 @@ class Exercise:
                  lambda c, g, w: not _close(g, w, self.tolerance)),
         )
         for rule in rules:
-            for case, got, want in answers:
-                if rule.tags is not None and not (rule.tags & case.tags):
-                    continue
-                if rule.broken(case, got, want):
-                    return fail(rule.hint, case, got, want)
+            seen = [a for a in answers if rule.tags is None or rule.tags & a[0].tags]
+            if rule.every:
+                wrong = [a for a in seen if not _close(a[1], a[2], self.tolerance)]
+                broken = wrong if wrong and all(rule.broken(*a) for a in wrong) else []
+            else:
+                broken = [a for a in seen if rule.broken(*a)]
+            if broken:  # show the smallest case that breaks it
+                return fail(rule.hint, *min(broken, key=lambda a: _size(a[0])))
         return CheckResult(self.key, True, n_cases=len(cases))
 
     def _as_output(self, got: Any) -> torch.Tensor | None:
@@ -334,7 +351,7 @@ def _group_lists(group_ids: torch.Tensor) -> list[torch.Tensor]:
 def _grpo_cases(gen):
     cases = []
     for i in range(6):
-        sizes = [_randint(gen, 2, 6) for _ in range(_randint(gen, 1, 3))]
+        sizes = [_randint(gen, 2, 5) for _ in range(_randint(gen, 1, 3))]
         ids = torch.cat([torch.full((n,), g, dtype=torch.long) for g, n in enumerate(sizes)])
         ids = ids[torch.randperm(len(ids), generator=gen)]  # groups interleaved, as in a real batch
         scores = (_rand(gen, len(ids)) < 0.5).to(F64) if i % 2 else torch.round(torch.randn(len(ids), generator=gen, dtype=F64), decimals=2)
@@ -399,17 +416,18 @@ _add(Exercise(
         "(verl's convention). A group whose scores are all equal gets 0."),
     cases=_grpo_cases, reference=_grpo_reference,
     rules=(
+        # first: a batch mean breaks this on every finite case, whatever it does to a group of one
+        Rule("your advantages do not sum to zero within a group: subtract each group's own mean, not the batch's",
+             _grpo_sums_to_zero_broken),
         Rule(SINGLETON_HINT, _nonfinite, frozenset({"singleton"})),
         Rule("a group whose scores are all equal should get 0: add eps outside the std, "
              "A = (s - mean) / (std + eps), so 0 / (0 + eps) = 0, not 0 / 0", _nonfinite, frozenset({"zero_var"})),
-        Rule("your advantages do not sum to zero within a group: subtract each group's own mean, not the batch's",
-             _grpo_sums_to_zero_broken),
         Rule(SINGLETON_HINT, _grpo_singleton_broken, frozenset({"singleton"})),
         Rule("a group whose scores are all equal should get 0 for everyone", _grpo_zero_var_broken),
         Rule("you used the biased std (dividing by n); GRPO uses the unbiased one (n - 1), torch.std's default",
-             _looks_like(lambda scores, group_ids: _grpo_variant(scores, group_ids, unbiased=False))),
+             _looks_like(lambda scores, group_ids: _grpo_variant(scores, group_ids, unbiased=False)), every=True),
         Rule("you did not divide by the group std (that is Dr. GRPO, arXiv 2503.20783): A = (s - mean) / (std + eps)",
-             _looks_like(lambda scores, group_ids: _grpo_variant(scores, group_ids, divide=False))),
+             _looks_like(lambda scores, group_ids: _grpo_variant(scores, group_ids, divide=False)), every=True),
     ),
 ))
 
@@ -595,11 +613,11 @@ _add(Exercise(
         "  V_i = mean of row i,   A_i = r_i + V_{i+1} - V_i,   V_S = 0 after the final step"),
     cases=_vine_cases, reference=_vine_reference,
     rules=(
-        Rule("V_i is the MEAN outcome of the K vines, not their sum", _looks_like(_vine_variant("sum"))),
+        Rule("V_i is the MEAN outcome of the K vines, not their sum", _looks_like(_vine_variant("sum")), every=True),
         Rule("the advantage is what the step added: r_i + V_{i+1} - V_i (after minus before), not before minus after",
-             _looks_like(_vine_variant("flip"))),
+             _looks_like(_vine_variant("flip")), every=True),
         Rule("add the reward received inside the step: A_i = r_i + V_{i+1} - V_i",
-             _looks_like(_vine_variant("no_reward"))),
+             _looks_like(_vine_variant("no_reward")), every=True),
         Rule("you bootstrapped past the end of the trajectory: after the final step V = 0, so the last "
              "step's advantage is r - V_last", _vine_last_broken),
     ),
@@ -665,14 +683,14 @@ _add(Exercise(
         Rule("your weights overflow at a small temperature: compute them with torch.softmax (it subtracts the "
              "max before exp)", _nonfinite, frozenset({"cold"})),
         Rule("you summed the step rewards (the sum form PURE argues against): weight them by w = softmax(-r / T) "
-             "over the response's steps", _looks_like(_pure_variant("sum"))),
+             "over the response's steps", _looks_like(_pure_variant("sum")), every=True),
         Rule("the soft minimum puts the weight on the WORST step: w = softmax(-r / T), not softmax(+r / T)",
-             _looks_like(_pure_variant("softmax_plus"))),
-        Rule("the step reward is r = 2p - 1 (p(good) - p(bad)), not p", _looks_like(_pure_variant("p"))),
+             _looks_like(_pure_variant("softmax_plus")), every=True),
+        Rule("the step reward is r = 2p - 1 (p(good) - p(bad)), not p", _looks_like(_pure_variant("p")), every=True),
         Rule("add the verifiable reward R at the last step, so every return G_s includes it",
-             _looks_like(_pure_variant("no_outcome"))),
+             _looks_like(_pure_variant("no_outcome")), every=True),
         Rule("G_s sums from step s to the END (a reverse cumulative sum), not from the start",
-             _looks_like(_pure_variant("forward"))),
+             _looks_like(_pure_variant("forward")), every=True),
     ),
 ))
 
@@ -758,12 +776,13 @@ _add(Exercise(
     rules=(
         Rule("your values are discounted per token, not per turn: a turn of several tokens is ONE step of the "
              "turn-level MDP and is discounted once",
-             _any_of(*(_looks_like(_turn_variant(h, w)) for h in ("token", "position") for w in ("first", "last")))),
+             _any_of(*(_looks_like(_turn_variant(h, w)) for h in ("token", "position") for w in ("first", "last"))),
+             every=True),
         Rule("a turn's reward is the sum of every reward inside it, not just its last token's",
-             _looks_like(_turn_variant("last_only"))),
+             _looks_like(_turn_variant("last_only")), every=True),
         Rule("a return sums the rewards from turn k to the END, G_k = r_k + gamma * G_{k+1}, not those before it",
-             _looks_like(_turn_variant("forward"))),
-        Rule("discount relative to turn k: gamma^(j - k) for turn j, not gamma^j", _looks_like(_turn_variant("absolute"))),
+             _looks_like(_turn_variant("forward")), every=True),
+        Rule("discount relative to turn k: gamma^(j - k) for turn j, not gamma^j", _looks_like(_turn_variant("absolute")), every=True),
     ),
 ))
 
@@ -867,16 +886,16 @@ _add(Exercise(
     rules=(
         Rule("absent turns (padding) must get 0", lambda c, g, w: bool((g[~c.args["present"].bool()].abs() > 1e-9).any())),
         Rule("your answer contains NaN or inf", _nonfinite),
-        Rule("an anchor group of one should get step term 0 (nothing to compare with, verl-agent's convention), "
-             "not its raw return", _gigpo_singleton_broken),
         Rule("your step terms do not sum to zero within an anchor group: subtract the mean over the turns that "
              "share the anchor state, not over the episode or the batch", _gigpo_sum_broken),
+        Rule("an anchor group of one should get step term 0 (nothing to compare with, verl-agent's convention), "
+             "not its raw return", _gigpo_singleton_broken),
         Rule("compare discounted returns R_k = r_k + gamma * R_{k+1} (from turn k to the end), not the turn's own reward",
-             _looks_like(_gigpo_variant("reward"))),
+             _looks_like(_gigpo_variant("reward")), every=True),
         Rule("discount the returns by gamma once per turn: R_k = r_k + gamma * R_{k+1}",
-             _looks_like(_gigpo_variant("undiscounted"))),
+             _looks_like(_gigpo_variant("undiscounted")), every=True),
         Rule("GiGPO's default step term is mean-normalised only (norm='mean_norm'): do not divide by the std",
-             _looks_like(_gigpo_variant("std"))),
+             _looks_like(_gigpo_variant("std")), every=True),
     ),
 ))
 
@@ -967,10 +986,10 @@ _add(Exercise(
         Rule("a turn that is not present (padding) must never be kept",
              lambda c, g, w: bool((g & ~c.args["present"].bool()).any())),
         Rule("rank all turns of the batch together (one cut-off for the batch), not row by row",
-             _looks_like(_carl_variant("per_row"))),
-        Rule("keep ceil(fraction * n) turns (at least one), not int(fraction * n)", _looks_like(_carl_variant("floor"))),
-        Rule("n counts the present turns only, not every entry of the padded table", _looks_like(_carl_variant("all_entries"))),
-        Rule("CARL keeps the most uncertain turns: the LARGEST entropy, not the smallest", _looks_like(_carl_variant("lowest"))),
+             _looks_like(_carl_variant("per_row")), every=True),
+        Rule("keep ceil(fraction * n) turns (at least one), not int(fraction * n)", _looks_like(_carl_variant("floor")), every=True),
+        Rule("n counts the present turns only, not every entry of the padded table", _looks_like(_carl_variant("all_entries")), every=True),
+        Rule("CARL keeps the most uncertain turns: the LARGEST entropy, not the smallest", _looks_like(_carl_variant("lowest")), every=True),
         Rule("keep exactly ceil(fraction * n) of the n present turns", _carl_count_broken),
         Rule("break ties by position: among equal entropies keep the earlier turns (row-major order)", _carl_ties_broken),
     ),
@@ -1037,10 +1056,10 @@ _add(Exercise(
         Rule("multiply by the outcome Z: a failed episode (Z = 0) gets credit 0 on every turn",
              lambda c, g, w: c.args["z"] == 0 and bool((g.abs() > 1e-9).any())),
         Rule("the ratio is pi / h (the policy's probability over the hindsight one): credit = (1 - pi / h) * Z, not (1 - h / pi) * Z",
-             _looks_like(_hca_variant("inverted"))),
+             _looks_like(_hca_variant("inverted")), every=True),
         Rule("an action that success made more likely (h > pi) gets POSITIVE credit: (1 - pi / h) * Z, not (pi / h - 1) * Z",
-             _looks_like(_hca_variant("flipped"))),
-        Rule("HCA's credit is 1 - pi / h, not a log-ratio", _looks_like(_hca_variant("log"))),
+             _looks_like(_hca_variant("flipped")), every=True),
+        Rule("HCA's credit is 1 - pi / h, not a log-ratio", _looks_like(_hca_variant("log")), every=True),
     ),
 ))
 
@@ -1110,9 +1129,9 @@ _add(Exercise(
     cases=_shapley_cases, reference=_shapley_reference,
     rules=(
         Rule("that is leave-one-out, v(N) - v(N without i), not Shapley: average the marginal contribution "
-             "over every order in which the team could form", _looks_like(_shapley_variant("loo"))),
+             "over every order in which the team could form", _looks_like(_shapley_variant("loo")), every=True),
         Rule("weight coalition S by |S|! (n - |S| - 1)! / n! (1/3, 1/6, 1/6, 1/3 for |S| = 0, 1, 1, 2), not equally",
-             _looks_like(_shapley_variant("unweighted"))),
+             _looks_like(_shapley_variant("unweighted")), every=True),
         Rule("your credits do not sum to v(N) - v(empty) (efficiency): every marginal contribution is "
              "v(S + {i}) - v(S), with v(empty) where S is empty", _efficiency_broken),
         Rule("a null player (one who never changes v) must get 0",
@@ -1198,10 +1217,10 @@ _add(Exercise(
              _nonfinite, frozenset({"constant"})),
         Rule("your answer contains NaN or inf", _nonfinite),
         Rule("score only the positions where mask is True (padding and tool output are not credit)",
-             _looks_like(_rank_variant("no_mask"))),
+             _looks_like(_rank_variant("no_mask")), every=True),
         Rule("rank the values first: Spearman's rho is the Pearson correlation of the RANKS "
-             "(a monotone credit that is not linear should score 1)", _looks_like(_rank_variant("pearson"))),
+             "(a monotone credit that is not linear should score 1)", _looks_like(_rank_variant("pearson")), every=True),
         Rule("tied values must share their average rank (episode-level credit gives a whole row one value)",
-             _looks_like(_rank_variant("plain_ranks"))),
+             _looks_like(_rank_variant("plain_ranks")), every=True),
     ),
 ))
