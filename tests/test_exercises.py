@@ -4,7 +4,9 @@ that names their mistake. Also: a reader's exception is reported with its case, 
 check's own bad arguments raise errors that name the argument."""
 from __future__ import annotations
 
+import inspect
 import math
+import re
 
 import pytest
 import torch
@@ -565,3 +567,15 @@ def test_parameter_names_are_free_and_a_wrong_arity_shows_the_signature():
     assert check(lambda s, g: solutions.grpo_advantage(s, g), "01", verbose=False).passed
     result = check(lambda scores: scores, "01", verbose=False)
     assert "raised TypeError" in result.hint and "grpo_advantage(scores, group_ids)" in result.hint
+
+
+@pytest.mark.parametrize("notebook", sorted(SOLUTIONS))
+def test_solution_docstrings_follow_the_house_order(notebook):
+    # the layout tests/test_docstrings.py asks of every registered estimator
+    sections = ("Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Cost:")
+    citation = re.compile(r"arXiv[: ]?\d{4}\.\d{4,5}|\b(19|20)\d{2}\b")
+    doc = inspect.getdoc(SOLUTIONS[notebook])
+    lines = [line.strip() for line in doc.splitlines()]
+    positions = [lines.index(h) for h in sections]
+    assert positions == sorted(positions) and all(doc.count(h) == 1 for h in sections)
+    assert citation.search(doc.split("\n\n")[0]) and doc.startswith(notebook)
