@@ -579,3 +579,24 @@ def test_solution_docstrings_follow_the_house_order(notebook):
     positions = [lines.index(h) for h in sections]
     assert positions == sorted(positions) and all(doc.count(h) == 1 for h in sections)
     assert citation.search(doc.split("\n\n")[0]) and doc.startswith(notebook)
+
+
+def test_a_notebook_cell_shows_the_result_once(capsys):
+    result = check(grpo_biased_std, "01")
+    printed = capsys.readouterr().out
+    result._ipython_display_()  # what IPython calls for a cell's last value
+    assert printed and capsys.readouterr().out == ""
+    quiet = check(grpo_biased_std, "01", verbose=False)
+    quiet._ipython_display_()
+    assert capsys.readouterr().out == printed
+
+
+def test_float32_answers_are_graded_like_float64_ones():
+    def f32(fn):
+        return lambda *args: fn(*[a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                                  for a in args]).float()
+
+    assert check(f32(solutions.grpo_advantage), "01", verbose=False).passed
+    assert check(f32(solutions.gae), "02", verbose=False).passed
+    assert "biased std" in check(f32(grpo_biased_std), "01", verbose=False).hint
+    assert "sum form" in check(f32(pure_sum_form), "04", verbose=False).hint

@@ -76,9 +76,15 @@ class CheckResult:
     want: Any = None
     n_cases: int = 0
     error: BaseException | None = None
+    printed: bool = field(default=False, repr=False)
 
     def __bool__(self) -> bool:
         return self.passed
+
+    def _ipython_display_(self) -> None:
+        # a notebook cell ending in check(...) would show the result twice: printed, then displayed
+        if not self.printed:
+            print(self)
 
     def __str__(self) -> str:
         if self.passed:
@@ -189,6 +195,7 @@ class Exercise:
         result = self._grade(fn, seed)
         if verbose:
             print(result)
+            result.printed = True
         return result
 
     def _grade(self, fn: Callable, seed: int) -> CheckResult:
@@ -306,7 +313,7 @@ def _randint(gen: torch.Generator, low: int, high: int) -> int:
     return int(torch.randint(low, high + 1, (1,), generator=gen))
 
 
-def _looks_like(variant: Callable[..., torch.Tensor], tol: float = 1e-6):
+def _looks_like(variant: Callable[..., torch.Tensor], tol: float = 1e-5):
     """A rule test: the answer is wrong, and equals what ``variant`` (a known mistake) gives."""
     def broken(case: Case, got: torch.Tensor, want: torch.Tensor) -> bool:
         if _close(got, want, tol):
