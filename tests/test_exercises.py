@@ -102,6 +102,8 @@ def gae_tool_tokens_as_steps(rewards, values, mask, gamma, lam):
     B, T = rewards.shape
     adv = torch.zeros(B, T, dtype=torch.float64)
     for b in range(B):
+        if not mask[b].any():
+            continue
         last = int(mask[b].nonzero().max())
         running, v_next = 0.0, 0.0
         for t in reversed(range(last + 1)):  # stops at the end, but walks through tool output as steps
@@ -302,6 +304,8 @@ def carl_per_row(entropies, present, fraction):
     keep = torch.zeros_like(present)
     for b in range(len(present)):
         n = int(present[b].sum())
+        if n == 0:
+            continue
         k = max(1, math.ceil(fraction * n - 1e-9))
         order = torch.argsort(torch.where(present[b], entropies[b], -1.0), descending=True, stable=True)
         keep[b, order[:k]] = True

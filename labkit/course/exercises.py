@@ -483,6 +483,10 @@ def _gae_cases(gen):
         Case("one token, then padding", dict(rewards=torch.tensor([[1.0, 0.0, 0.0]], dtype=F64),
                                              values=torch.tensor([[0.3, 0.5, 0.5]], dtype=F64),
                                              mask=torch.tensor([[True, False, False]]), gamma=0.9, lam=0.8)),
+        Case("a row with nothing generated", dict(rewards=torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=F64),
+                                                  values=torch.tensor([[0.2, 0.4, 0.6], [0.5, 0.5, 0.5]], dtype=F64),
+                                                  mask=torch.tensor([[False, False, False], [True, True, False]]),
+                                                  gamma=0.9, lam=0.8)),
         Case("tool output inside", dict(rewards=r3, values=v3, mask=m3, gamma=0.9, lam=0.5), frozenset({"gap"})),
         Case("gamma = 0", dict(rewards=r3, values=v3, mask=m3, gamma=0.0, lam=0.5), frozenset({"gap"})),
         Case("lambda = 0", dict(rewards=r3, values=v3, mask=m3, gamma=0.9, lam=0.0), frozenset({"gap", "lam0"})),
@@ -930,6 +934,8 @@ def _carl_cases(gen):
         cases.append(Case(f"random #{i}", dict(entropies=H, present=present, fraction=[0.3, 0.5, 0.25][i % 3])))
     full = torch.ones(2, 4, dtype=torch.bool)
     cases += [
+        Case("an episode with no turn", dict(entropies=torch.tensor([[0.4, 0.9, 0.1], [0.0, 0.0, 0.0]], dtype=F64),
+                                             present=torch.tensor([[True, True, True], [False, False, False]]), fraction=0.5)),
         Case("one turn in the batch", dict(entropies=torch.tensor([[1.2]], dtype=F64), present=torch.tensor([[True]]), fraction=0.3)),
         Case("all entropies equal", dict(entropies=torch.full((2, 4), 0.7, dtype=F64), present=full, fraction=0.3),
              frozenset({"ties"})),
