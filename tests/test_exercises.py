@@ -604,3 +604,12 @@ def test_float32_answers_are_graded_like_float64_ones():
     assert check(f32(solutions.gae), "02", verbose=False).passed
     assert "biased std" in check(f32(grpo_biased_std), "01", verbose=False).hint
     assert "sum form" in check(f32(pure_sum_form), "04", verbose=False).hint
+
+
+@pytest.mark.parametrize("notebook", sorted(EXERCISES))
+def test_the_template_runs_and_fails_the_check(notebook):
+    ex = EXERCISES[notebook]
+    space: dict = {}
+    exec(ex.template, space)
+    result = check(space[ex.name], notebook, verbose=False)
+    assert not result.passed and "should return a tensor" in result.hint

@@ -184,6 +184,13 @@ class Exercise:
     def __str__(self) -> str:
         return f"Exercise {self.key}\n\n    {self.signature}\n\n{self.prompt}"
 
+    @property
+    def template(self) -> str:
+        """The empty function a notebook's exercise cell starts from (it runs, and fails the check)."""
+        head, _, returns = self.signature.partition(" -> ")
+        return (f"def {head}:\n    \"\"\"{self.prompt.splitlines()[0]} Returns {returns}.\"\"\"\n"
+                f"    ...  # your code here\n")
+
     __repr__ = __str__
 
     def check(self, fn: Callable, *, seed: int = 0, verbose: bool = True) -> CheckResult:
