@@ -415,7 +415,7 @@ def _grpo_variant(scores, group_ids, *, unbiased=True, divide=True):
 
 
 SINGLETON_HINT = ("a group of one should get its raw score / (1 + eps) (the group-of-one rule: mean 0, std 1, "
-                  "as verl does); torch.std of one value is NaN")
+                  "as verl does)")
 
 _add(Exercise(
     notebook="01", name="grpo_advantage", title="GRPO advantage",
@@ -433,7 +433,7 @@ _add(Exercise(
         # first: a batch mean breaks this on every finite case, whatever it does to a group of one
         Rule("your advantages do not sum to zero within a group: subtract each group's own mean, not the batch's",
              _grpo_sums_to_zero_broken),
-        Rule(SINGLETON_HINT, _nonfinite, frozenset({"singleton"})),
+        Rule(SINGLETON_HINT + "; torch.std of one value is NaN", _nonfinite, frozenset({"singleton"})),
         Rule("a group whose scores are all equal should get 0: add eps outside the std, "
              "A = (s - mean) / (std + eps), so 0 / (0 + eps) = 0, not 0 / 0", _nonfinite, frozenset({"zero_var"})),
         Rule(SINGLETON_HINT, _grpo_singleton_broken, frozenset({"singleton"})),
