@@ -613,3 +613,8 @@ def test_the_template_runs_and_fails_the_check(notebook):
     exec(ex.template, space)
     result = check(space[ex.name], notebook, verbose=False)
     assert not result.passed and "should return a tensor" in result.hint
+
+
+def test_the_nan_remark_is_made_only_for_a_nan_answer():
+    assert "NaN" in check(grpo_no_singleton_rule, "01", verbose=False).hint
+    assert "NaN" not in check(grpo_singleton_zero, "01", verbose=False).hint
