@@ -4,6 +4,10 @@ One runner module per notebook, named after it (``nb01_reinforce_variance`` ...
 ``nb10_benchmark``; a notebook imports its own as ``lesson``), the worlds they share in
 ``presets``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
 measured band) and the thread setting the test matrix can override.
+
+``exercises`` holds one autograded exercise per notebook (``check(fn, "01")``) and ``solutions``
+their reference solutions, kept apart from the chapters; neither is imported here (import them
+by name), so ``import labkit.course`` stays as light as it was.
 """
 from labkit.course.bands import NotebookChecks, tidy, use_threads
 
