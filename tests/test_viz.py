@@ -590,3 +590,78 @@ def test_dashboard_compute_that_moves_a_control_is_rerun_with_the_new_value():
     d.controls["a"].value = 5
     assert seen[-1] == (5, 5) and d.summary == "a=5 b=5"
     assert d.n_updates == 3
+
+
+def test_dashboard_cache_redraws_a_seen_value_without_recomputing():
+    calls = []
+
+    def compute(horizon, method="GRPO"):
+        calls.append((horizon, method))
+        return _compute(horizon, method)
+
+    d = interact(compute, controls={"horizon": slider("horizon", 1, 100, 1, 10),
+                                    "method": dropdown(["GRPO", "RLOO"])}, mode="output", cache=2)
+    d.controls["horizon"].value = 40
+    d.controls["horizon"].value = 10  # seen: from the cache
+    assert d.n_computes == 2 and d.n_updates == 3 and calls == [(10, "GRPO"), (40, "GRPO")]
+    # the cached answer is the answer a fresh compute gives
+    chart, summary = _compute(10, "GRPO")
+    assert d.chart.to_dict() == chart.to_dict() and d.summary == summary
+    d.controls["horizon"].value = 70   # third entry: the least recently used (40) drops out
+    d.controls["horizon"].value = 40
+    assert d.n_computes == 4 and len(d._cache) == 2
+    assert records(d.chart.to_dict()) == records(_compute(40)[0].to_dict())
+
+
+def test_dashboard_precompute_fills_the_grid_at_build_time():
+    calls = []
+
+    def compute(horizon, method="GRPO"):
+        calls.append((horizon, method))
+        return _compute(horizon, method)
+
+    d = interact(compute, controls={"horizon": slider("horizon", -5, 100, 1, 10),
+                                    "method": dropdown(["GRPO", "RLOO"])}, mode="output",
+                 precompute={"horizon": [-3, 10, 50], "method": ["GRPO", "RLOO"]})
+    assert sorted(calls) == sorted((h, m) for h in (-3, 10, 50) for m in ("GRPO", "RLOO"))
+    assert len(d._cache) == 4  # a value whose compute failed is not kept
+    n = d.n_computes
+    d.controls["method"].value = "RLOO"
+    d.controls["horizon"].value = 50
+    assert d.n_computes == n and d.summary == _compute(50, "RLOO")[1]
+    d.controls["horizon"].value = -3  # failed at build time: computed (and shown as an error) now
+    assert isinstance(d.error, RuntimeError) and d.n_computes == n + 1
+    d.controls["horizon"].value = 11  # off the grid: computed, not kept (no extra cache room)
+    assert d.n_computes == n + 2 and d.error is None
+
+
+def test_dashboard_cache_arguments_are_checked():
+    ctl = {"horizon": slider("h", 0, 3, 1, 1)}
+    with pytest.raises(ValueError, match="^cache: "):
+        interact(_compute, controls=ctl, cache=-1)
+    with pytest.raises(ValueError, match="^precompute: 'k' is not a control"):
+        interact(_compute, controls=ctl, precompute={"k": [1]})
+    with pytest.raises(ValueError, match="^precompute: the values for 'horizon'"):
+        interact(_compute, controls=ctl, precompute={"horizon": []})
+
+
+def test_control_values_lists_what_a_control_can_hold():
+    import ipywidgets as W
+
+    from labkit.viz import control_values
+
+    s = slider("noise", 0.0, 0.5, 0.05, 0.3)
+    vals = control_values(s)
+    assert len(vals) == 11 and vals[0] == 0.0 and vals[-1] == 0.5
+    for v in vals:  # exactly the floats the slider holds, so cache keys match
+        s.value = v
+        assert s.value == v
+    assert control_values(slider("x", 0, 10, 3, 3)) == [0, 3, 6, 9]
+    assert control_values(dropdown({"a": 1, "b": 2})) == [1, 2]
+    assert control_values(W.Checkbox()) == [False, True]
+    with pytest.raises(ValueError, match="^control: "):
+        control_values(W.Text())
+    calls = []
+    d = interact(lambda k: (calls.append(k), _compute(k))[1], controls={"k": slider("k", 1, 5, 2, 3)},
+                 mode="output", precompute={"k": "all"})
+    assert sorted(calls) == [1, 3, 5] and d.n_computes == 3

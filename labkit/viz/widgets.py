@@ -21,22 +21,31 @@ slider move. With any other renderer the chart's display data is written into ``
 Everything also works with no kernel or browser at all (tests set ``control.value`` and read
 ``dash.chart.to_dict()``).
 
+Answering at once. ``interact(..., cache=N)`` keeps the last N results of ``compute`` keyed by
+the control values (least recently used first out), so moving back to a value redraws without
+recomputing; ``precompute={"k": [1, 2, 4]}`` (or ``{"k": "all"}``: every value of that control, see
+``control_values``) also fills that cache at build time for every combination of the listed values (other controls at their start values), for a slow compute
+over a small grid. Only use either when ``compute`` is a pure function of the control values
+(same values, same chart and summary): a cached answer is the answer compute gave, not a new one.
+
 Sliders default to ``continuous_update=False``: compute runs when the handle is released, not on
 every pixel of a drag, so a slow recompute never floods the kernel and no debouncing is needed.
 """
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import numbers
 import traceback
-from typing import Any, Callable, Mapping
+from collections import OrderedDict
+from typing import Any, Callable, Mapping, Sequence
 
 import altair as alt
 import ipywidgets as W
 import traitlets
 
-__all__ = ["Dashboard", "interact", "slider", "dropdown"]
+__all__ = ["Dashboard", "interact", "slider", "dropdown", "control_values"]
 
 
 class _SnapToStep:
@@ -128,6 +137,23 @@ def dropdown(options: Any, value: Any = None, description: str = "", **kw: Any) 
     return W.Dropdown(options=opts, value=value, description=description, **kw)
 
 
+def control_values(control: W.ValueWidget) -> list:
+    """Every value a control can take, in order: a snapping slider's grid min + k * step (the
+    floats exactly as the slider holds them), the option values of a selection widget (dropdown,
+    selection slider, toggle buttons), False/True for a checkbox. Raises for a free control (a
+    text box, a plain slider)."""
+    if isinstance(control, _SnapToStep):
+        n = int(math.floor((control.max - control.min) / control.step + 1e-9))
+        vals = [control.min + k * control.step for k in range(n + 1)]
+        return [int(v) for v in vals] if isinstance(control, W.IntSlider) else [round(float(v), 12) for v in vals]
+    if isinstance(control, W.Checkbox):
+        return [False, True]
+    if isinstance(control, (W.Dropdown, W.SelectionSlider, W.ToggleButtons, W.RadioButtons, W.Select)):
+        return list(getattr(control, "_options_values", None) or [o[1] if isinstance(o, tuple) else o
+                                                                   for o in control.options])
+    raise ValueError(f"control: cannot list the values of a {type(control).__name__}; pass them as a list")
+
+
 class Dashboard:
     """Controls + chart + summary line, recomputed whenever a control's value changes.
 
@@ -135,7 +161,12 @@ class Dashboard:
     altair's renderer is not "jupyter", and error messages), ``view`` (the persistent
     ``alt.JupyterChart`` in "widget" mode, else None), ``chart`` (last chart compute returned),
     ``summary`` (last summary string, "" if none), ``error`` (exception from the last update, or
-    None), ``n_updates`` (how many times compute has been called), ``widget`` (the box to show).
+    None), ``n_updates`` (how many times the dashboard redrew), ``n_computes`` (how many times
+    compute itself ran; a redraw from the cache does not count), ``widget`` (the box to show).
+
+    ``cache``: how many results of compute to keep, keyed by the control values (0: none).
+    ``precompute``: control name -> values (or "all"); every combination is computed at build time and kept
+    (the cache grows to hold them all, plus ``cache`` more).
     """
 
     def __init__(
@@ -145,6 +176,8 @@ class Dashboard:
         *,
         layout: str = "vertical",
         mode: str = "auto",
+        cache: int = 0,
+        precompute: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         if not callable(compute):
             raise ValueError(f"compute must be callable, got {type(compute).__name__}")
@@ -161,6 +194,16 @@ class Dashboard:
             mode = "widget" if alt.renderers.active == "jupyter" else "output"
         if mode not in ("widget", "output"):
             raise ValueError(f"mode must be 'auto', 'widget' or 'output', got {mode!r}")
+        if isinstance(cache, bool) or not isinstance(cache, numbers.Integral) or cache < 0:
+            raise ValueError(f"cache: must be a whole number >= 0 (results to keep), got {cache!r}")
+        grid = dict(precompute or {})
+        for key, vals in grid.items():
+            if key not in controls:
+                raise ValueError(f"precompute: {key!r} is not a control (controls: {list(controls)})")
+            if vals == "all":
+                grid[key] = vals = control_values(controls[key])
+            if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence) or not vals:
+                raise ValueError(f"precompute: the values for {key!r} must be a non-empty list or 'all', got {vals!r}")
 
         self.compute = compute
         self.controls: dict[str, W.ValueWidget] = dict(controls)
@@ -169,6 +212,9 @@ class Dashboard:
         self.summary: str = ""
         self.error: BaseException | None = None
         self.n_updates = 0
+        self.n_computes = 0
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = int(cache)
         self._busy = False
         self._pending = False
 
@@ -190,6 +236,8 @@ class Dashboard:
         body = W.VBox([self._chart_box, self._summary_html, self.output])
         self.widget = W.VBox([ctl, body]) if layout == "vertical" else W.HBox([ctl, body])
         self.widget.add_class("labkit-dashboard")
+        if grid:
+            self._precompute(grid)
         self.refresh()
 
     # -- state ----------------------------------------------------------------------------------
@@ -217,12 +265,47 @@ class Dashboard:
         finally:
             self._busy = False
 
+    def _precompute(self, grid: Mapping[str, Sequence[Any]]) -> None:
+        """Compute every combination of the grid's values (other controls at their start values)
+        and keep the results; the cache is made large enough to hold them all."""
+        start = self.values
+        names = list(grid)
+        combos = list(itertools.product(*(grid[n] for n in names)))
+        self._cache_size += len(combos)
+        for combo in combos:
+            values = {**start, **dict(zip(names, combo))}
+            try:
+                self._compute_cached(values)
+            except Exception:  # shown when the user reaches that value, like any failed compute
+                pass
+
+    @staticmethod
+    def _key(values: Mapping[str, Any]) -> tuple | None:
+        try:
+            key = tuple(sorted(values.items()))
+            hash(key)
+        except TypeError:  # an unhashable control value: never cached
+            return None
+        return key
+
+    def _compute_cached(self, values: dict) -> tuple[alt.TopLevelMixin, str]:
+        key = self._key(values) if self._cache_size else None
+        if key is not None and key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        self.n_computes += 1
+        result = self._split(self.compute(**values))
+        if key is not None:
+            self._cache[key] = result
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return result
+
     def _update(self) -> None:
         values = self.values
         self.n_updates += 1
         try:
-            result = self.compute(**values)
-            chart, summary = self._split(result)
+            chart, summary = self._compute_cached(values)
         except Exception as exc:  # shown to the user, never kills the widget
             self._show_error(exc, values)
             return
@@ -307,10 +390,14 @@ def interact(
     controls: Mapping[str, W.ValueWidget],
     layout: str = "vertical",
     mode: str = "auto",
+    cache: int = 0,
+    precompute: Mapping[str, Sequence[Any]] | None = None,
 ) -> Dashboard:
     """Build a :class:`Dashboard` that calls ``compute(**values)`` now and on every change.
 
     ``mode``: "auto" (a persistent JupyterChart when altair's renderer is "jupyter", else the
-    Output widget), "widget" or "output".
+    Output widget), "widget" or "output". ``cache``: keep the last ``cache`` results keyed by
+    the control values; ``precompute``: control name -> values computed at build time (see the
+    module docstring; for a compute that is a pure function of the control values only).
     """
-    return Dashboard(compute, controls, layout=layout, mode=mode)
+    return Dashboard(compute, controls, layout=layout, mode=mode, cache=cache, precompute=precompute)
