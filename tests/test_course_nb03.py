@@ -1,5 +1,6 @@
 """Notebook 03's runners (labkit.course.nb03_vineppo): token-level truth, vine value error and the RL
 runs on the tiny LM."""
+import pandas as pd
 import pytest
 import torch
 
@@ -62,3 +63,18 @@ def test_vine_credit_depends_on_its_seed_only(lm_env, reference):
     again = vine(small, value_fn=lm_env.value_fn(seed=102), k=2)
     assert torch.equal(first.token, again.token)
     assert torch.equal(first.info["step_values"], again.info["step_values"])
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env, reference):
+    """Notebook 03 samples every K of its slider once (vine_credits) and scores the same credits in
+    its K sweep: the sweep must equal sampling them inside vine_value_error."""
+    small = reference.select(list(range(4)))
+    vines = lesson.vine_credits(lm_env, small, [1, 2], seed=0, progress=False)
+    assert sorted(vines) == [1, 2] and all(c.info["seconds"] >= 0 for c in vines.values())
+    reused = lesson.vine_value_error(lm_env, small, ks=(1, 2), seed=0, progress=False, credits=vines)
+    fresh = lesson.vine_value_error(lm_env, small, ks=(1, 2), seed=0, progress=False)
+    cols = [c for c in fresh.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(reused[cols], fresh[cols], check_exact=True)
+    with pytest.raises(ValueError, match="^ks"):
+        lesson.vine_credits(lm_env, small, [], progress=False)
