@@ -12,8 +12,10 @@ handed to the persistent ``alt.JupyterChart``, i.e. serialised to its Vega-Lite 
 browser attached). After a control's moves it goes back to its start value (not timed), so every
 control is moved from the notebook's own settings. Cells after the last dashboard are not run.
 
-Threads: 2 (OMP/MKL and torch), what a student on a 2-core laptop or Binder pod has; a notebook
-that sets its own thread count (``use_threads``) keeps it, as in a real kernel.
+Threads: 2 (OMP/MKL and torch; ``--threads`` to change), what a student on a 2-core laptop or
+Binder pod has; a notebook that sets its own thread count (``use_threads``) keeps it, as in a real
+kernel. The CSV also has each move's CPU seconds (all threads of this process), which other
+processes on a shared machine disturb less than the wall time the table reports.
 
 Usage:
     python benchmarks/slider_latency.py [--notebooks 01,03] [--csv out.csv]
@@ -109,15 +111,15 @@ def run_notebook(path: Path, echo: bool = True) -> list[dict]:
                         if v == w.value:
                             continue
                         n0 = dash.n_updates
-                        t0 = time.perf_counter()
+                        c0, t0 = time.process_time(), time.perf_counter()
                         w.value = v
-                        dt = time.perf_counter() - t0
+                        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
                         if dash.n_updates == n0:  # snapped to the value it held: nothing ran
                             continue
                         if dash.error is not None:
                             raise RuntimeError(f"{path.name} cell {i} {name}={v!r}: {dash.error!r}")
                         m = {"notebook": path.stem[:2], "cell": i, "dashboard": d_i, "control": name,
-                             "value": _label(w, v), "seconds": dt}
+                             "value": _label(w, v), "seconds": dt, "cpu_seconds": cpu}
                         moves.append(m)
                         if echo:
                             print(f"  {path.stem[:2]} cell {i:2d} {name:>16s} -> {m['value']:<24s} {dt:7.3f} s",
@@ -151,10 +153,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--notebooks", default="", help="comma-separated numbers, e.g. 01,03 (default: all)")
     ap.add_argument("--csv", default="", help="also write every move to this CSV file")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2, a 2-core laptop)")
     args = ap.parse_args(argv)
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if args.notebooks:
         want = {n.strip().zfill(2) for n in args.notebooks.split(",") if n.strip()}
