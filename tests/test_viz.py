@@ -665,3 +665,82 @@ def test_control_values_lists_what_a_control_can_hold():
     d = interact(lambda k: (calls.append(k), _compute(k))[1], controls={"k": slider("k", 1, 5, 2, 3)},
                  mode="output", precompute={"k": "all"})
     assert sorted(calls) == [1, 3, 5] and d.n_computes == 3
+
+
+# -- cheap redraws: one schema check per spec structure, the spec handed to the view ------------
+
+
+def _two_shapes(k):
+    """A valid heatmap for k < 3; for k == 3 a chart the Vega-Lite schema rejects (width "abc",
+    set past altair's build-time checks), for k == 4 one with an outline layer (a new structure)."""
+    v = np.sin(np.arange(4 + k) / 3.0)
+    chart = credit_heatmap(v, highlight=[1] if k == 4 else None, title=f"k={k}")
+    if k == 3:
+        chart.width = "abc"
+    return chart, f"k={k}"
+
+
+def test_dashboard_checks_each_spec_structure_once_and_draws_the_validated_spec(monkeypatch):
+    from altair.utils import schemapi
+
+    checks = []
+    orig = alt.LayerChart.validate.__func__
+
+    def spy(cls, instance, schema=None):
+        checks.append(1)
+        return orig(cls, instance, schema)
+
+    monkeypatch.setattr(alt.LayerChart, "validate", classmethod(spy))
+    d = interact(_two_shapes, controls={"k": slider("k", 0, 4, 1, 0)}, mode="widget")
+    assert len(checks) == 1 and d.error is None
+    drawn = {}
+    for k in (1, 2, 0):  # same structure, other data and title: no further check
+        d.controls["k"].value = k
+        drawn[k] = d.view.spec
+    assert len(checks) == 1 and len(d._checked_shapes) == 1
+    for k, spec in drawn.items():
+        assert spec == _two_shapes(k)[0].to_dict()  # exactly what altair's checked to_dict gives
+    n = len(checks)
+    d.controls["k"].value = 4  # an outline layer: a new structure, checked
+    assert len(checks) == n + 1 and d.error is None and d.view.spec == _two_shapes(4)[0].to_dict()
+    d.controls["k"].value = 3  # invalid: caught and shown like a failed compute
+    assert isinstance(d.error, schemapi.SchemaValidationError)
+    assert "width" in d.output.outputs[0]["text"]
+    with pytest.raises(schemapi.SchemaValidationError):
+        _two_shapes(3)[0].to_dict()  # altair's own check rejects it too
+    d.controls["k"].value = 1
+    assert d.error is None and d.view.spec == _two_shapes(1)[0].to_dict()
+    assert "to_dict" not in vars(d.chart)  # the shadowed to_dict is gone after the draw
+
+
+def test_dashboard_cache_reuses_the_drawn_spec_and_compute_skips_build_checks_after_a_draw():
+    from altair.utils import schemapi
+
+    modes = []
+
+    def compute(k):
+        modes.append(schemapi.DEBUG_MODE)
+        return _two_shapes(k)
+
+    d = interact(compute, controls={"k": slider("k", 0, 4, 1, 0)}, mode="widget", cache=4)
+    first = d.view.spec
+    d.controls["k"].value = 2
+    d.controls["k"].value = 0  # from the cache: the very dict drawn the first time
+    assert d.view.spec is first and d.n_computes == 2
+    assert modes == [True, False] and schemapi.DEBUG_MODE  # global setting restored
+    d_out = interact(compute, controls={"k": slider("k", 0, 4, 1, 0)}, mode="output")
+    d_out.controls["k"].value = 1
+    assert modes[-2:] == [True, True]  # no checked spec in output mode: altair checks as usual
+
+
+def test_spec_shape_ignores_data_titles_and_numbers_but_not_marks():
+    from labkit.viz.widgets import spec_shape
+
+    a = credit_heatmap(np.arange(5.0), title="a").to_dict()
+    b = credit_heatmap(-np.arange(9.0) / 7, title="another title").to_dict()
+    assert spec_shape(a) == spec_shape(b) and hash(spec_shape(a)) == hash(spec_shape(b))
+    c = credit_heatmap(np.arange(5.0), highlight=[2], title="a").to_dict()  # an outline layer
+    assert spec_shape(c) != spec_shape(a)
+    line = line_chart(pd.DataFrame({"x": [1, 2], "y": [3.0, 4.0]}), "x", "y").to_dict()
+    point = line_chart(pd.DataFrame({"x": [1, 2], "y": [3.0, 4.0]}), "x", "y").mark_point().to_dict()
+    assert spec_shape(line) != spec_shape(point)

@@ -28,6 +28,17 @@ recomputing; ``precompute={"k": [1, 2, 4]}`` (or ``{"k": "all"}``: every value o
 over a small grid. Only use either when ``compute`` is a pure function of the control values
 (same values, same chart and summary): a cached answer is the answer compute gave, not a new one.
 
+Redrawing cheaply. Altair checks a chart against the Vega-Lite JSON schema every time it is
+serialised, and that check costs as much as building the chart. A dashboard's charts keep their
+structure from move to move (the data and a few numbers change), so the dashboard checks a spec
+once per structure (``spec_shape``: the spec with its data rows, titles and numbers left out) and
+hands the already-serialised dict to the view afterwards; a chart with a new structure (a layer
+that appears, another mark or scale type) is checked again, and an invalid one is shown as an
+error like any failed compute. After the first good draw, compute also runs with altair's
+build-time checks off (``altair.utils.schemapi.debug_mode(False)``: they serialise and check
+every object as it is made; the draw-time check above still runs on every new structure). A
+redraw from the cache reuses the spec serialised the first time.
+
 Sliders default to ``continuous_update=False``: compute runs when the handle is released, not on
 every pixel of a drag, so a slow recompute never floods the kernel and no debouncing is needed.
 """
@@ -43,9 +54,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import altair as alt
 import ipywidgets as W
+import jsonschema
 import traitlets
+from altair.utils import schemapi
 
-__all__ = ["Dashboard", "interact", "slider", "dropdown", "control_values"]
+__all__ = ["Dashboard", "interact", "slider", "dropdown", "control_values", "spec_shape"]
 
 
 class _SnapToStep:
@@ -154,6 +167,30 @@ def control_values(control: W.ValueWidget) -> list:
     raise ValueError(f"control: cannot list the values of a {type(control).__name__}; pass them as a list")
 
 
+#: keys whose content is data or free text: its strings never change what the schema accepts
+_DATA_KEYS = frozenset({"datasets", "values"})
+_TEXT_KEYS = frozenset({"title", "text", "description", "subtitle", "name", "data", "format"})
+
+
+def spec_shape(spec: Any, _text: bool = False) -> Any:
+    """The structure of a Vega-Lite spec (a dict from ``chart.to_dict()``), hashable: what the
+    schema check depends on, without the data. Dict keys and nesting are kept; data rows
+    (``datasets``, ``values``) are left out; numbers and booleans are kept by type only; strings
+    by value (mark types, orientations, field types are strings the schema restricts), except
+    under titles, names and formats (free text); a list keeps the set of its items' shapes, so
+    a longer scale domain of the same kind has the same shape. Two specs with one shape pass or
+    fail the schema check together, as long as the schema restricts no free-text string and
+    no number's value (Vega-Lite's schema checks numbers by type only, bar a few bounds)."""
+    if isinstance(spec, Mapping):
+        return tuple(sorted((str(k), None if k in _DATA_KEYS else spec_shape(v, _text or k in _TEXT_KEYS))
+                            for k, v in spec.items()))
+    if isinstance(spec, (list, tuple)):
+        return ("list", frozenset(spec_shape(v, _text) for v in spec))
+    if isinstance(spec, str) and not _text:
+        return spec
+    return type(spec).__name__
+
+
 class Dashboard:
     """Controls + chart + summary line, recomputed whenever a control's value changes.
 
@@ -215,6 +252,7 @@ class Dashboard:
         self.n_computes = 0
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = int(cache)
+        self._checked_shapes: set = set()  # spec structures that passed the schema check
         self._busy = False
         self._pending = False
 
@@ -288,13 +326,20 @@ class Dashboard:
             return None
         return key
 
-    def _compute_cached(self, values: dict) -> tuple[alt.TopLevelMixin, str]:
+    def _compute_cached(self, values: dict) -> list:
+        """[chart, summary, spec or None] for these values, from the cache or a fresh compute
+        (the spec is filled in by the first draw, so a redraw from the cache reuses it)."""
         key = self._key(values) if self._cache_size else None
         if key is not None and key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
         self.n_computes += 1
-        result = self._split(self.compute(**values))
+        if self._checked_shapes:  # a chart has been checked: altair's build-time checks are redundant
+            with schemapi.debug_mode(False):
+                out = self.compute(**values)
+        else:
+            out = self.compute(**values)
+        result = [*self._split(out), None]
         if key is not None:
             self._cache[key] = result
             while len(self._cache) > self._cache_size:
@@ -305,10 +350,11 @@ class Dashboard:
         values = self.values
         self.n_updates += 1
         try:
-            chart, summary = self._compute_cached(values)
+            entry = self._compute_cached(values)
         except Exception as exc:  # shown to the user, never kills the widget
             self._show_error(exc, values)
             return
+        chart, summary, _ = entry
         self.error = None
         self.chart = chart
         self.summary = summary
@@ -317,7 +363,7 @@ class Dashboard:
             if summary else ""
         )
         try:
-            self._draw(chart)
+            entry[2] = self._draw(chart, entry[2])
         except Exception as exc:  # e.g. an invalid spec that altair refuses to serialise
             self._show_error(exc, values)
             return
@@ -340,20 +386,45 @@ class Dashboard:
             raise ValueError(f"the summary compute returns must be a string, got {type(summary).__name__}")
         return chart, summary
 
-    def _draw(self, chart: alt.TopLevelMixin) -> None:
+    def _spec(self, chart: alt.TopLevelMixin) -> dict:
+        """``chart.to_dict()``, schema-checked only when its structure (``spec_shape``) is new:
+        the same dict, without the check's cost on every move. Raises altair's
+        SchemaValidationError for a spec the schema rejects."""
+        spec = chart.to_dict(validate=False)
+        shape = spec_shape(spec)
+        if shape not in self._checked_shapes:
+            try:
+                chart.validate(spec)
+            except jsonschema.ValidationError as err:
+                raise schemapi.SchemaValidationError(chart, err) from None
+            self._checked_shapes.add(shape)
+        return spec
+
+    def _draw(self, chart: alt.TopLevelMixin, spec: dict | None = None) -> dict | None:
+        """Show the chart; returns the spec dict it drew (widget mode), for the cache to reuse."""
         if self.mode == "widget":
-            if self.view is None:
-                opts = alt.renderers.options or {}
-                alt.JupyterChart.enable_offline(offline=bool(opts.get("offline", False)))
-                self.view = alt.JupyterChart(chart, embed_options=opts.get("embed_options"))
-                self._chart_box.children = (self.view,)
-            else:
-                self.view.chart = chart
+            if spec is None:
+                spec = self._spec(chart)
+            # JupyterChart serialises (and schema-checks) the chart it is given; it gets the dict
+            # we already have instead, through a to_dict shadowed on this one chart while it reads it
+            object.__setattr__(chart, "to_dict", lambda *a, _spec=spec, **k: _spec)
+            try:
+                if self.view is None:
+                    opts = alt.renderers.options or {}
+                    alt.JupyterChart.enable_offline(offline=bool(opts.get("offline", False)))
+                    self.view = alt.JupyterChart(chart, embed_options=opts.get("embed_options"))
+                    self._chart_box.children = (self.view,)
+                else:
+                    self.view.chart = chart
+            finally:
+                object.__delattr__(chart, "to_dict")
             self._chart_box.layout.display = None
+            return spec
         else:
             bundle = chart._repr_mimebundle_()
             data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
             self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": meta or {}},)
+            return None
 
     def _show_error(self, exc: BaseException, values: dict) -> None:
         self.error = exc
