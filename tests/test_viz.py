@@ -744,3 +744,14 @@ def test_spec_shape_ignores_data_titles_and_numbers_but_not_marks():
     line = line_chart(pd.DataFrame({"x": [1, 2], "y": [3.0, 4.0]}), "x", "y").to_dict()
     point = line_chart(pd.DataFrame({"x": [1, 2], "y": [3.0, 4.0]}), "x", "y").mark_point().to_dict()
     assert spec_shape(line) != spec_shape(point)
+
+
+def test_dashboard_precompute_serialises_the_grid_in_widget_mode():
+    d = interact(_two_shapes, controls={"k": slider("k", 0, 4, 1, 0)}, mode="widget", precompute={"k": [0, 1, 2, 3]})
+    kept = {key[0][1]: entry for key, entry in d._cache.items()}
+    assert all(kept[k][2] == _two_shapes(k)[0].to_dict() for k in (0, 1, 2))  # serialised at build time
+    assert kept[3][2] is None  # the invalid one: left for the move to show the error
+    d.controls["k"].value = 2
+    assert d.view.spec is kept[2][2] and d.error is None
+    d.controls["k"].value = 3
+    assert d.error is not None and "width" in d.output.outputs[0]["text"]

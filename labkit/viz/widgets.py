@@ -203,7 +203,8 @@ class Dashboard:
 
     ``cache``: how many results of compute to keep, keyed by the control values (0: none).
     ``precompute``: control name -> values (or "all"); every combination is computed at build time and kept
-    (the cache grows to hold them all, plus ``cache`` more).
+    (the cache grows to hold them all, plus ``cache`` more); in widget mode its chart is serialised
+    then too, so a move to a precomputed value costs no serialisation.
     """
 
     def __init__(
@@ -313,7 +314,9 @@ class Dashboard:
         for combo in combos:
             values = {**start, **dict(zip(names, combo))}
             try:
-                self._compute_cached(values)
+                entry = self._compute_cached(values)
+                if self.mode == "widget":  # serialised now too: a move to it only hands the dict over
+                    entry[2] = self._spec(entry[0])
             except Exception:  # shown when the user reaches that value, like any failed compute
                 pass
 
