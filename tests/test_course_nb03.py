@@ -67,9 +67,15 @@ def test_vine_credit_depends_on_its_seed_only(lm_env, reference):
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env, reference):
-    """Notebook 03 samples every K of its slider once (vine_credits) and scores the same credits in
-    its K sweep: the sweep must equal sampling them inside vine_value_error."""
+    """Notebook 03 samples every K of its slider once (vine_credits, seed 100: vines seeded 100 + K,
+    what a move computed before); vine_value_error(credits=) scores such credits instead of
+    sampling them again, with the numbers sampling them inside gives."""
+    from labkit.credit import get_estimator
+
     small = reference.select(list(range(4)))
+    slider = lesson.vine_credits(lm_env, small, [2], seed=100, progress=False)
+    on_move = get_estimator("vineppo")(small, value_fn=lm_env.value_fn(seed=102), k=2)
+    assert torch.equal(slider[2].token, on_move.token)
     vines = lesson.vine_credits(lm_env, small, [1, 2], seed=0, progress=False)
     assert sorted(vines) == [1, 2] and all(c.info["seconds"] >= 0 for c in vines.values())
     reused = lesson.vine_value_error(lm_env, small, ks=(1, 2), seed=0, progress=False, credits=vines)
