@@ -1,5 +1,6 @@
 """Notebook 02's runners (labkit.course.nb02_critics_gae): GAE on the chain with learned and exact
 critics, and the tiny LM's critic and truth."""
+import pandas as pd
 import pytest
 import torch
 
@@ -169,3 +170,20 @@ def test_fit_lm_critic_reports_its_data(lm_env):
     assert critic.train_steps == 2
     with pytest.raises(ValueError, match="n_rollouts"):
         lesson.fit_lm_critic(lm_env, n_rollouts=0, progress=False)
+
+
+def test_gae_critic_sweep_keeps_the_exact_critics_scores_by_value(monkeypatch):
+    monkeypatch.setattr(lesson, "_EXACT_STUDIES", {})
+    kw = dict(horizon=8, n_batches=4, batch_size=8, progress=False)
+    first = lesson.gae_critic_sweep([16], lams=(0.0, 0.5), n_critics=1, **kw)
+    assert len(lesson._EXACT_STUDIES) == 2
+    # another critic size and one new lambda: only the new lambda's exact scores are computed
+    later = lesson.gae_critic_sweep([64], lams=(0.0, 0.5, 1.0), n_critics=1, **kw)
+    assert len(lesson._EXACT_STUDIES) == 3
+    monkeypatch.setattr(lesson, "_EXACT_STUDIES", {})
+    fresh = lesson.gae_critic_sweep([64], lams=(0.0, 0.5, 1.0), n_critics=1, **kw)
+    pd.testing.assert_frame_equal(later, fresh, check_exact=True)  # kept scores = recomputed scores
+    ex = first[first.critic == "exact"].set_index("lam").cosine
+    assert ex.to_dict() == fresh[fresh.critic == "exact"].set_index("lam").cosine.loc[[0.0, 0.5]].to_dict()
+    lesson.gae_critic_sweep([16], lams=(0.0,), n_critics=1, noise_std=1.0, **kw)  # another setting: a new key
+    assert len(lesson._EXACT_STUDIES) == 4

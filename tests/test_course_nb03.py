@@ -1,5 +1,6 @@
 """Notebook 03's runners (labkit.course.nb03_vineppo): token-level truth, vine value error and the RL
 runs on the tiny LM."""
+import pandas as pd
 import pytest
 import torch
 
@@ -46,3 +47,40 @@ def test_rl_runs_train_each_method_and_count_vine_cost():
     assert last.loc["VinePPO", "policy_tokens"] > 2 * last.loc["GRPO", "policy_tokens"]
     with pytest.raises(ValueError, match="methods"):
         lesson.lm_rl_runs(methods=("DPO",))
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_vine_credit_depends_on_its_seed_only(lm_env, reference):
+    """The notebook precomputes its K slider (seed 100 + K) at build time; that shows the same
+    numbers as computing on the move only if a call does not depend on what ran before."""
+    from labkit.credit import get_estimator
+
+    small = reference.select(list(range(4)))
+    vine = get_estimator("vineppo")
+    first = vine(small, value_fn=lm_env.value_fn(seed=102), k=2)
+    torch.manual_seed(7)
+    vine(small, value_fn=lm_env.value_fn(seed=101), k=1)
+    again = vine(small, value_fn=lm_env.value_fn(seed=102), k=2)
+    assert torch.equal(first.token, again.token)
+    assert torch.equal(first.info["step_values"], again.info["step_values"])
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env, reference):
+    """Notebook 03 samples every K of its slider once (vine_credits, seed 100: vines seeded 100 + K,
+    what a move computed before); vine_value_error(credits=) scores such credits instead of
+    sampling them again, with the numbers sampling them inside gives."""
+    from labkit.credit import get_estimator
+
+    small = reference.select(list(range(4)))
+    slider = lesson.vine_credits(lm_env, small, [2], seed=100, progress=False)
+    on_move = get_estimator("vineppo")(small, value_fn=lm_env.value_fn(seed=102), k=2)
+    assert torch.equal(slider[2].token, on_move.token)
+    vines = lesson.vine_credits(lm_env, small, [1, 2], seed=0, progress=False)
+    assert sorted(vines) == [1, 2] and all(c.info["seconds"] >= 0 for c in vines.values())
+    reused = lesson.vine_value_error(lm_env, small, ks=(1, 2), seed=0, progress=False, credits=vines)
+    fresh = lesson.vine_value_error(lm_env, small, ks=(1, 2), seed=0, progress=False)
+    cols = [c for c in fresh.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(reused[cols], fresh[cols], check_exact=True)
+    with pytest.raises(ValueError, match="^ks"):
+        lesson.vine_credits(lm_env, small, [], progress=False)

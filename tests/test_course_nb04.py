@@ -1,5 +1,7 @@
 """Notebook 04's runners (labkit.course.nb04_process_rewards): scoring credit against the Monte
 Carlo truth of the reference rollouts, and the cross-family table."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -157,3 +159,33 @@ def test_beta_scales_implicit_credit_without_reordering_it(lm_env, reference, li
     small, large = (lesson.explore(lm_env, light_models, reference, "From r to Q*", lesson.Knobs(beta=b)) for b in (0.1, 1.0))
     assert torch.allclose(large.token.double(), 10 * small.token.double(), atol=1e-9)
     assert lesson.credit_quality(small, reference)["hit_rate"] == lesson.credit_quality(large, reference)["hit_rate"]
+
+
+def test_knobs_read_lists_the_knobs_each_method_reads():
+    kn = lesson.Knobs(k=2, threshold=0.7, temperature=0.3, beta=0.5, error_rate=0.2, seed=3)
+    assert lesson.knobs_read("SPO", kn) == (("k", 2), ("threshold", 0.7), ("seed", 3))
+    assert lesson.knobs_read("PURE min-form", kn) == (("temperature", 0.3), ("seed", 3))
+    assert lesson.knobs_read("GRPO", kn) == (("seed", 3),)
+    with pytest.raises(TypeError, match="^knobs: "):
+        lesson.knobs_read("SPO", {"k": 2})
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_explorer_reuses_credit_when_only_unread_knobs_move(lm_env, reference, light_models):
+    rows = reference.select([0, 7, 30, 1])
+    ex = lesson.Explorer(lm_env, light_models, rows, size=2)
+    base = lesson.Knobs(temperature=0.1, error_rate=0.1)
+    for name, unread, read in [("PURE min-form", dict(error_rate=0.4, k=1, beta=0.9), dict(temperature=3.0)),
+                               ("CAPO", dict(temperature=3.0, k=1, beta=0.9), dict(error_rate=0.4))]:
+        n = ex.n_runs
+        first = ex(name, base)
+        assert ex.n_runs == n + 1
+        # the credit a fresh run gives, with the unread knobs moved: the same, and not run again
+        moved = dataclasses.replace(base, **unread)
+        assert torch.equal(lesson.explore(lm_env, light_models, rows, name, moved).token, first.token)
+        assert ex(name, moved) is first and ex.n_runs == n + 1
+        other = ex(name, dataclasses.replace(base, **read))  # a knob it reads: run again
+        assert ex.n_runs == n + 2
+        assert torch.equal(other.token, lesson.explore(lm_env, light_models, rows, name,
+                                                        dataclasses.replace(base, **read)).token)
+    assert len(ex._kept) == 2  # size: the least recently used credits dropped out

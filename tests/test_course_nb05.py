@@ -2,6 +2,7 @@
 the DP truth."""
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -100,3 +101,25 @@ def test_echo_trap_runs_trains_three_methods_at_equal_sampling():
     assert grpo > 0 and starpo > 0
     assert {"reward_spread", "zero_spread_share", "entropy"} <= set(curves.columns)
     assert final[["timeout_share", "success_rate", "repeat_share"]].apply(lambda c: c.between(0, 1).all()).all()
+
+
+def test_token_credit_dial_returns_what_token_credit_returns():
+    env = lesson.noisy_world(0.2, 8, n_files=3)
+    policy = env.scripted_policy(3.0)
+    dial = lesson.TokenCreditDial(env, policy, gammas=[0.8], format_tokens=[2], n_tasks=3, group_size=4, seed=5)
+    assert set(dial._truth) == {0.8} and set(dial._tokens) == {2}  # prepared at build time
+    for gamma, lam, k in [(0.8, 0.0, 2), (0.8, 0.5, 2), (1.0, 0.3, 0)]:
+        got = dial(gamma=gamma, lam=lam, format_tokens=k)
+        want = lesson.token_credit(env, policy, gamma=gamma, lam=lam, format_tokens=k, n_tasks=3, group_size=4,
+                                   seed=5)
+        # luck_per_skill is a least-squares fit: two identical calls may differ in the last bits
+        # (the exact row's true value is 0; it comes out near 1e-17 with either sign)
+        pd.testing.assert_frame_equal(got["stats"], want["stats"], check_exact=False, rtol=1e-9, atol=1e-12)
+        assert got["stats"].drop(columns="luck_per_skill").equals(want["stats"].drop(columns="luck_per_skill"))
+        for name, c in want["credit"].items():
+            assert torch.equal(got["credit"][name], c), name
+    assert set(dial._truth) == {0.8, 1.0} and set(dial._tokens) == {0, 2}  # kept for the next move
+    with pytest.raises(ValueError, match="^truth: "):
+        lesson.token_credit(env, policy, gamma=0.9, truth=dial.truth(0.8), n_tasks=3, group_size=4)
+    with pytest.raises(ValueError, match="^format_tokens"):
+        dial.tokens(-1)

@@ -347,3 +347,25 @@ def test_credit_panels_pick_methods_and_rows(setup):
     assert torch.equal(panels["IGPO, γ = 0 (stand-in p from DP)"], full[[2, 9]])
     with pytest.raises(ValueError, match="^methods"):
         lesson.turn_credit_panels(ro, truth, p, methods=("vineppo",))
+
+
+def test_focus_run_reuses_a_trained_run_and_it_is_the_same_run(setup):
+    """Notebook 07's share slider answers from the curves already trained: a run does not depend on
+    which other runs were trained with it, so the stored rows equal training that run alone."""
+    env, policy, _, _ = setup
+    done = lesson.focus_training(env, policy, {"entropy": (0.3,), "random": (0.5,)}, seeds=(0, 1), iterations=3,
+                                 eval_every=1, progress=False)
+    for rule, share, seed in (("random", 0.5, 1), ("entropy", 0.3, 0)):
+        alone = lesson.focus_training(env, policy, {rule: (share,)}, seeds=(seed,), iterations=3, eval_every=1,
+                                      include_grpo=False, progress=False)
+        reused = lesson.focus_run(env, policy, rule, share, seed=seed, iterations=3, done=done)
+        cols = [c for c in alone.columns if c != "seconds"]  # wall time: the one column that differs
+        pd.testing.assert_frame_equal(reused[cols], alone[cols], check_exact=True)
+    # not in ``done`` (another share, or another length): trained now
+    fresh = lesson.focus_run(env, policy, "random", 0.2, seed=0, iterations=3, done=done)
+    assert set(fresh.top_fraction) == {0.2} and fresh.iteration.max() == 3
+    assert lesson.focus_run(env, policy, "entropy", 0.3, seed=0, iterations=2, done=done).iteration.max() == 2
+    with pytest.raises(ValueError, match="^rule"):
+        lesson.focus_run(env, policy, "loudest", 0.3)
+    with pytest.raises(ValueError, match="^share"):
+        lesson.focus_run(env, policy, "entropy", 0.0)

@@ -127,3 +127,30 @@ def test_check_finite_sum_shortcut_still_finds_bad_entries_and_forgives_overflow
         x[1, 2] = bad
         with pytest.raises(ValueError, match=r"^x: contains a non-finite value .* at index \(1, 2\)"):
             check_finite("x", x)
+
+def test_discounted_returns_without_discount_equals_the_backward_loop_bit_for_bit():
+    """gamma = 1 in float64 takes a cumsum path (notebook 01's slider speed); it must add the same
+    numbers in the same order as the per-column loop that every other gamma runs through."""
+    import torch
+
+    from labkit.core.stats import discounted_returns
+
+    def loop(rewards, mask):
+        out, running = torch.zeros_like(rewards), torch.zeros(rewards.shape[0], dtype=rewards.dtype)
+        for t in range(rewards.shape[1] - 1, -1, -1):
+            running = torch.where(mask[:, t], rewards[:, t] + running, running)
+            out[:, t] = torch.where(mask[:, t], running, 0)
+        return out
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        B, T = torch.randint(1, 30, (2,), generator=g).tolist()
+        r = torch.randn(B, T, generator=g, dtype=torch.float64) * 10.0 ** (trial % 7 - 3)
+        r = torch.where(torch.rand(B, T, generator=g) < 0.5, 0.0, r) if trial % 2 else r
+        m = torch.rand(B, T, generator=g) < 0.7
+        r = torch.where(m, r, float("inf"))  # off-mask rewards are never read
+        assert torch.equal(discounted_returns(r, m, 1.0), loop(r, m))
+    # float32 keeps the loop (torch's cumsum would accumulate in double)
+    r32 = torch.randn(4, 9, generator=g)
+    m = torch.rand(4, 9, generator=g) < 0.7
+    assert torch.equal(discounted_returns(r32, m, 1.0), loop(r32, m))

@@ -132,6 +132,14 @@ def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float |
     are TD errors and whose discount is gamma * lambda) all run through it.
     """
     check_shape("mask", mask, tuple(rewards.shape))
+    if not isinstance(gamma, torch.Tensor) and float(gamma) == 1.0 and rewards.dtype == torch.float64:
+        # No discount: G is a reverse running sum of the on-mask rewards. Why a separate path:
+        # the loop below costs one Python step per column (most of a REINFORCE++ call at T = 200,
+        # notebook 01's slider). A float64 cumsum adds the same numbers in the same order as the
+        # loop (tested bit for bit); for other dtypes torch accumulates in double, so they loop.
+        on = torch.where(mask, rewards, torch.zeros((), dtype=rewards.dtype))
+        running = on.flip(1).cumsum(1).flip(1)
+        return torch.where(mask, running, torch.zeros((), dtype=rewards.dtype))
     # The loop walks columns: transposed copies make each column one contiguous row, and a scalar
     # gamma is multiplied as a scalar (a 0-d value of the rewards' dtype: the same products as a
     # tensor full of it, without building one). Positions off the mask are zeroed once at the end.

@@ -103,8 +103,9 @@ def gradient_sweep(vary: str, values: Iterable, estimators: Sequence[str] = EPIS
                                          noise_std=setting["noise_std"], slip=setting["slip"],
                                          p_correct=setting["p_correct"], init_std=init_std,
                                          env_seed=seed, policy_seed=seed)
-        batches = env.sample(policy, n_batches * B, group_size=group_size, seed=seed + 1).split(n_batches)
+        whole = env.sample(policy, n_batches * B, group_size=group_size, seed=seed + 1)
+        batches = whole.split(n_batches)
         for name in estimators:
-            stats = gradient_study(policy, batches, get_estimator(name), truth.grad)
+            stats = gradient_study(policy, batches, get_estimator(name), truth.grad, whole=whole)
             rows.append({vary: value, "estimator": name, "J": truth.J, **stats})
     return pd.DataFrame(rows)

@@ -111,6 +111,10 @@ def _study_precomputed(policy, batches: list[Rollouts], token: torch.Tensor, exa
     return gradient_study(policy, batches, lambda b: Credit.from_tokens(b, chunks[id(b)], "gae"), exact_grad)
 
 
+_EXACT_STUDIES: dict = {}  # (setting, lam) -> gradient_study of GAE with the exact critic (gae_critic_sweep)
+_EXACT_STUDIES_KEPT = 512  # oldest out first; a study is a dict of a few floats
+
+
 def gae_critic_sweep(critic_episodes: Iterable[int], lams: Sequence[float] = (0.0, 1.0), *, n_critics: int = 4,
                      first_fit: int = 0, horizon: int = NB02_CHAIN.horizon,
                      n_bifurcations: int = NB02_CHAIN.n_bifurcations, noise_std: float = NB02_CHAIN.noise_std,
@@ -144,8 +148,19 @@ def gae_critic_sweep(critic_episodes: Iterable[int], lams: Sequence[float] = (0.
                     seed=seed + 1)
     batches = ro.split(n_batches)
     keep = ("cosine", "cosine_of_mean", "relative_variance")
-    exact = {lam: _study_precomputed(policy, batches, gae(ro, values=truth.value, lam=lam).token, truth.grad)
-             for lam in lams}
+    # the exact critic's scores depend on the setting and lambda only (every sample is seeded):
+    # kept by value, so notebook 02's dashboard does not recompute them when only the learned
+    # critic (its size or draw) or one lambda changes
+    setting = (horizon, n_bifurcations, noise_std, slip, init_std, batch_size, n_batches, seed)
+    exact = {}
+    for lam in lams:
+        key = (setting, lam)
+        if key not in _EXACT_STUDIES:
+            _EXACT_STUDIES[key] = _study_precomputed(policy, batches, gae(ro, values=truth.value, lam=lam).token,
+                                                     truth.grad)
+            while len(_EXACT_STUDIES) > _EXACT_STUDIES_KEPT:
+                _EXACT_STUDIES.pop(next(iter(_EXACT_STUDIES)))
+        exact[lam] = _EXACT_STUDIES[key]
     rows = []
     for n in tqdm(sizes, desc="critic episodes", disable=not progress):
         for fit in range(first_fit, first_fit + n_critics):

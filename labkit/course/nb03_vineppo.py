@@ -9,7 +9,7 @@ and loaded from ``data/rl_runs``). Each runner is seeded and returns plain data.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from labkit.core.paths import data_path
 from labkit.core.checks import check_int
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Credit, Rollouts
 # Defined in nb02 (the notebook calls them as lesson.<name> too)
 from labkit.course.nb02_critics_gae import first_error_hit_rate, step_table, truth_step_advantage  # noqa: F401
 from labkit.course.presets import LM_OPERANDS
@@ -37,14 +37,42 @@ def truth_token_advantage(rollouts: Rollouts) -> torch.Tensor:
     return torch.where(mask, r + v_next - v, 0)
 
 
+def vine_credits(env, rollouts: Rollouts, ks: Iterable[int], *, seed: int = 0,
+                 progress: bool = True) -> dict[int, Credit]:
+    """VinePPO credit on ``rollouts`` for every k in ``ks``, k vines per step seeded ``seed + k``
+    (``vine_value_error``'s seeds, so it can score these instead of sampling them again).
+
+    Notebook 03's K slider reads these: sampling 16 vines per step takes seconds, so every K on
+    the slider is computed once, up front. A call depends on its arguments only (tested), so a
+    stored credit is the credit the slider would compute. Each credit's ``info["seconds"]`` is
+    its wall time.
+    """
+    import time
+
+    from labkit.credit.mc import vineppo
+
+    ks = [check_int("ks", k, low=1) for k in ks]
+    if not ks:
+        raise ValueError("ks: need at least one k")
+    out = {}
+    for k in tqdm(ks, desc="k", disable=not progress):
+        start = time.perf_counter()
+        credit = vineppo(rollouts, value_fn=env.value_fn(seed=seed + k), k=k)
+        credit.info["seconds"] = time.perf_counter() - start
+        out[k] = credit
+    return out
+
+
 def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16), *, seed: int = 0,
-                     progress: bool = True) -> pd.DataFrame:
+                     progress: bool = True, credits: Mapping[int, Credit] | None = None) -> pd.DataFrame:
     """VinePPO's Monte Carlo values with k vines against the cached 256-vine truth.
 
     For each k: mean absolute error and RMSE of V at every step start of ``rollouts`` (from
     ``load_reference``), correlation with the truth, the first-wrong-step hit rate of the
     resulting VinePPO credit, and the cost: vines (policy forward sequences) and the token
     positions the model processed. The truth has its own noise, standard error <= 0.5/sqrt(256).
+    ``credits``: VinePPO credits from ``vine_credits`` with the same ``seed``; a k found there is
+    scored, not sampled again (the same numbers).
     """
     import time
 
@@ -58,7 +86,11 @@ def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16),
     rows = []
     for k in tqdm(ks, desc="k", disable=not progress):
         start = time.perf_counter()
-        credit = vineppo(rollouts, value_fn=env.value_fn(seed=seed + k), k=k)
+        if credits is not None and k in credits:
+            credit = credits[k]
+            start -= credit.info.get("seconds", 0.0)
+        else:
+            credit = vineppo(rollouts, value_fn=env.value_fn(seed=seed + k), k=k)
         est = credit.info["step_values"]
         err = (est - truth)[present]
         a, b = est[present], truth[present]

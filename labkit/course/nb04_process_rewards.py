@@ -11,6 +11,7 @@ Each runner is seeded and returns plain data.
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 import json
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from labkit.core.checks import check_int
 from labkit.core.paths import data_dir
 from labkit.core.rollouts import Cost, Credit, Rollouts
 # Defined in nb02 (the notebook calls them as lesson.<name> too)
@@ -254,6 +256,44 @@ def explore(env, models: SimpleNamespace, rollouts: Rollouts, name: str, knobs: 
     """The credit of the method called ``name`` with the explorer's ``knobs`` (one code path with
     the table: the method comes from ``reasoning_methods``)."""
     return method_by_name(reasoning_methods(env, models, knobs), name).run(rollouts)
+
+
+def knobs_read(name: str, knobs: Knobs) -> tuple:
+    """What the method called ``name`` reads of ``knobs``: (knob, value) pairs for the knobs
+    ``KNOB_USE`` lists for it (matched as the explorer's summary line matches them, by name
+    prefix), plus the seed, which every method reads. Two settings with the same pairs give the
+    same credit (each method is seeded)."""
+    if not isinstance(knobs, Knobs):
+        raise TypeError(f"knobs: expected a Knobs, got {type(knobs).__name__}")
+    used = [k for k, users in KNOB_USE.items() if any(str(name).startswith(u) for u in users)]
+    return tuple((k, getattr(knobs, k)) for k in used) + (("seed", knobs.seed),)
+
+
+class Explorer:
+    """``explore`` with a memory for a dashboard: the credit of a method is kept, keyed by the
+    method and the knobs it reads (``knobs_read``), so moving a knob the shown method does not read,
+    or going back to a setting seen before, reuses the credit instead of running the method
+    again (up to ``size`` credits, least recently used first out). ``explorer(name, knobs)``
+    returns what ``explore(env, models, rollouts, name, knobs)`` returns; ``n_runs`` counts the
+    methods actually run."""
+
+    def __init__(self, env, models: SimpleNamespace, rollouts: Rollouts, *, size: int = 256) -> None:
+        self.env, self.models, self.rollouts = env, models, rollouts
+        self.size = check_int("size", size, low=1)
+        self.n_runs = 0
+        self._kept: OrderedDict = OrderedDict()
+
+    def __call__(self, name: str, knobs: Knobs = Knobs()) -> Credit:
+        key = (name, knobs_read(name, knobs))
+        if key in self._kept:
+            self._kept.move_to_end(key)
+            return self._kept[key]
+        credit = explore(self.env, self.models, self.rollouts, name, knobs)
+        self.n_runs += 1
+        self._kept[key] = credit
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return credit
 
 
 def bonus_landing(base: torch.Tensor, boosted: torch.Tensor, rollouts: Rollouts, *, threshold: float = 0.05) -> dict:

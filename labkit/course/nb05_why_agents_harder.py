@@ -135,7 +135,7 @@ def _luck_per_skill(c: torch.Tensor, skill: torch.Tensor, luck_after: torch.Tens
 
 def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam: float = 0.0,
                  format_tokens: int = 0, n_tasks: int = 16, group_size: int = 8, seed: int = 0,
-                 turns: Rollouts | None = None) -> dict:
+                 turns: Rollouts | None = None, truth=None, tokens: Rollouts | None = None) -> dict:
     """POAD's question on ToolWorld written as tokens: where does credit land inside a tool call?
 
     One seeded batch of ``policy`` is written as tokens (``labkit.envs.toolworld.tokens``, with
@@ -150,7 +150,10 @@ def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam
       get the action's credit.
 
     All three fit their critic on the batch itself (one seeded batch, or ``turns`` if given: a
-    batch of ``policy`` from ``env.sample``, reused across settings; lam as given). Two more rows
+    batch of ``policy`` from ``env.sample``, reused across settings; lam as given). ``truth``
+    (``env.truth(policy, gamma=gamma)``) and ``tokens`` (``tokenize(env, turns, policy,
+    format_tokens=format_tokens)``) may be passed in when already computed (``TokenCreditDial``
+    keeps them); the results are the same. Two more rows
     run POAD and token-level GAE on the exact token values (``exact_token_values``): the
     backups alone, without a critic's error. Returns
     ``tokens`` (the token Rollouts), ``exact`` (B, L), ``credit`` {name: (B, L)} with the exact
@@ -165,8 +168,11 @@ def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam
     lam = check_number("lam", lam, low=0.0, high=1.0)
     if turns is None:
         turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
-    truth = env.truth(policy, gamma=gamma)
-    tok = tokenize(env, turns, policy, format_tokens=format_tokens)
+    if truth is None:
+        truth = env.truth(policy, gamma=gamma)
+    elif float(truth.gamma) != gamma:
+        raise ValueError(f"truth: was computed with gamma={truth.gamma}, not gamma={gamma}")
+    tok = tokenize(env, turns, policy, format_tokens=format_tokens) if tokens is None else tokens
     exact = exact_token_advantage(env, truth, tok)
     per_action = discounted_returns(tok.rewards, tok.mask, action_discounts(tok, gamma))
     bad_critic = TabularCritic(n_token_states(env)).fit(tok, targets=per_action)
@@ -202,6 +208,45 @@ def token_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA, lam
                      "luck_per_skill": _luck_per_skill(x[m], exact[m], luck_after[m]), "aux_calls": c.cost.aux_calls})
     return {"tokens": tok, "exact": exact, "credit": {"exact": exact, **{k: c.token for k, c in credits.items()}},
             "stats": pd.DataFrame(rows), "truth": truth, "n_calls": int(verbs.sum())}
+
+
+class TokenCreditDial:
+    """``token_credit`` for a dashboard: the batch is sampled once (as ``token_credit`` samples
+    it), and the exact truth per ``gamma`` and the token rollouts per ``format_tokens`` are kept,
+    so a slider move recomputes only the critics and credits. ``gammas`` and ``format_tokens``
+    list values to prepare now (a slider's ``viz.control_values``); other values are computed on
+    first use and kept. ``dial(gamma=, lam=, format_tokens=)`` returns exactly what
+    ``token_credit(env, policy, gamma=, lam=, format_tokens=, n_tasks=, group_size=, seed=)``
+    returns."""
+
+    def __init__(self, env: ToolWorld, policy, *, gammas: Iterable[float] = (), format_tokens: Iterable[int] = (),
+                 n_tasks: int = 16, group_size: int = 8, seed: int = 0) -> None:
+        self.env, self.policy = env, policy
+        self.turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+        self._truth: dict[float, object] = {}
+        self._tokens: dict[int, Rollouts] = {}
+        for g in gammas:
+            self.truth(g)
+        for k in format_tokens:
+            self.tokens(k)
+
+    def truth(self, gamma: float):
+        """``env.truth(policy, gamma=gamma)``, computed once per gamma."""
+        gamma = check_number("gamma", gamma, low=0.0, high=1.0)
+        if gamma not in self._truth:
+            self._truth[gamma] = self.env.truth(self.policy, gamma=gamma)
+        return self._truth[gamma]
+
+    def tokens(self, format_tokens: int) -> Rollouts:
+        """The batch written as tokens with ``format_tokens`` formatting tokens per call, once per length."""
+        k = check_int("format_tokens", format_tokens, low=0)
+        if k not in self._tokens:
+            self._tokens[k] = tokenize(self.env, self.turns, self.policy, format_tokens=k)
+        return self._tokens[k]
+
+    def __call__(self, *, gamma: float, lam: float, format_tokens: int) -> dict:
+        return token_credit(self.env, self.policy, gamma=gamma, lam=lam, format_tokens=format_tokens,
+                            turns=self.turns, truth=self.truth(gamma), tokens=self.tokens(format_tokens))
 
 
 def token_labels(tokens: Rollouts) -> list[list[str]]:

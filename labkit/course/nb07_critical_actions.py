@@ -323,6 +323,27 @@ def focus_training(env, start_policy, settings: Mapping[str, Sequence[float]] | 
     return pd.concat(curves, ignore_index=True)
 
 
+def focus_run(env, start_policy, rule: str, share: float, *, seed: int = 0, iterations: int = 40,
+              done: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One run of ``focus_training`` (``rule`` at top fraction ``share``, seed ``seed``, no GRPO run).
+
+    ``done``: curves a ``focus_training`` call already returned for the same env, start policy
+    and iterations; if they hold this (rule, share, seed), those rows are returned instead of
+    training again. Why that is the same answer: every run of ``focus_training`` starts from its
+    own copy of the start policy with its own seeds, so a run does not depend on which others ran
+    with it (tested). This is what makes notebook 07's slider answer at once on the shares the
+    notebook has trained already.
+    """
+    check_choice("rule", rule, RULES)
+    share = check_number("share", share, low=0.0, high=1.0, low_open=True)
+    if done is not None:
+        hit = done[(done.rule == rule) & (done.seed == seed) & ((done.top_fraction - share).abs() < 1e-9)]
+        if len(hit) and int(hit.iteration.max()) == iterations:
+            return hit.reset_index(drop=True)
+    return focus_training(env, start_policy, {rule: (share,)}, seeds=(seed,), iterations=iterations,
+                          include_grpo=False, progress=False)
+
+
 def focus_summary(curves: pd.DataFrame) -> pd.DataFrame:
     """Final exact success per (rule, top_fraction) over seeds, next to the share of turns updated.
 

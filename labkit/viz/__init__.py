@@ -16,7 +16,7 @@ import altair as alt
 from labkit.viz.charts import bar_chart, heat_table, line_chart
 from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
 from labkit.viz.tree import tree_chart
-from labkit.viz.widgets import Dashboard, dropdown, interact, slider
+from labkit.viz.widgets import Dashboard, control_values, dropdown, interact, slider
 
 __all__ = [
     "enable_offline",
@@ -31,6 +31,7 @@ __all__ = [
     "interact",
     "slider",
     "dropdown",
+    "control_values",
     "MAX_ROWS",
 ]
 

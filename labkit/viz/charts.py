@@ -98,9 +98,9 @@ def line_chart(
     xk = _kind(data[x]) if _kind(data[x]) != "nominal" else "ordinal"
     x_enc = alt.X(
         field=vl_field(x), type=xk, title=x_title if x_title is not None else x,
-        scale=alt.Scale(type="log") if log_x else alt.Undefined,
+        scale={"type": "log"} if log_x else alt.Undefined,
     )
-    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    y_scale = {"type": "log"} if log_y else {"zero": False}
     y_label = y_title if y_title is not None else y
     y_enc = alt.Y(field=vl_field(y), type="quantitative", title=y_label, scale=y_scale)
     enc: dict[str, Any] = {"x": x_enc}
@@ -108,7 +108,7 @@ def line_chart(
     if color is not None:
         enc["color"] = alt.Color(
             field=vl_field(color), type="nominal", title=color,
-            scale=alt.Scale(domain=_order(data[color])),
+            scale={"domain": _order(data[color])},
         )
         tips.insert(0, _tip(color, "nominal"))
     base = alt.Chart(data)
@@ -118,7 +118,7 @@ def line_chart(
         band_enc = dict(enc)
         if color is not None:  # the legend comes from the line layer (solid swatches)
             band_enc["color"] = alt.Color(
-                field=vl_field(color), type="nominal", scale=alt.Scale(domain=_order(data[color])), legend=None
+                field=vl_field(color), type="nominal", scale={"domain": _order(data[color])}, legend=None
             )
         layers.append(
             base.mark_area(opacity=0.2).encode(
@@ -167,18 +167,18 @@ def bar_chart(
         missing = [c for c in _order(data[x]) if c not in order]
         if missing:
             raise ValueError(f"sort: the sort list is missing categories {missing}")
-    cat = dict(field=vl_field(x), type="nominal", title=x, scale=alt.Scale(domain=order))
+    cat = dict(field=vl_field(x), type="nominal", title=x, scale={"domain": order})
     val = dict(field=vl_field(y), type="quantitative", title=y)
     tips = [_tip(x, "nominal"), _tip(y, "quantitative")]
     enc: dict[str, Any]
     if horizontal:
         enc = {"y": alt.Y(**cat), "x": alt.X(**val)}
     else:
-        enc = {"x": alt.X(**cat, axis=alt.Axis(labelAngle=-30)), "y": alt.Y(**val)}
+        enc = {"x": alt.X(**cat, axis={"labelAngle": -30}), "y": alt.Y(**val)}
     if color is not None:
         corder = _order(data[color])
-        enc["color"] = alt.Color(field=vl_field(color), type="nominal", title=color, scale=alt.Scale(domain=corder))
-        off = dict(field=vl_field(color), type="nominal", scale=alt.Scale(domain=corder))
+        enc["color"] = alt.Color(field=vl_field(color), type="nominal", title=color, scale={"domain": corder})
+        off = dict(field=vl_field(color), type="nominal", scale={"domain": corder})
         enc["yOffset" if horizontal else "xOffset"] = (alt.YOffset if horizontal else alt.XOffset)(**off)
         tips.insert(1, _tip(color, "nominal"))
     chart = alt.Chart(data).mark_bar().encode(tooltip=tips, **enc)
@@ -214,15 +214,15 @@ def heat_table(
     integer = pd.api.types.is_integer_dtype(data[value])
     fmt = "d" if integer else ".3g"
     base = alt.Chart(data).encode(
-        x=alt.X(field=vl_field(col), type="nominal", title=col, scale=alt.Scale(domain=_order(data[col])),
-                axis=alt.Axis(orient="top", labelAngle=-30)),
-        y=alt.Y(field=vl_field(row), type="nominal", title=row, scale=alt.Scale(domain=_order(data[row]))),
+        x=alt.X(field=vl_field(col), type="nominal", title=col, scale={"domain": _order(data[col])},
+                axis={"orient": "top", "labelAngle": -30}),
+        y=alt.Y(field=vl_field(row), type="nominal", title=row, scale={"domain": _order(data[row])}),
         tooltip=[_tip(row, "nominal"), _tip(col, "nominal"),
                  alt.Tooltip(field=vl_field(value), type="quantitative", title=str(value), format=fmt)],
     )
     rect = base.mark_rect(stroke="white").encode(
         color=alt.Color(field=vl_field(value), type="quantitative", title=value,
-                        scale=alt.Scale(scheme="blues", domain=[vmin, vmax if vmax > vmin else vmin + 1]))
+                        scale={"scheme": "blues", "domain": [vmin, vmax if vmax > vmin else vmin + 1]})
     )
     chart: alt.Chart | alt.LayerChart = rect
     if text:
@@ -233,7 +233,7 @@ def heat_table(
                 fill=alt.Fill(field="_ink", type="nominal", scale=None),
             ),
         )
-    chart = chart.properties(width=alt.Step(44), height=alt.Step(24))
+    chart = chart.properties(width={"step": 44}, height={"step": 24})
     if title is not None:
         chart = chart.properties(title=title)
     return chart

@@ -294,10 +294,10 @@ def credit_heatmap(
     x = alt.X(
         "col:O",
         title=x_title,
-        scale=alt.Scale(domain=list(range(ncol))),
-        axis=alt.Axis(orient="top", values=list(range(0, ncol, step)), labelAngle=0),
+        scale={"domain": list(range(ncol))},
+        axis={"orient": "top", "values": list(range(0, ncol, step)), "labelAngle": 0},
     )
-    y = alt.Y("line:N", title=None, scale=alt.Scale(domain=lines), axis=alt.Axis(labelLimit=160))
+    y = alt.Y("line:N", title=None, scale={"domain": lines}, axis={"labelLimit": 160})
     tip = [
         alt.Tooltip("row:N", title="row"),
         alt.Tooltip("pos:Q", title=str(position_label)),
@@ -311,9 +311,9 @@ def credit_heatmap(
         color=alt.Color(
             "value:Q",
             title=value_label,
-            scale=alt.Scale(scheme=_SCHEME, domain=[-half, half], clamp=True),
+            scale={"scheme": _SCHEME, "domain": [-half, half], "clamp": True},
             # above the grid, where it is seen without scrolling sideways
-            legend=alt.Legend(orient="top", direction="horizontal", gradientLength=160, titleOrient="left"),
+            legend={"orient": "top", "direction": "horizontal", "gradientLength": 160, "titleOrient": "left"},
         ),
         tooltip=tip,
     )
@@ -326,13 +326,13 @@ def credit_heatmap(
         )
     if hl.any():
         layers.append(
-            base.transform_filter(alt.FieldEqualPredicate(field="hl", equal=True))
+            base.transform_filter({"field": "hl", "equal": True})
             .mark_rect(fill=None, stroke="black", strokeWidth=2)
             .encode(tooltip=tip)
         )
-    chart = alt.layer(*layers).properties(width=alt.Step(cell_w), height=alt.Step(cell_h))
+    chart = alt.layer(*layers).properties(width={"step": cell_w}, height={"step": cell_h})
     if title is not None:  # left, above its panel: stacked panels stay labelled on a narrow screen
-        chart = chart.properties(title=alt.TitleParams(str(title), anchor="start"))
+        chart = chart.properties(title={"text": str(title), "anchor": "start"})
     return chart
 
 

@@ -21,22 +21,44 @@ slider move. With any other renderer the chart's display data is written into ``
 Everything also works with no kernel or browser at all (tests set ``control.value`` and read
 ``dash.chart.to_dict()``).
 
+Answering at once. ``interact(..., cache=N)`` keeps the last N results of ``compute`` keyed by
+the control values (least recently used first out), so moving back to a value redraws without
+recomputing; ``precompute={"k": [1, 2, 4]}`` (or ``{"k": "all"}``: every value of that control, see
+``control_values``) also fills that cache at build time for every combination of the listed values (other controls at their start values), for a slow compute
+over a small grid. Only use either when ``compute`` is a pure function of the control values
+(same values, same chart and summary): a cached answer is the answer compute gave, not a new one.
+
+Redrawing cheaply. Altair checks a chart against the Vega-Lite JSON schema every time it is
+serialised, and that check costs as much as building the chart. A dashboard's charts keep their
+structure from move to move (the data and a few numbers change), so the dashboard checks a spec
+once per structure (``spec_shape``: the spec with its data rows, titles and numbers left out) and
+hands the already-serialised dict to the view afterwards; a chart with a new structure (a layer
+that appears, another mark or scale type) is checked again, and an invalid one is shown as an
+error like any failed compute. After the first good draw, compute also runs with altair's
+build-time checks off (``altair.utils.schemapi.debug_mode(False)``: they serialise and check
+every object as it is made; the draw-time check above still runs on every new structure). A
+redraw from the cache reuses the spec serialised the first time.
+
 Sliders default to ``continuous_update=False``: compute runs when the handle is released, not on
 every pixel of a drag, so a slow recompute never floods the kernel and no debouncing is needed.
 """
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import numbers
 import traceback
-from typing import Any, Callable, Mapping
+from collections import OrderedDict
+from typing import Any, Callable, Mapping, Sequence
 
 import altair as alt
 import ipywidgets as W
+import jsonschema
 import traitlets
+from altair.utils import schemapi
 
-__all__ = ["Dashboard", "interact", "slider", "dropdown"]
+__all__ = ["Dashboard", "interact", "slider", "dropdown", "control_values", "spec_shape"]
 
 
 class _SnapToStep:
@@ -128,6 +150,47 @@ def dropdown(options: Any, value: Any = None, description: str = "", **kw: Any) 
     return W.Dropdown(options=opts, value=value, description=description, **kw)
 
 
+def control_values(control: W.ValueWidget) -> list:
+    """Every value a control can take, in order: a snapping slider's grid min + k * step (the
+    floats exactly as the slider holds them), the option values of a selection widget (dropdown,
+    selection slider, toggle buttons), False/True for a checkbox. Raises for a free control (a
+    text box, a plain slider)."""
+    if isinstance(control, _SnapToStep):
+        n = int(math.floor((control.max - control.min) / control.step + 1e-9))
+        vals = [control.min + k * control.step for k in range(n + 1)]
+        return [int(v) for v in vals] if isinstance(control, W.IntSlider) else [round(float(v), 12) for v in vals]
+    if isinstance(control, W.Checkbox):
+        return [False, True]
+    if isinstance(control, (W.Dropdown, W.SelectionSlider, W.ToggleButtons, W.RadioButtons, W.Select)):
+        return list(getattr(control, "_options_values", None) or [o[1] if isinstance(o, tuple) else o
+                                                                   for o in control.options])
+    raise ValueError(f"control: cannot list the values of a {type(control).__name__}; pass them as a list")
+
+
+#: keys whose content is data or free text: its strings never change what the schema accepts
+_DATA_KEYS = frozenset({"datasets", "values"})
+_TEXT_KEYS = frozenset({"title", "text", "description", "subtitle", "name", "data", "format"})
+
+
+def spec_shape(spec: Any, _text: bool = False) -> Any:
+    """The structure of a Vega-Lite spec (a dict from ``chart.to_dict()``), hashable: what the
+    schema check depends on, without the data. Dict keys and nesting are kept; data rows
+    (``datasets``, ``values``) are left out; numbers and booleans are kept by type only; strings
+    by value (mark types, orientations, field types are strings the schema restricts), except
+    under titles, names and formats (free text); a list keeps the set of its items' shapes, so
+    a longer scale domain of the same kind has the same shape. Two specs with one shape pass or
+    fail the schema check together, as long as the schema restricts no free-text string and
+    no number's value (Vega-Lite's schema checks numbers by type only, bar a few bounds)."""
+    if isinstance(spec, Mapping):
+        return tuple(sorted((str(k), None if k in _DATA_KEYS else spec_shape(v, _text or k in _TEXT_KEYS))
+                            for k, v in spec.items()))
+    if isinstance(spec, (list, tuple)):
+        return ("list", frozenset(spec_shape(v, _text) for v in spec))
+    if isinstance(spec, str) and not _text:
+        return spec
+    return type(spec).__name__
+
+
 class Dashboard:
     """Controls + chart + summary line, recomputed whenever a control's value changes.
 
@@ -135,7 +198,13 @@ class Dashboard:
     altair's renderer is not "jupyter", and error messages), ``view`` (the persistent
     ``alt.JupyterChart`` in "widget" mode, else None), ``chart`` (last chart compute returned),
     ``summary`` (last summary string, "" if none), ``error`` (exception from the last update, or
-    None), ``n_updates`` (how many times compute has been called), ``widget`` (the box to show).
+    None), ``n_updates`` (how many times the dashboard redrew), ``n_computes`` (how many times
+    compute itself ran; a redraw from the cache does not count), ``widget`` (the box to show).
+
+    ``cache``: how many results of compute to keep, keyed by the control values (0: none).
+    ``precompute``: control name -> values (or "all"); every combination is computed at build time and kept
+    (the cache grows to hold them all, plus ``cache`` more); in widget mode its chart is serialised
+    then too, so a move to a precomputed value costs no serialisation.
     """
 
     def __init__(
@@ -145,6 +214,8 @@ class Dashboard:
         *,
         layout: str = "vertical",
         mode: str = "auto",
+        cache: int = 0,
+        precompute: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         if not callable(compute):
             raise ValueError(f"compute must be callable, got {type(compute).__name__}")
@@ -161,6 +232,16 @@ class Dashboard:
             mode = "widget" if alt.renderers.active == "jupyter" else "output"
         if mode not in ("widget", "output"):
             raise ValueError(f"mode must be 'auto', 'widget' or 'output', got {mode!r}")
+        if isinstance(cache, bool) or not isinstance(cache, numbers.Integral) or cache < 0:
+            raise ValueError(f"cache: must be a whole number >= 0 (results to keep), got {cache!r}")
+        grid = dict(precompute or {})
+        for key, vals in grid.items():
+            if key not in controls:
+                raise ValueError(f"precompute: {key!r} is not a control (controls: {list(controls)})")
+            if vals == "all":
+                grid[key] = vals = control_values(controls[key])
+            if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence) or not vals:
+                raise ValueError(f"precompute: the values for {key!r} must be a non-empty list or 'all', got {vals!r}")
 
         self.compute = compute
         self.controls: dict[str, W.ValueWidget] = dict(controls)
@@ -169,6 +250,10 @@ class Dashboard:
         self.summary: str = ""
         self.error: BaseException | None = None
         self.n_updates = 0
+        self.n_computes = 0
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = int(cache)
+        self._checked_shapes: set = set()  # spec structures that passed the schema check
         self._busy = False
         self._pending = False
 
@@ -190,6 +275,8 @@ class Dashboard:
         body = W.VBox([self._chart_box, self._summary_html, self.output])
         self.widget = W.VBox([ctl, body]) if layout == "vertical" else W.HBox([ctl, body])
         self.widget.add_class("labkit-dashboard")
+        if grid:
+            self._precompute(grid)
         self.refresh()
 
     # -- state ----------------------------------------------------------------------------------
@@ -217,15 +304,60 @@ class Dashboard:
         finally:
             self._busy = False
 
+    def _precompute(self, grid: Mapping[str, Sequence[Any]]) -> None:
+        """Compute every combination of the grid's values (other controls at their start values)
+        and keep the results; the cache is made large enough to hold them all."""
+        start = self.values
+        names = list(grid)
+        combos = list(itertools.product(*(grid[n] for n in names)))
+        self._cache_size += len(combos)
+        for combo in combos:
+            values = {**start, **dict(zip(names, combo))}
+            try:
+                entry = self._compute_cached(values)
+                if self.mode == "widget":  # serialised now too: a move to it only hands the dict over
+                    entry[2] = self._spec(entry[0])
+            except Exception:  # shown when the user reaches that value, like any failed compute
+                pass
+
+    @staticmethod
+    def _key(values: Mapping[str, Any]) -> tuple | None:
+        try:
+            key = tuple(sorted(values.items()))
+            hash(key)
+        except TypeError:  # an unhashable control value: never cached
+            return None
+        return key
+
+    def _compute_cached(self, values: dict) -> list:
+        """[chart, summary, spec or None] for these values, from the cache or a fresh compute
+        (the spec is filled in by the first draw, so a redraw from the cache reuses it)."""
+        key = self._key(values) if self._cache_size else None
+        if key is not None and key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        self.n_computes += 1
+        if self._checked_shapes:  # a chart has been checked: altair's build-time checks are redundant
+            with schemapi.debug_mode(False):
+                out = self.compute(**values)
+        else:
+            out = self.compute(**values)
+        result = [*self._split(out), None]
+        if key is not None:
+            self._cache[key] = result
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return result
+
     def _update(self) -> None:
         values = self.values
         self.n_updates += 1
         try:
-            result = self.compute(**values)
-            chart, summary = self._split(result)
+            entry = self._compute_cached(values)
         except Exception as exc:  # shown to the user, never kills the widget
             self._show_error(exc, values)
             return
+        chart, summary, _ = entry
         self.error = None
         self.chart = chart
         self.summary = summary
@@ -234,7 +366,7 @@ class Dashboard:
             if summary else ""
         )
         try:
-            self._draw(chart)
+            entry[2] = self._draw(chart, entry[2])
         except Exception as exc:  # e.g. an invalid spec that altair refuses to serialise
             self._show_error(exc, values)
             return
@@ -257,20 +389,45 @@ class Dashboard:
             raise ValueError(f"the summary compute returns must be a string, got {type(summary).__name__}")
         return chart, summary
 
-    def _draw(self, chart: alt.TopLevelMixin) -> None:
+    def _spec(self, chart: alt.TopLevelMixin) -> dict:
+        """``chart.to_dict()``, schema-checked only when its structure (``spec_shape``) is new:
+        the same dict, without the check's cost on every move. Raises altair's
+        SchemaValidationError for a spec the schema rejects."""
+        spec = chart.to_dict(validate=False)
+        shape = spec_shape(spec)
+        if shape not in self._checked_shapes:
+            try:
+                chart.validate(spec)
+            except jsonschema.ValidationError as err:
+                raise schemapi.SchemaValidationError(chart, err) from None
+            self._checked_shapes.add(shape)
+        return spec
+
+    def _draw(self, chart: alt.TopLevelMixin, spec: dict | None = None) -> dict | None:
+        """Show the chart; returns the spec dict it drew (widget mode), for the cache to reuse."""
         if self.mode == "widget":
-            if self.view is None:
-                opts = alt.renderers.options or {}
-                alt.JupyterChart.enable_offline(offline=bool(opts.get("offline", False)))
-                self.view = alt.JupyterChart(chart, embed_options=opts.get("embed_options"))
-                self._chart_box.children = (self.view,)
-            else:
-                self.view.chart = chart
+            if spec is None:
+                spec = self._spec(chart)
+            # JupyterChart serialises (and schema-checks) the chart it is given; it gets the dict
+            # we already have instead, through a to_dict shadowed on this one chart while it reads it
+            object.__setattr__(chart, "to_dict", lambda *a, _spec=spec, **k: _spec)
+            try:
+                if self.view is None:
+                    opts = alt.renderers.options or {}
+                    alt.JupyterChart.enable_offline(offline=bool(opts.get("offline", False)))
+                    self.view = alt.JupyterChart(chart, embed_options=opts.get("embed_options"))
+                    self._chart_box.children = (self.view,)
+                else:
+                    self.view.chart = chart
+            finally:
+                object.__delattr__(chart, "to_dict")
             self._chart_box.layout.display = None
+            return spec
         else:
             bundle = chart._repr_mimebundle_()
             data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
             self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": meta or {}},)
+            return None
 
     def _show_error(self, exc: BaseException, values: dict) -> None:
         self.error = exc
@@ -307,10 +464,14 @@ def interact(
     controls: Mapping[str, W.ValueWidget],
     layout: str = "vertical",
     mode: str = "auto",
+    cache: int = 0,
+    precompute: Mapping[str, Sequence[Any]] | None = None,
 ) -> Dashboard:
     """Build a :class:`Dashboard` that calls ``compute(**values)`` now and on every change.
 
     ``mode``: "auto" (a persistent JupyterChart when altair's renderer is "jupyter", else the
-    Output widget), "widget" or "output".
+    Output widget), "widget" or "output". ``cache``: keep the last ``cache`` results keyed by
+    the control values; ``precompute``: control name -> values computed at build time (see the
+    module docstring; for a compute that is a pure function of the control values only).
     """
-    return Dashboard(compute, controls, layout=layout, mode=mode)
+    return Dashboard(compute, controls, layout=layout, mode=mode, cache=cache, precompute=precompute)
