@@ -67,9 +67,10 @@ def test_vine_credit_depends_on_its_seed_only(lm_env, reference):
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env, reference):
-    """Notebook 03 samples every K of its slider once (vine_credits, seed 100: vines seeded 100 + K,
-    what a move computed before); vine_value_error(credits=) scores such credits instead of
-    sampling them again, with the numbers sampling them inside gives."""
+    """Notebook 03 samples every K of its slider once (vine_credits, seed s: vines seeded s + K,
+    what a move would sample); vine_value_error(credits=) scores such credits instead of sampling
+    them again, with the numbers sampling them inside gives (the notebook's sweep reuses the
+    slider's seed-0 vines)."""
     from labkit.credit import get_estimator
 
     small = reference.select(list(range(4)))
