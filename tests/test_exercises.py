@@ -618,3 +618,22 @@ def test_the_template_runs_and_fails_the_check(notebook):
 def test_the_nan_remark_is_made_only_for_a_nan_answer():
     assert "NaN" in check(grpo_no_singleton_rule, "01", verbose=False).hint
     assert "NaN" not in check(grpo_singleton_zero, "01", verbose=False).hint
+
+
+def test_every_notebook_from_01_to_10_ends_with_its_exercise():
+    # the task, the reader's empty function and check(); the solution is named, not on the page
+    import json
+    from pathlib import Path
+
+    from labkit.course.exercises import EXERCISES
+    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
+    for key, ex in EXERCISES.items():
+        path = next(notebooks.glob(f"{key}_*.ipynb"))
+        cells = json.loads(path.read_text())["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        assert f"get_exercise({int(key)})" in code[-2], path.name
+        assert f"def {ex.name}(" in code[-1] and code[-1].rstrip().endswith(f"check({ex.name}, {int(key)})"), path.name
+        assert f"labkit.course.solutions.{ex.name}" in text, path.name
+        body = code[-1].split(f"def {ex.name}(")[1].split("check(")[0]
+        assert not re.search(r"^\s+return\b", body, re.M), f"{path.name}: the solution is on the page"
