@@ -27,10 +27,10 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def decode_png(png: bytes) -> np.ndarray:
-    """A PNG's pixels (h, w, channels), for 8-bit RGB/RGBA files with any of the five filters;
-    checks the signature and every chunk's CRC on the way."""
+    """A PNG's pixels (h, w, channels), for 8-bit RGB/RGBA/indexed files with any of the five
+    filters (an indexed file comes back as RGB); checks the signature and every chunk's CRC."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
-    pos, idat, ihdr = 8, b"", None
+    pos, idat, ihdr, plte = 8, b"", None, None
     while pos < len(png):
         (n,) = struct.unpack(">I", png[pos:pos + 4])
         kind, body = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + n]
@@ -40,10 +40,12 @@ def decode_png(png: bytes) -> np.ndarray:
             ihdr = body
         elif kind == b"IDAT":
             idat += body
+        elif kind == b"PLTE":
+            plte = np.frombuffer(body, np.uint8).reshape(-1, 3)
         pos += 12 + n
     w, h, depth, colour = struct.unpack(">IIBB", ihdr[:10])
-    assert depth == 8 and colour in (2, 6)
-    c = 3 if colour == 2 else 4
+    assert depth == 8 and colour in (2, 3, 6)
+    c = {2: 3, 3: 1, 6: 4}[colour]
     raw = np.frombuffer(zlib.decompress(idat), np.uint8)
     assert raw.size == h * (1 + w * c)
     raw = raw.reshape(h, 1 + w * c)
@@ -70,6 +72,9 @@ def decode_png(png: bytes) -> np.ndarray:
                 pred = a if pa <= pb and pa <= pc else (b if pb <= pc else cc)
             row[x] = (line[x] + pred) % 256
         out[y] = prev = row
+    if colour == 3:
+        assert plte is not None and out.max() < len(plte)
+        return plte[out]
     return out.reshape(h, w, c).astype(np.uint8)
 
 
@@ -110,7 +115,29 @@ def test_no_png_without_the_variable(monkeypatch, formatter):
     assert "image/png" not in data
 
 
-def test_reencoded_png_has_vl_converts_pixels_and_is_smaller():
+def _rgba_png(img: np.ndarray) -> bytes:
+    """An RGBA PNG written the way vl-convert writes it (Sub filter on every row)."""
+    h, w, _ = img.shape
+    x = img.astype(np.int16)
+    f = x.copy()
+    f[:, 1:] -= x[:, :-1]
+    rows = np.concatenate([np.ones((h, 1), np.uint8), (f % 256).astype(np.uint8).reshape(h, 4 * w)], 1)
+    return (b"\x89PNG\r\n\x1a\n" + _static._chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0))
+            + _static._chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + _static._chunk(b"IEND", b""))
+
+
+def test_reencoding_is_exact_for_few_colours():
+    rng = np.random.default_rng(1)
+    colours = rng.integers(0, 256, size=(40, 3))
+    img = np.concatenate([colours[rng.integers(0, 40, size=(60, 90))], np.full((60, 90, 1), 255)], 2)
+    original = _rgba_png(img.astype(np.uint8))
+    np.testing.assert_array_equal(decode_png(original), img)  # the test's writer is right
+    small = _static._shrink_png(original)
+    assert len(small) < len(original)
+    np.testing.assert_array_equal(decode_png(small), img[..., :3])
+
+
+def test_reencoded_chart_keeps_its_frequent_colours_and_is_smaller():
     import vl_convert as vlc
 
     rng = np.random.default_rng(0)
@@ -118,10 +145,21 @@ def test_reencoded_png_has_vl_converts_pixels_and_is_smaller():
     original = vlc.vegalite_to_png(chart.to_dict(), scale=1)
     small = _static._shrink_png(original)
     a, b = decode_png(original), decode_png(small)
-    assert a.shape[:2] == b.shape[:2]
-    assert (a[..., 3] == 255).all()  # opaque, so dropping alpha loses nothing
-    np.testing.assert_array_equal(a[..., :3], b[..., :3])
-    assert len(small) < len(original)
+    assert (a[..., 3] == 255).all() and a.shape[:2] == b.shape[:2]
+    a = a[..., :3].reshape(-1, 3)
+    b = b.reshape(-1, 3)
+    key = (a[:, 0].astype(np.int64) << 16) | (a[:, 1].astype(np.int64) << 8) | a[:, 2]
+    uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    assert len(uniq) > 256  # anti-aliasing: this chart needs the quantised path
+    top = np.isin(inv.reshape(-1), np.argsort(-counts, kind="stable")[:256])
+    assert top.mean() > 0.9  # most pixels are in the kept colours ...
+    np.testing.assert_array_equal(a[top], b[top])  # ... and those are exact
+    # the rest moved to their nearest kept colour: a shade, not a different colour
+    assert np.abs(a[~top].astype(int) - b[~top]).max(axis=1).mean() < 16
+    assert len(small) < len(original) / 2
+    # a transparent picture is left as vl-convert wrote it
+    clear = _rgba_png(np.zeros((4, 4, 4), np.uint8))
+    assert _static._shrink_png(clear) == clear
 
 
 def test_chart_png_rejects_bad_input():
