@@ -9,7 +9,8 @@
    checks strict (``LABKIT_STRICT_CHECKS=1``);
 2. alone, the real-browser checks (the course in JupyterLab; the static site offline): a
    course notebook in a browser next to another worker's notebook oversubscribes a 2-core CPU
-   and can take several times its normal time. They skip where Debian's chromium is absent (``bash .ci/install_browser.sh`` installs it).
+   and can take several times its normal time. They skip where Debian's chromium is absent
+   (``bash .ci/install_browser.sh`` installs it).
 
 Exits 1 if any part failed. ``make test-matrix`` runs the notebooks under other CPU kernels
 and thread counts (scripts/test_matrix.py).
