@@ -114,6 +114,20 @@ def test_every_chart_output_has_its_picture_stored_and_on_its_page(built, path):
         assert "data:image/png;base64," + png in page, f"{path.name}: cell {i}'s picture is not on its page"
 
 
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_no_checked_cell_stores_a_picture(path):
+    """nbval compares only the cells marked NBVAL_CHECK_OUTPUT (--nbval-lax), and skips image/png
+    even there; a chart in a checked cell would still fail on its live view's text, so the
+    stored pictures stay out of every comparison."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in cell.source:
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                assert "image/png" not in data and data.get("text/plain") != execute.PLACEHOLDER, \
+                    f"{path.name}: checked cell {i} displays a chart"
+
+
 def test_no_page_loads_anything_from_the_network(built):
     out, pages = built
     for page in pages:
