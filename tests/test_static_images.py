@@ -192,6 +192,14 @@ def test_dashboard_bundle_holds_a_picture_of_its_state(monkeypatch):
     assert moved.shape != img.shape or (moved != img).any()
 
 
+def test_dashboard_picture_wraps_a_long_summary():
+    long = "; ".join(f"estimator {i} scores {i / 7:.4f}" for i in range(40))  # ~1000 characters
+    short = decode_png(_static.dashboard_png(small_chart(), {"level": 0.5}, "one line"))
+    wrapped = decode_png(_static.dashboard_png(small_chart(), {"level": 0.5}, long))
+    assert wrapped.shape[1] < 800  # not one 6000 px line
+    assert wrapped.shape[0] > short.shape[0] + 5 * 10  # the summary's ten or so lines, stacked
+
+
 def test_dashboard_display_publishes_view_and_picture(monkeypatch):
     import IPython.display
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import base64
 import os
 import struct
+import textwrap
 import zlib
 from typing import Any, Mapping
 
 import altair as alt
 
 ENV_VAR = "LABKIT_STATIC_IMAGES"
+TITLE_WRAP = 100  # characters per line of a dashboard picture's settings and summary (~650 px)
 PNG_SCALE = 1.0  # 1 px per CSS px: a 550 x 360 heatmap is ~30 KB once re-encoded (see _shrink_png)
 
 __all__ = ["ENV_VAR", "static_images_enabled", "chart_png", "dashboard_png", "install_chart_hook",
@@ -55,8 +57,8 @@ def chart_png(chart: Any, *, scale: float = PNG_SCALE) -> bytes:
 def dashboard_png(chart: Any, values: Mapping[str, Any], summary: str = "", *,
                   scale: float = PNG_SCALE) -> bytes:
     """The PNG of a dashboard's state: its chart, with the control values and the summary
-    line added to the chart's title as subtitle lines (so the picture says which settings it
-    shows and what was measured at them)."""
+    line added to the chart's title as subtitle lines, wrapped at ``TITLE_WRAP`` characters (so
+    the picture says which settings it shows and what was measured at them)."""
     if not isinstance(values, Mapping):
         raise TypeError(f"values: must be a mapping of control name -> value, got {type(values).__name__}")
     if not isinstance(summary, str):
@@ -71,8 +73,10 @@ def dashboard_png(chart: Any, values: Mapping[str, Any], summary: str = "", *,
         title = dict(title)
     sub = title.get("subtitle", [])
     sub = [sub] if isinstance(sub, str) else list(sub)
-    sub.append("settings: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in values.items()))
-    sub.extend(line for line in summary.splitlines() if line.strip())
+    lines = ["settings: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in values.items())]
+    lines += [line for line in summary.splitlines() if line.strip()]
+    # wrapped, so a long summary does not stretch the picture far past its chart
+    sub.extend(part for line in lines for part in textwrap.wrap(line, TITLE_WRAP, subsequent_indent="  "))
     title["subtitle"] = sub
     title.setdefault("subtitleFont", "monospace")
     title.setdefault("anchor", "start")
