@@ -48,9 +48,14 @@ def chart_png(chart: Any, *, scale: float = PNG_SCALE) -> bytes:
     if not (isinstance(scale, (int, float)) and not isinstance(scale, bool) and 0 < scale <= 8):
         raise ValueError(f"scale: must be a number in (0, 8], got {scale!r}")
     import vl_convert as vlc
-    from altair.utils._importers import vl_version_for_vl_convert
 
-    png = vlc.vegalite_to_png(spec, vl_version=vl_version_for_vl_convert(), scale=scale)
+    try:  # the Vega-Lite version altair writes (a private altair helper: may move)
+        from altair.utils._importers import vl_version_for_vl_convert
+
+        kw = {"vl_version": vl_version_for_vl_convert()}
+    except ImportError:  # vl-convert's default Vega-Lite then
+        kw = {}
+    png = vlc.vegalite_to_png(spec, scale=scale, **kw)
     return _shrink_png(png)
 
 
