@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-matrix test-other-end test-verl wheel venv notebooks bench clean
+.PHONY: lab test test-matrix test-other-end test-verl wheel venv notebooks site bench clean
 
 # PyTorch's CPU-only wheel index. On Linux x86_64 a plain `pip install torch` fetches the CUDA
 # build (several GB of GPU libraries a CPU course never uses), so torch is installed from here
@@ -65,8 +65,13 @@ wheel: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) scripts/execute_notebooks.py
 
+# The course as static HTML in site/ (one page per notebook, charts as the pictures stored by
+# `make notebooks`, an index in course order), from the stored outputs: no kernel, no network.
+site: $(STAMP)
+	$(PY) scripts/build_site.py
+
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-other-end .venv-verl
+	rm -rf $(VENV) .venv-other-end .venv-verl site

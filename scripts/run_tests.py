@@ -7,9 +7,10 @@
    scripts/matrix_configs.py: this CPU's kernels, ``LABKIT_THREADS=1``; two notebooks asking
    for two threads each on a 2-core machine were measured 10x slower), with banded notebook
    checks strict (``LABKIT_STRICT_CHECKS=1``);
-2. alone, the real-browser checks: a course notebook in a browser next to another worker's
-   notebook oversubscribes a 2-core CPU and can take several times its normal time. They skip
-   where Debian's chromium is absent (``bash .ci/install_browser.sh`` installs it).
+2. alone, the real-browser checks (the course in JupyterLab; the static site offline): a
+   course notebook in a browser next to another worker's notebook oversubscribes a 2-core CPU
+   and can take several times its normal time. They skip where Debian's chromium is absent
+   (``bash .ci/install_browser.sh`` installs it).
 
 Exits 1 if any part failed. ``make test-matrix`` runs the notebooks under other CPU kernels
 and thread counts (scripts/test_matrix.py).
@@ -30,7 +31,7 @@ PARTS = (  # (name, pytest arguments, CPU configuration (scripts/matrix_configs.
     ("unit tests + notebooks (nbval)",
      ["-n", "2", "--dist", "loadfile", "--durations=12", "-m", "not browser", "--nbval-lax", "--nbval-current-env",
       "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "tests", "notebooks"], "native:1"),
-    ("real-browser checks", ["-m", "browser", "-rs", "tests/test_browser.py"], None),
+    ("real-browser checks", ["-m", "browser", "-rs", "tests/test_browser.py", "tests/test_site.py"], None),
 )
 
 

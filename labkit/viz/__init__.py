@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import altair as alt
 
+from labkit.viz._static import install_chart_hook, static_images_enabled
 from labkit.viz.charts import bar_chart, heat_table, line_chart
 from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
 from labkit.viz.tree import tree_chart
@@ -45,7 +46,13 @@ def enable_offline() -> None:
     lazily by altair the first time a chart is displayed (a few seconds, once per kernel), so
     calling this function costs nothing; calling it again does nothing.
     Altair's 5000-row data limit stays on: the labkit charts keep their data small instead.
+
+    With ``LABKIT_STATIC_IMAGES=1`` (set by ``scripts/execute_notebooks.py`` for the runs whose
+    outputs are stored) every chart displayed afterwards also carries a static PNG, so a stored
+    notebook shows its charts without a kernel; see ``labkit.viz._static``.
     """
+    if static_images_enabled():
+        install_chart_hook()
     if alt.renderers.active == "jupyter" and (alt.renderers.options or {}).get("offline") is True:
         return
     alt.renderers.enable("jupyter", offline=True)

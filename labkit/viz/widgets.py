@@ -448,10 +448,31 @@ class Dashboard:
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
-        display(self.widget)
+        bundle = self._static_bundle()
+        if bundle is None:
+            display(self.widget)
+        else:  # LABKIT_STATIC_IMAGES: the live view plus a picture of this state
+            display(bundle, raw=True)
 
     def _repr_mimebundle_(self, **kwargs: Any):
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = self._static_bundle(**kwargs)
+        return self.widget._repr_mimebundle_(**kwargs) if bundle is None else bundle
+
+    def _static_bundle(self, **kwargs: Any) -> dict | None:
+        """The widget's display bundle plus an image/png of the chart, its control values and
+        summary line, when ``LABKIT_STATIC_IMAGES`` is set (stored notebooks); else None."""
+        from labkit.viz._static import dashboard_png, png_base64, static_images_enabled
+
+        if not static_images_enabled():
+            return None
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        bundle["text/plain"] = repr(self)  # names it as a dashboard for execute_notebooks.py
+        if self.chart is not None and self.error is None:
+            try:
+                bundle["image/png"] = png_base64(dashboard_png(self.chart, self.values, self.summary))
+            except Exception:  # a chart vl-convert cannot draw keeps its live view only
+                pass
+        return bundle
 
     def __repr__(self) -> str:
         state = f"error={type(self.error).__name__}" if self.error else f"summary={self.summary!r}"
