@@ -805,15 +805,21 @@ _add(Exercise(
 ))
 
 
+def _pad_turns(table: torch.Tensor, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A per-turn table (B, N') from an estimator widened to the exercise's (B, N) with zeros:
+    the estimator's table ends at the longest episode, the exercise's at its padding."""
+    out = torch.zeros(shape, dtype=dtype)
+    out[:, : table.shape[1]] = table
+    return out
+
+
 # =========================================================================== 06 GiGPO step term
 def _gigpo_reference(turn_rewards, present, anchors, gamma):
     present = present.bool()
     keys = [[int(k) for k in anchors[b][present[b]]] for b in range(len(present))]
     r = _one_token_rollouts(turn_rewards.to(F64), present, turn_ids=_prefix_ids(present), anchor_keys=keys)
     step = group.gigpo(r, gamma=gamma, norm="mean_norm").info["step_term"]
-    out = torch.zeros(present.shape, dtype=F64)  # the estimator's table ends at the longest episode
-    out[:, : step.shape[1]] = step
-    return out
+    return _pad_turns(step, present.shape, F64)
 
 
 def _gigpo_cases(gen):
@@ -924,9 +930,7 @@ def _carl_reference(entropies, present, fraction):
     H = torch.where(present, entropies.to(F64), 0.0)
     r = _one_token_rollouts(torch.zeros(present.shape, dtype=F64), present, turn_ids=_prefix_ids(present), entropies=H)
     kept = carl(r, top_fraction=fraction).info["kept"]
-    out = torch.zeros_like(present)
-    out[:, : kept.shape[1]] = kept
-    return out
+    return _pad_turns(kept, present.shape, torch.bool)
 
 
 def _carl_cases(gen):
