@@ -13,6 +13,9 @@ outside it, and a notebook's module imports from an earlier notebook's module on
 sits above ``learn`` and may also use ``scoring`` (its metrics); ``course`` may import it.
 ``bridges`` (labkit's estimators inside other engines, e.g. verl) sits on top beside ``course``:
 it may import the whole stack, and nothing of labkit imports it (it needs optional extras).
+``diagnose`` (a user's own rollouts: measured setup, decision tree, estimators compared) sits on
+top beside ``course`` too: it may import the stack, ``survey``, ``viz`` and ``scoring``, and only
+``course`` imports it.
 A second rule: no module imports a private (``_name``) object from a module outside its own
 package.
 """
@@ -30,6 +33,8 @@ TOP_LEVEL_FILES = {"__init__.py", "scoring.py"}  # everything else lives in a pa
 # bridges: adapters to training engines that are optional extras (verl); top of the stack like the
 # course, and no other area may import them, so labkit imports without those engines
 BESIDE_COURSE = {"bridges"}
+# diagnose: a user-facing tool beside the course; uses what the course uses, imported only by it
+TOOLS = {"diagnose"}
 
 
 def _modules():
@@ -95,11 +100,14 @@ def test_imports_point_down_the_layers(path, module):
             if _area(t) in ONLY_CORE | {"survey"}:
                 # bench reports scoring's metrics and fills the survey's checklist from the
                 # inventory; viz stays the course's alone
-                assert area == "course" or area == _area(t) or (area == "bench" and _area(t) in ("scoring", "survey")), \
+                assert area in {"course"} | TOOLS or area == _area(t) or (area == "bench" and _area(t) in ("scoring", "survey")), \
                     f"{where}: only labkit.course (and labkit.bench, for scoring and survey) uses {_area(t)}"
                 continue
             if module == "labkit":  # the package root re-exports the core data structures
                 assert _area(t) == "core", where
+                continue
+            if _area(t) in TOOLS:
+                assert area in (_area(t), "course"), f"{where}: only labkit.course imports {_area(t)}"
                 continue
             if _area(t) in BESIDE_COURSE:
                 assert area == _area(t), f"{where}: only {_area(t)} itself imports {_area(t)} (optional extras)"
@@ -124,7 +132,7 @@ def test_no_runner_module_outside_the_course():
     assert top <= TOP_LEVEL_FILES, f"labkit/ top level holds {sorted(top - TOP_LEVEL_FILES)}: runners go in labkit/course/"
     assert not list(ROOT.rglob("*_experiments.py")), "runner modules are named after their notebook, in labkit/course/"
     for path, module in MODULES:
-        if module != "labkit" and _area(module) not in RANK and _area(module) not in ONLY_CORE | {"survey"} | BESIDE_COURSE:
+        if module != "labkit" and _area(module) not in RANK and _area(module) not in ONLY_CORE | {"survey"} | BESIDE_COURSE | TOOLS:
             assert _area(module) == "course", f"{module}: a module above bench must live in labkit.course"
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import altair as alt
 
-from labkit.viz._static import install_chart_hook, static_images_enabled
+from labkit.viz._static import chart_png, install_chart_hook, static_images_enabled
 from labkit.viz.charts import bar_chart, heat_table, line_chart
 from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
 from labkit.viz.tree import tree_chart
@@ -28,6 +28,7 @@ __all__ = [
     "bar_chart",
     "heat_table",
     "tree_chart",
+    "chart_png",
     "Dashboard",
     "interact",
     "slider",

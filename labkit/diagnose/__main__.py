@@ -1,0 +1,53 @@
+"""``python -m labkit.diagnose FILE``: diagnose a rollout file, print a summary, write the reports.
+
+The reports (``report.md`` with ``report_files/``, and a self-contained ``report.html``) go to
+``--out``; by default to ``<FILE stem>_diagnosis/`` in the current directory (not next to the
+file, which may sit in a read-only or shared folder).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, diagnose
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m labkit.diagnose", description=__doc__.split("\n\n")[0])
+    p.add_argument("file", help="rollout file (JSONL or Parquet in labkit's record format)")
+    p.add_argument("--out", help="folder for report.md / report.html (default: ./<FILE stem>_diagnosis)")
+    p.add_argument("--format", dest="fmt", help="file format (default: from the file name)")
+    p.add_argument("--can-replay", action="store_true", help="training can restart from intermediate states")
+    p.add_argument("--privileged-info", action="store_true",
+                   help="training has information the agent will not see (gold answers, hidden state)")
+    p.add_argument("--stochastic", choices=["measure", "yes", "no"], default="measure",
+                   help="environment stochasticity: measured from repeats (default) or stated")
+    p.add_argument("--estimators", help="comma-separated estimator names (default: all the data supports; "
+                                        "'none' skips the comparison)")
+    p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
+                   help=f"trajectories for the estimator comparison (default {DEFAULT_SAMPLE}; 0 = all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    estimators = None
+    if args.estimators:
+        estimators = [] if args.estimators == "none" else [n.strip() for n in args.estimators.split(",") if n.strip()]
+    stochastic = {"measure": None, "yes": True, "no": False}[args.stochastic]
+    d = diagnose(args.file, fmt=args.fmt, can_replay=args.can_replay, privileged_info=args.privileged_info,
+                 stochastic_env=stochastic, estimators=estimators, sample=args.sample or None, seed=args.seed,
+                 progress=False if args.no_progress else None)
+    out = Path(args.out) if args.out else Path.cwd() / f"{Path(args.file).stem}_diagnosis"
+    md, page = d.save(out)
+    print(d.summary())
+    print(f"reports: {md} and {page}" + ("" if args.out else " (default: current directory)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Estimators compared on data without ground truth: which ones the data supports, how far their
+credit agrees, and on which trajectories the choice of estimator matters most.
+
+What each registered estimator needs is data, not code: ``data/diagnose/estimator_needs.csv``
+has one row per estimator with ``needs`` (features the rollouts must show, from
+:data:`FEATURES`, ``;``-separated) and ``inputs`` (arguments that no rollout file can hold: a
+value function, a critic, an environment, a judge; ``;``-separated). An estimator runs when it
+needs no input and the data shows every feature it needs; it runs with its defaults.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from labkit.core.checks import check_int
+from labkit.core.paths import data_path, require_data
+from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.credit import ESTIMATORS, estimate
+from labkit.diagnose.measure import INTERMEDIATE_MIN_SHARE, measure_rewards
+from labkit.scoring import pearson
+
+__all__ = ["FEATURES", "NEEDS_FILE", "load_needs", "data_features", "supported_estimators",
+           "sample_groups", "EstimatorComparison", "compare_estimators", "agreement_matrix",
+           "disagreement", "average_ranks"]
+
+NEEDS_FILE = ("diagnose", "estimator_needs.csv")
+
+#: What a batch can show, each with the test that reads it off a ``Rollouts``.
+FEATURES: dict[str, tuple[str, Callable[[Rollouts], bool]]] = {
+    "groups": ("some task group has two or more trajectories",
+               lambda r: bool((torch.unique(r.group_ids, return_counts=True)[1] >= 2).any())),
+    "anchor_keys": ("observation keys per step (anchor_keys)", lambda r: r.anchor_keys is not None),
+    "entropies": ("the sampling policy's entropies", lambda r: r.entropies is not None),
+    "logprobs": ("the sampling policy's log-probabilities", lambda r: r.logprobs is not None),
+    "states": ("observation states per position", lambda r: r.states is not None),
+    "turns": ("some trajectory has two or more turns", lambda r: int(r.n_turns.max()) > 1),
+    "agents": ("two or more agents", lambda r: int(r.agent_ids.max()) >= 1),
+    "intermediate_rewards": (f"non-zero rewards before the end in >= {INTERMEDIATE_MIN_SHARE:.0%} of trajectories",
+                             lambda r: measure_rewards(r).intermediate),
+}
+
+
+def _split(cell: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in str(cell).split(";") if x.strip())
+
+
+@lru_cache(maxsize=1)
+def _needs_table(path: str) -> pd.DataFrame:
+    table = pd.read_csv(path, keep_default_na=False, dtype=str)
+    missing = {"estimator", "level", "needs", "inputs", "note"} - set(table.columns)
+    if missing:
+        raise ValueError(f"{path}: missing columns {sorted(missing)}")
+    for i, row in table.iterrows():
+        unknown = [f for f in _split(row.needs) if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"{path}: row {i + 2} ({row.estimator}): unknown feature {unknown[0]!r} in "
+                             f"needs; known: {sorted(FEATURES)}")
+    if table.estimator.duplicated().any():
+        raise ValueError(f"{path}: estimator {table.estimator[table.estimator.duplicated()].iloc[0]!r} "
+                         f"is listed twice")
+    return table
+
+
+def load_needs() -> pd.DataFrame:
+    """The estimator-needs table (columns estimator, level, needs, inputs, note), validated:
+    every feature named is one of :data:`FEATURES` and no estimator is listed twice."""
+    path = require_data(data_path(*NEEDS_FILE), "the estimator-needs table")
+    return _needs_table(str(path)).copy()
+
+
+def data_features(rollouts: Rollouts) -> dict[str, bool]:
+    """Which of :data:`FEATURES` the batch shows."""
+    check_rollouts(rollouts)
+    return {name: bool(test(rollouts)) for name, (_, test) in FEATURES.items()}
+
+
+def supported_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = None,
+                         needs: pd.DataFrame | None = None) -> tuple[list[str], dict[str, str]]:
+    """Split estimators into those the data supports and the others with the reason.
+
+    ``estimators``: registered names to consider (default: every registered estimator, in
+    registry order). ``needs``: the table (default :func:`load_needs`). An estimator missing
+    from the table is not run ("not in the needs table"), so a newly registered one is never run
+    blind. Returns ``(runnable, {name: reason})``.
+    """
+    check_rollouts(rollouts)
+    names = list(ESTIMATORS) if estimators is None else _check_names(estimators)
+    table = (load_needs() if needs is None else needs).set_index("estimator")
+    feats = data_features(rollouts)
+    run, not_run = [], {}
+    for name in names:
+        if name not in table.index:
+            not_run[name] = "not in the needs table (data/diagnose/estimator_needs.csv)"
+            continue
+        row = table.loc[name]
+        inputs = _split(row.inputs)
+        lacking = [f for f in _split(row.needs) if not feats[f]]
+        if inputs:
+            not_run[name] = f"needs {', '.join(inputs)}: {row.note}"
+        elif lacking:
+            not_run[name] = "the data lacks " + "; ".join(FEATURES[f][0] for f in lacking)
+        else:
+            run.append(name)
+    return run, not_run
+
+
+def _check_names(estimators) -> list[str]:
+    if isinstance(estimators, str) or not all(isinstance(n, str) for n in estimators):
+        raise TypeError(f"estimators: expected a list of registered names, got {estimators!r}")
+    unknown = [n for n in estimators if n not in ESTIMATORS]
+    if unknown:
+        raise ValueError(f"estimators: no estimator {unknown[0]!r}; known: {sorted(ESTIMATORS)}")
+    if not estimators:
+        raise ValueError("estimators: give at least one name (or None for all)")
+    return list(estimators)
+
+
+def sample_groups(rollouts: Rollouts, size: int | None, seed: int = 0) -> torch.Tensor:
+    """Row indices of whole task groups drawn at random (seeded) until about ``size`` rows,
+    in the batch's order; every row when ``size`` is None or at least the batch size. Whole
+    groups, because group-relative estimators compare a trajectory with its group."""
+    check_rollouts(rollouts)
+    B = rollouts.batch_size
+    if size is None or size >= B:
+        return torch.arange(B)
+    size = check_int("sample", size, low=1)
+    groups, inv = torch.unique(rollouts.group_ids, return_inverse=True)
+    g = torch.Generator().manual_seed(int(seed))
+    order = torch.randperm(groups.numel(), generator=g)
+    sizes = torch.bincount(inv, minlength=groups.numel())[order]
+    keep_n = int(torch.searchsorted(sizes.cumsum(0), torch.tensor(size))) + 1
+    keep = torch.zeros(groups.numel(), dtype=torch.bool)
+    keep[order[:keep_n]] = True
+    return keep[inv].nonzero().squeeze(1)
+
+
+def average_ranks(x: torch.Tensor) -> torch.Tensor:
+    """Ranks 0..n-1 of a 1-D tensor, ties sharing the mean of their ranks (Spearman's ranks)."""
+    order = torch.argsort(x, stable=True)
+    _, inverse, counts = torch.unique_consecutive(x[order], return_inverse=True, return_counts=True)
+    first = (torch.cumsum(counts, 0) - counts).to(torch.float64)
+    ranks = torch.empty(x.numel(), dtype=torch.float64)
+    ranks[order] = (first + (counts.to(torch.float64) - 1) / 2)[inverse]
+    return ranks
+
+
+def agreement_matrix(credits: dict[str, torch.Tensor], mask: torch.Tensor) -> pd.DataFrame:
+    """Spearman rank correlation between every pair of estimators' credit over the generated
+    positions (``mask``): the same number as ``labkit.scoring.rank_correlation(a, b, mask)``,
+    with each estimator's ranks computed once. A constant credit ranks nothing: its
+    correlations are 0 (as in ``rank_correlation``), and 1 with itself."""
+    names = list(credits)
+    ranks = {n: average_ranks(credits[n][mask].to(torch.float64)) for n in names}
+    out = np.eye(len(names))
+    for i, a in enumerate(names):
+        for j in range(i + 1, len(names)):
+            out[i, j] = out[j, i] = pearson(ranks[a], ranks[names[j]], constant=0.0)
+    return pd.DataFrame(out, index=names, columns=names)
+
+
+def disagreement(credits: dict[str, torch.Tensor], mask: torch.Tensor) -> pd.DataFrame:
+    """Per-trajectory disagreement between estimators.
+
+    Each estimator's credit is first divided by its root mean square over all generated
+    positions of the batch (so an estimator that scales everything by 10 does not count as
+    disagreeing; an all-zero credit stays 0). At each generated position, take the standard
+    deviation (population) of the scaled credits across estimators; a trajectory's
+    ``disagreement`` is the mean of that over its generated positions: 0 when every estimator
+    pushes each position by the same relative amount. ``sign_conflict`` is the share of its
+    generated positions where one estimator pushes up and another down (credit above +0.05 and
+    below -0.05 after scaling). Returns one row per trajectory (``row`` = position in the
+    batch), sorted by disagreement, largest first; rows with nothing generated are left out.
+    """
+    names = list(credits)
+    scaled = []
+    m = mask.to(torch.float64)
+    n_pos = float(m.sum())
+    for n in names:
+        c = torch.where(mask, credits[n].to(torch.float64), 0.0)
+        rms = math.sqrt(float((c ** 2).sum()) / n_pos) if n_pos else 0.0
+        scaled.append(c / rms if rms > 0 else c)
+    s = torch.stack(scaled)  # (E, B, T)
+    spread = s.std(0, unbiased=False) * m
+    conflict = ((s > 0.05).any(0) & (s < -0.05).any(0) & mask).to(torch.float64)
+    length = m.sum(1)
+    has = length > 0
+    rows = has.nonzero().squeeze(1)
+    df = pd.DataFrame({"row": rows.numpy(),
+                       "disagreement": (spread.sum(1)[has] / length[has]).numpy(),
+                       "sign_conflict": (conflict.sum(1)[has] / length[has]).numpy(),
+                       "generated": length[has].to(torch.long).numpy()})
+    return df.sort_values(["disagreement", "row"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+@dataclass
+class EstimatorComparison:
+    """What :func:`compare_estimators` returns.
+
+    ``ran``: names that produced credit; ``skipped``: {name: error message} for those the
+    table allowed but that raised on the data; ``not_supported``: {name: reason} from the
+    table. ``rows``: indices (into the diagnosed batch) of the compared sample; ``credit``:
+    {name: (n, T) token credit} on it; ``agreement``: the rank-correlation matrix;
+    ``disagreement``: :func:`disagreement`'s table with ``row`` mapped to the diagnosed batch
+    and ``sample_row`` the row in ``sample_rollouts`` (the compared sample).
+    """
+    ran: list[str]
+    skipped: dict[str, str]
+    not_supported: dict[str, str]
+    rows: torch.Tensor
+    credit: dict[str, torch.Tensor] = field(repr=False)
+    agreement: pd.DataFrame | None
+    disagreement: pd.DataFrame | None
+    sample_rollouts: Rollouts | None = field(default=None, repr=False)
+
+
+def compare_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = None, *,
+                       sample: int | None = 2048, seed: int = 0, progress=None) -> EstimatorComparison:
+    """Run every estimator the data supports on a sample of whole groups and compare them.
+
+    ``estimators``: names to consider (default all registered); ``sample``: about this many
+    trajectories, whole groups drawn at random with ``seed`` (None: all). ``progress``: a
+    tqdm-like wrapper for the loop over estimators, or None. An estimator the table allows but
+    that raises (a ValueError or TypeError on this data) is reported in ``skipped`` with its
+    message; it never stops the comparison.
+    """
+    check_rollouts(rollouts)
+    run, not_run = supported_estimators(rollouts, estimators)
+    rows = sample_groups(rollouts, sample, seed)
+    sub = rollouts if rows.numel() == rollouts.batch_size else rollouts.select(rows)
+    credit, skipped = {}, {}
+    todo = progress(run) if progress is not None else run
+    for name in todo:
+        try:
+            credit[name] = estimate(name, sub).token.detach()
+        except (ValueError, TypeError, RuntimeError) as err:
+            skipped[name] = f"{type(err).__name__}: {err}"
+    agree = dis = None
+    if credit:
+        agree = agreement_matrix(credit, sub.mask)
+        dis = disagreement(credit, sub.mask) if len(credit) >= 2 else None
+        if dis is not None:
+            dis.insert(1, "sample_row", dis["row"])
+            dis["row"] = rows[torch.tensor(dis["sample_row"].to_numpy())].numpy()
+    return EstimatorComparison(list(credit), skipped, not_run, rows, credit, agree, dis, sub)

@@ -1,0 +1,432 @@
+"""What a batch of rollouts says about the training setup, measured without an environment.
+
+Every function here reads a ``Rollouts`` only (no policy, no environment, no truth) and returns
+plain numbers in small frozen dataclasses, so a report, a test or a notebook can print them.
+
+Which position is what. ``mask`` True marks what the policy generated. A position with ``mask``
+False is **padding** when it lies after the last generated position of its row (the row has
+ended: nothing the policy did can follow it) and **environment output** (tool results,
+observations) otherwise, i.e. between or before generated positions. A row with nothing
+generated is all padding. Why this rule: ``Rollouts`` stores no separate length, and an episode
+ends with the policy's last action; a tool answer after it would be read by nobody.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from labkit.core.checks import check_int
+from labkit.core.rollouts import Rollouts, check_rollouts
+
+__all__ = [
+    "INTERMEDIATE_MIN_SHARE", "STOCHASTIC_THRESHOLD", "Histogram", "Lengths", "RewardStats",
+    "GroupStats", "PositionStats", "Stochasticity", "position_kinds", "histogram", "measure_lengths",
+    "measure_rewards", "measure_groups", "measure_positions", "measure_stochasticity",
+]
+
+#: Rewards count as per-step ("intermediate") when at least this share of trajectories receives a
+#: non-zero reward before its last generated position (one stray reward in 10,000 rows does not).
+INTERMEDIATE_MIN_SHARE = 0.01
+#: The environment counts as stochastic when two visits to the same (prompt, history, action)
+#: are followed by different observations or rewards more often than this (see
+#: :func:`measure_stochasticity`). A deterministic environment gives exactly 0.
+STOCHASTIC_THRESHOLD = 0.01
+#: Rows handled at once by the position-level passes: bounds the temporaries (each (rows, T)
+#: int64 tensor) on large batches.
+CHUNK_ROWS = 8192
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in bins: ``edges`` has one more entry than ``counts``; bins are
+    [edges[i], edges[i+1]) except the last, which is closed. ``discrete`` says the bins are the
+    distinct values themselves (``edges[i]`` is then the value, ``edges[-1]`` one past it)."""
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+    discrete: bool = False
+
+    def rows(self) -> list[tuple[str, int]]:
+        """(bin label, count) pairs, in order."""
+        if self.discrete:
+            return [(f"{e:g}", c) for e, c in zip(self.edges, self.counts)]
+        return [(f"{a:g}-{b:g}", c) for a, b, c in zip(self.edges, self.edges[1:], self.counts)]
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Per-trajectory lengths: ``generated`` tokens (mask True), ``episode`` tokens (generated
+    plus environment output, padding excluded) and ``turns`` (None when no trajectory has more
+    than one turn: then the data carries no turn structure). Each is a (min, median, max, mean)
+    summary plus a histogram of the generated tokens (and of the turns where known)."""
+    generated_min: int
+    generated_median: float
+    generated_max: int
+    generated_mean: float
+    episode_min: int
+    episode_median: float
+    episode_max: int
+    generated_hist: Histogram
+    turns_min: int | None = None
+    turns_median: float | None = None
+    turns_max: int | None = None
+    turns_hist: Histogram | None = None
+
+
+@dataclass(frozen=True)
+class RewardStats:
+    """Rewards per trajectory. ``share_nonzero``: trajectories with any non-zero reward;
+    ``share_intermediate``: trajectories with a non-zero reward before their last generated
+    position; ``intermediate``: that share is at least :data:`INTERMEDIATE_MIN_SHARE`.
+    ``total_*`` and ``hist`` describe the total reward (``rollouts.scores``)."""
+    share_nonzero: float
+    share_intermediate: float
+    intermediate: bool
+    total_mean: float
+    total_std: float
+    total_min: float
+    total_max: float
+    n_distinct: int
+    hist: Histogram
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Task groups (``group_ids``). A group is *zero-variance* when it has two or more members
+    and all their total rewards are equal: group-relative estimators (GRPO, RLOO, Dr. GRPO) then
+    give every member exactly zero credit. Singletons are counted apart (GRPO's group-of-one rule
+    gives them their raw score). ``share_zero_variance``: zero-variance groups among groups of
+    two or more (NaN when there is none); ``share_rows_zero_variance``: trajectories in them
+    among all trajectories."""
+    n_groups: int
+    size_min: int
+    size_median: float
+    size_max: int
+    n_singletons: int
+    n_zero_variance: int
+    share_zero_variance: float
+    share_rows_zero_variance: float
+    size_hist: Histogram
+
+
+@dataclass(frozen=True)
+class PositionStats:
+    """Positions of the padded (B, T) batch by kind (see the module docstring)."""
+    generated: int
+    environment: int
+    padding: int
+
+    @property
+    def tool_share(self) -> float:
+        """Environment (tool) output among the non-padding positions."""
+        used = self.generated + self.environment
+        return self.environment / used if used else 0.0
+
+    @property
+    def padding_share(self) -> float:
+        """Padding among all positions."""
+        total = self.generated + self.environment + self.padding
+        return self.padding / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class Stochasticity:
+    """How often the same situation led to a different result (:func:`measure_stochasticity`).
+
+    ``repeated_keys``: distinct (prompt, history, action) keys visited at least twice;
+    ``repeated_visits``: visits to them; ``varying_keys``: those followed by two or more
+    different results; ``rate``: the probability that two visits to the same key are followed by
+    different results (pairs of visits pooled over keys), None when nothing repeats.
+    ``stochastic``: rate > :data:`STOCHASTIC_THRESHOLD`, None when not measurable."""
+    n_actions: int
+    repeated_keys: int
+    repeated_visits: int
+    varying_keys: int
+    rate: float | None
+    threshold: float = STOCHASTIC_THRESHOLD
+    unit: str = "turn"
+
+    @property
+    def measurable(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def stochastic(self) -> bool | None:
+        return None if self.rate is None else self.rate > self.threshold
+
+    def summary(self) -> str:
+        """One sentence with the number and what it rests on."""
+        if self.rate is None:
+            return (f"not measurable: none of the {self.n_actions:,} (prompt, history, {self.unit}) "
+                    f"situations occurs twice")
+        return (f"{self.rate:.3f}: probability that two visits to the same (prompt, history, "
+                f"{self.unit}) were followed by different results, over {self.repeated_keys:,} "
+                f"situations seen twice or more ({self.repeated_visits:,} visits; "
+                f"{self.varying_keys:,} of them varied)")
+
+
+# --------------------------------------------------------------------------- helpers
+def position_kinds(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(environment, padding)`` (B, T) bool masks; generated positions are ``rollouts.mask``.
+
+    Padding: after the row's last generated position; environment output: every other position
+    with ``mask`` False (see the module docstring)."""
+    check_rollouts(rollouts)
+    last = _last_generated(rollouts.mask)
+    t = torch.arange(rollouts.horizon)
+    padding = t[None, :] > last[:, None]
+    return ~rollouts.mask & ~padding, padding
+
+
+def _last_generated(mask: torch.Tensor) -> torch.Tensor:
+    """Index of each row's last generated position, (B,); -1 for a row with none."""
+    t = torch.arange(mask.shape[1])
+    return torch.where(mask, t, -1).amax(1)
+
+
+def histogram(values, *, bins: int = 20, discrete_max: int = 20) -> Histogram:
+    """Histogram of a 1-D array of numbers: one bin per distinct value when there are at most
+    ``discrete_max`` of them, else ``bins`` equal-width bins over [min, max]."""
+    bins = check_int("bins", bins, low=1)
+    discrete_max = check_int("discrete_max", discrete_max, low=1)
+    x = np.asarray(torch.as_tensor(values).detach().to(torch.float64).reshape(-1))
+    if x.size == 0:
+        raise ValueError("values: need at least one value")
+    if not np.isfinite(x).all():
+        raise ValueError("values: contains a non-finite value")
+    distinct, counts = np.unique(x, return_counts=True)
+    if len(distinct) <= discrete_max:
+        step = float(np.diff(distinct).min()) if len(distinct) > 1 else 1.0
+        edges = tuple(float(v) for v in distinct) + (float(distinct[-1]) + step,)
+        return Histogram(edges, tuple(int(c) for c in counts), discrete=True)
+    counts, edges = np.histogram(x, bins=bins)
+    return Histogram(tuple(float(e) for e in edges), tuple(int(c) for c in counts))
+
+
+def _summary(x: torch.Tensor) -> tuple[float, float, float, float]:
+    """(min, median, max, mean); the median of an even count is the midpoint of the middle two."""
+    x = x.to(torch.float64)
+    return float(x.min()), float(x.quantile(0.5)), float(x.max()), float(x.mean())
+
+
+# --------------------------------------------------------------------------- measurements
+def measure_lengths(rollouts: Rollouts, *, bins: int = 20) -> Lengths:
+    """Trajectory lengths in generated tokens, in episode tokens (generated + environment
+    output, no padding) and in turns where the data has turns (median: the midpoint of the two
+    middle values for an even count)."""
+    check_rollouts(rollouts)
+    gen = rollouts.lengths
+    env, _ = position_kinds(rollouts)
+    episode = gen + env.sum(1)
+    g = _summary(gen)
+    e = _summary(episode)
+    turns = rollouts.n_turns
+    kw = {}
+    if int(turns.max()) > 1:
+        tm = _summary(turns)
+        kw = dict(turns_min=int(tm[0]), turns_median=tm[1], turns_max=int(tm[2]),
+                  turns_hist=histogram(turns, bins=bins))
+    return Lengths(int(g[0]), g[1], int(g[2]), g[3], int(e[0]), e[1], int(e[2]),
+                   histogram(gen, bins=bins), **kw)
+
+
+def measure_rewards(rollouts: Rollouts, *, bins: int = 20) -> RewardStats:
+    """Reward sparsity and distribution (see :class:`RewardStats`)."""
+    check_rollouts(rollouts)
+    r, mask = rollouts.rewards, rollouts.mask
+    nonzero = r != 0
+    before_last = torch.arange(rollouts.horizon)[None, :] < _last_generated(mask)[:, None]
+    share_nonzero = float(nonzero.any(1).to(torch.float64).mean())
+    share_inter = float((nonzero & before_last).any(1).to(torch.float64).mean())
+    s = rollouts.scores.to(torch.float64)
+    return RewardStats(
+        share_nonzero=share_nonzero, share_intermediate=share_inter,
+        intermediate=share_inter >= INTERMEDIATE_MIN_SHARE,
+        total_mean=float(s.mean()), total_std=float(s.std()) if s.numel() > 1 else 0.0,
+        total_min=float(s.min()), total_max=float(s.max()), n_distinct=int(torch.unique(s).numel()),
+        hist=histogram(s, bins=bins))
+
+
+def measure_groups(rollouts: Rollouts) -> GroupStats:
+    """Group sizes and zero-variance groups (see :class:`GroupStats`)."""
+    check_rollouts(rollouts)
+    gid = rollouts.group_ids
+    _, inv, sizes = torch.unique(gid, return_inverse=True, return_counts=True)
+    n = sizes.numel()
+    s = rollouts.scores.to(torch.float64)
+    hi = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amax")
+    lo = torch.full((n,), torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amin")
+    multi = sizes >= 2
+    zero = multi & (hi == lo)
+    n_multi = int(multi.sum())
+    size_summary = _summary(sizes)
+    return GroupStats(
+        n_groups=n, size_min=int(size_summary[0]), size_median=size_summary[1], size_max=int(size_summary[2]),
+        n_singletons=int((sizes == 1).sum()), n_zero_variance=int(zero.sum()),
+        share_zero_variance=int(zero.sum()) / n_multi if n_multi else float("nan"),
+        share_rows_zero_variance=float(sizes[zero].sum()) / rollouts.batch_size,
+        size_hist=histogram(sizes))
+
+
+def measure_positions(rollouts: Rollouts) -> PositionStats:
+    """Count generated, environment-output and padding positions (module docstring's rule)."""
+    env, pad = position_kinds(rollouts)
+    return PositionStats(int(rollouts.mask.sum()), int(env.sum()), int(pad.sum()))
+
+
+# --------------------------------------------------------------------------- stochasticity
+_MASK64 = (1 << 64) - 1
+
+
+def _to_signed(x: int) -> int:
+    x &= _MASK64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+# Odd multipliers (from splitmix64 / the golden ratio); int64 arithmetic wraps modulo 2**64.
+_M1, _M2, _GOLD = _to_signed(0xBF58476D1CE4E5B9), _to_signed(0x94D049BB133111EB), _to_signed(0x9E3779B97F4A7C15)
+_BASE = _to_signed(0x100000001B3)  # the polynomial hash's base (FNV's prime: odd)
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser on int64 (wrapping): spreads nearby integers over all 64 bits.
+    Logical right shifts are emulated by masking off the sign-extended bits."""
+    def shr(v, k):
+        return (v >> k) & ((1 << (64 - k)) - 1)
+    x = x + _GOLD
+    x = (x ^ shr(x, 30)) * _M1
+    x = (x ^ shr(x, 27)) * _M2
+    return x ^ shr(x, 31)
+
+
+def _string_hash(s: str) -> int:
+    """A deterministic 63-bit hash of a string (Python's ``hash`` is salted per process)."""
+    h = 1469598103934665603
+    for byte in s.encode("utf-8"):
+        h = ((h ^ byte) * 1099511628211) & _MASK64
+    return _to_signed(h)
+
+
+def _chunk_events(rollouts: Rollouts, rows: slice, row_seed: torch.Tensor):
+    """(keys, results) int64 of every action in ``rows``: an action is a maximal run of
+    generated positions with one turn id; its key hashes (row seed, every position before and
+    including it); its result hashes what followed it (environment output up to the next
+    action, the observation state there, the end of the episode) and the reward it received."""
+    mask = rollouts.mask[rows]
+    tokens = rollouts.tokens[rows]
+    turns = rollouts.turn_ids[rows]
+    rewards = rollouts.rewards[rows].to(torch.float64)
+    B, T = mask.shape
+    last = _last_generated(mask)
+    t = torch.arange(T)
+    padding = t[None, :] > last[:, None]
+    kind = torch.where(mask, 1, torch.where(padding, 0, 2))
+    sym = _mix(tokens * 4 + kind)
+    if rollouts.states is not None:
+        # the state the policy saw at a generated position is part of what happened there
+        sym = _mix(sym ^ torch.where(mask, _mix(rollouts.states[rows] + 7), 0))
+    sym = torch.where(padding, 0, sym)
+    # prefix hash H[t] = seed * base^(t+1) + sum_{s<=t} sym[s] * base^(t-s), wrapping int64;
+    # computed left to right in one pass over T
+    H = torch.empty(B, T, dtype=torch.long)
+    h = row_seed.clone()
+    for j in range(T):
+        h = h * _BASE + sym[:, j]
+        H[:, j] = h
+    # action ends: generated, and the next position is not generated or starts another turn
+    nxt_mask = torch.cat([mask[:, 1:], torch.zeros(B, 1, dtype=torch.bool)], 1)
+    nxt_turn = torch.cat([turns[:, 1:], torch.full((B, 1), -2, dtype=torch.long)], 1)
+    end = mask & ~(nxt_mask & (nxt_turn == turns))
+    # next action start after each position: the first generated position after t (T if none)
+    gen_pos = torch.where(mask, t, T)
+    nxt_start = torch.cat([gen_pos[:, 1:], torch.full((B, 1), T, dtype=torch.long)], 1).flip(1).cummin(1).values.flip(1)
+    # where the following environment output stops: the next action, or the row's end
+    stop = torch.minimum(nxt_start, (last + 1)[:, None].expand(B, T))
+    # substring hash of (t, stop): H[stop - 1] - H[t] * base^(stop - 1 - t); empty -> 0
+    powers = torch.ones(T + 1, dtype=torch.long)
+    for j in range(1, T + 1):
+        powers[j] = powers[j - 1] * _BASE
+    span = (stop - 1 - t).clamp(min=0)
+    H_stop = H.gather(1, (stop - 1).clamp(min=0))
+    following = torch.where(stop - 1 > t, H_stop - H * powers[span], 0)
+    ended = nxt_start >= T
+    # the observation the next action starts from (its state), when the data has states
+    if rollouts.states is not None:
+        st = rollouts.states[rows].gather(1, nxt_start.clamp(max=T - 1))
+        obs = torch.where(ended, -1, st)
+    else:
+        obs = torch.zeros_like(H)
+    # reward received by the action: sum of rewards since the previous action's end
+    cum = rewards.cumsum(1)
+    prev_end = torch.where(end, t, -1)
+    prev_end = torch.cat([torch.full((B, 1), -1, dtype=torch.long), prev_end[:, :-1]], 1).cummax(1).values
+    before = torch.where(prev_end >= 0, cum.gather(1, prev_end.clamp(min=0)), 0.0)
+    got = torch.round((cum - before) * 1e9).to(torch.long)  # 1e-9 resolution: round-off is not luck
+    result = _mix(_mix(following ^ _mix(obs + 11)) ^ _mix(got) ^ ended.long())
+    return H[end], result[end]
+
+
+def measure_stochasticity(rollouts: Rollouts, *, chunk_rows: int = CHUNK_ROWS,
+                          progress=None) -> Stochasticity:
+    """Estimate how stochastic the environment is from situations that repeat in the data.
+
+    Method (prefix repeats). Cut every trajectory into actions: maximal runs of generated
+    positions with one turn id. The *situation* of an action is everything up to and including
+    it: the prompt (``prompts[b]`` when given, and ``group_ids[b]``: trajectories of one group
+    share a task), every earlier position (tokens, whether generated or environment output, and
+    the observation state where ``states`` exist) and the action's own tokens. Its *result* is
+    what the environment did next: the environment output up to the next action, the state the
+    next action starts from, whether the episode ended, and the reward received for the action.
+    In a deterministic environment the result is a function of the situation, so two visits
+    to one situation can differ only if the environment (tools, transitions or reward) is
+    random. The estimate is the probability that two visits to the same situation had
+    different results, pooled over every situation seen at least twice:
+
+        rate = sum_k [n_k (n_k - 1) - sum_r n_kr (n_kr - 1)] / sum_k n_k (n_k - 1)
+
+    (n_k visits to situation k, n_kr of them with result r). 0 means deterministic wherever the
+    data can tell; the rate is None ("not measurable") when no situation repeats, which is
+    usual for long free-text trajectories: only early turns of a group tend to coincide.
+    Situations and results are compared by 64-bit hashes (a collision is astronomically
+    unlikely at these sizes); rewards are compared to 1e-9.
+
+    Why prefixes rather than (state, action) pairs: an observation is not the environment's
+    state in a partially observed task (the same "tests pass" can hide a fixed or an unfixed
+    bug), so equal (observation, action) pairs differ for reasons that are not randomness; the
+    whole history with the prompt determines a deterministic environment's next result.
+    """
+    check_rollouts(rollouts)
+    chunk_rows = check_int("chunk_rows", chunk_rows, low=1)
+    B = rollouts.batch_size
+    seed = _mix(rollouts.group_ids.long() * 2 + 1)
+    if rollouts.prompts is not None:
+        seed = _mix(seed ^ torch.tensor([_string_hash(str(p)) for p in rollouts.prompts], dtype=torch.long))
+    keys, results = [], []
+    starts = range(0, B, chunk_rows)
+    if progress is not None:
+        starts = progress(starts)
+    for start in starts:
+        rows = slice(start, min(B, start + chunk_rows))
+        k, r = _chunk_events(rollouts, rows, seed[rows])
+        keys.append(k)
+        results.append(r)
+    keys, results = torch.cat(keys), torch.cat(results)
+    n_actions = keys.numel()
+    uk, kinv, kcount = torch.unique(keys, return_inverse=True, return_counts=True)
+    repeated = kcount >= 2
+    if not bool(repeated.any()):
+        return Stochasticity(n_actions, 0, 0, 0, None, unit=_unit(rollouts))
+    pairs = torch.stack([kinv, results], 1)
+    upair, pcount = torch.unique(pairs, dim=0, return_counts=True)
+    n = kcount.to(torch.float64)
+    total_pairs = float((n * (n - 1)).sum())
+    same = float((pcount.to(torch.float64) * (pcount - 1)).sum())
+    distinct_results = torch.bincount(upair[:, 0], minlength=uk.numel())
+    varying = int((repeated & (distinct_results >= 2)).sum())
+    return Stochasticity(n_actions, int(repeated.sum()), int(kcount[repeated].sum()), varying,
+                         (total_pairs - same) / total_pairs, unit=_unit(rollouts))
+
+
+def _unit(rollouts: Rollouts) -> str:
+    return "turn" if int(rollouts.n_turns.max()) > 1 else "action"
