@@ -25,7 +25,7 @@ from labkit.credit import ESTIMATORS, estimate
 from labkit.diagnose.measure import INTERMEDIATE_MIN_SHARE, measure_rewards
 from labkit.scoring import pearson
 
-__all__ = ["FEATURES", "NEEDS_FILE", "load_needs", "data_features", "supported_estimators",
+__all__ = ["FEATURES", "NEEDS_FILE", "check_needs", "load_needs", "data_features", "supported_estimators",
            "sample_groups", "EstimatorComparison", "compare_estimators", "agreement_matrix",
            "disagreement", "average_ranks"]
 
@@ -50,26 +50,33 @@ def _split(cell: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in str(cell).split(";") if x.strip())
 
 
-@lru_cache(maxsize=1)
-def _needs_table(path: str) -> pd.DataFrame:
-    table = pd.read_csv(path, keep_default_na=False, dtype=str)
+def check_needs(table: pd.DataFrame, where: str = "needs") -> pd.DataFrame:
+    """Validate an estimator-needs table: the five columns, features from :data:`FEATURES`, no
+    estimator twice. Errors start with ``where`` (the argument or file) and name the row."""
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"{where}: expected a DataFrame, got {type(table).__name__}")
     missing = {"estimator", "level", "needs", "inputs", "note"} - set(table.columns)
     if missing:
-        raise ValueError(f"{path}: missing columns {sorted(missing)}")
-    for i, row in table.iterrows():
+        raise ValueError(f"{where}: missing columns {sorted(missing)}")
+    for i, row in enumerate(table.itertuples(index=False)):
         unknown = [f for f in _split(row.needs) if f not in FEATURES]
         if unknown:
-            raise ValueError(f"{path}: row {i + 2} ({row.estimator}): unknown feature {unknown[0]!r} in "
+            raise ValueError(f"{where}: row {i + 1} ({row.estimator}): unknown feature {unknown[0]!r} in "
                              f"needs; known: {sorted(FEATURES)}")
-    if table.estimator.duplicated().any():
-        raise ValueError(f"{path}: estimator {table.estimator[table.estimator.duplicated()].iloc[0]!r} "
-                         f"is listed twice")
+    dup = table.estimator.duplicated()
+    if dup.any():
+        raise ValueError(f"{where}: estimator {table.estimator[dup].iloc[0]!r} is listed twice")
     return table
 
 
+@lru_cache(maxsize=1)
+def _needs_table(path: str) -> pd.DataFrame:
+    return check_needs(pd.read_csv(path, keep_default_na=False, dtype=str), path)
+
+
 def load_needs() -> pd.DataFrame:
-    """The estimator-needs table (columns estimator, level, needs, inputs, note), validated:
-    every feature named is one of :data:`FEATURES` and no estimator is listed twice."""
+    """The estimator-needs table (columns estimator, level, needs, inputs, note), validated by
+    :func:`check_needs`."""
     path = require_data(data_path(*NEEDS_FILE), "the estimator-needs table")
     return _needs_table(str(path)).copy()
 
@@ -91,7 +98,7 @@ def supported_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = 
     """
     check_rollouts(rollouts)
     names = list(ESTIMATORS) if estimators is None else _check_names(estimators)
-    table = (load_needs() if needs is None else needs).set_index("estimator")
+    table = (load_needs() if needs is None else check_needs(needs).fillna("")).set_index("estimator")
     feats = data_features(rollouts)
     run, not_run = [], {}
     for name in names:
@@ -220,17 +227,19 @@ class EstimatorComparison:
 
 
 def compare_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = None, *,
-                       sample: int | None = 2048, seed: int = 0, progress=None) -> EstimatorComparison:
+                       sample: int | None = 2048, seed: int = 0, progress=None,
+                       needs: pd.DataFrame | None = None) -> EstimatorComparison:
     """Run every estimator the data supports on a sample of whole groups and compare them.
 
     ``estimators``: names to consider (default all registered); ``sample``: about this many
     trajectories, whole groups drawn at random with ``seed`` (None: all). ``progress``: a
     tqdm-like wrapper for the loop over estimators, or None. An estimator the table allows but
     that raises (a ValueError or TypeError on this data) is reported in ``skipped`` with its
-    message; it never stops the comparison.
+    message; it never stops the comparison. ``needs``: the estimator-needs table (default the
+    shipped one, :func:`load_needs`).
     """
     check_rollouts(rollouts)
-    run, not_run = supported_estimators(rollouts, estimators)
+    run, not_run = supported_estimators(rollouts, estimators, needs)
     rows = sample_groups(rollouts, sample, seed)
     sub = rollouts if rows.numel() == rollouts.batch_size else rollouts.select(rows)
     credit, skipped = {}, {}

@@ -127,13 +127,13 @@ def _read(source, fmt, progress) -> tuple[Rollouts, str]:
             raise ValueError(f"fmt: only for a file source; source is already a Rollouts (got fmt={fmt!r})")
         return source, "rollouts in memory"
     if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"source: no such file {path}")
         try:
-            from labkit.io import read_rollouts  # lazily: labkit.io is an optional neighbour here
+            from labkit.io import read_rollouts  # lazily: labkit.io is built beside this package
         except ImportError as err:
             raise ImportError(f"source: reading a rollout file needs labkit.io ({err})") from None
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(f"source: no such file {path}")
         return read_rollouts(path, fmt, progress=progress), str(path)
     raise TypeError(f"source: expected a Rollouts or a path to a rollout file, got {type(source).__name__}")
 

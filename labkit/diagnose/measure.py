@@ -300,6 +300,18 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
     return x ^ shr(x, 31)
 
 
+def _powers(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """base^0..base^(n-1) and the inverse's powers modulo 2**64, as wrapped int64 tensors."""
+    inv = pow(_BASE & _MASK64, -1, 1 << 64)
+    up, down, a, b = [], [], 1, 1
+    for _ in range(n):
+        up.append(_to_signed(a))
+        down.append(_to_signed(b))
+        a = (a * (_BASE & _MASK64)) & _MASK64
+        b = (b * inv) & _MASK64
+    return torch.tensor(up, dtype=torch.long), torch.tensor(down, dtype=torch.long)
+
+
 def _string_hash(s: str) -> int:
     """A deterministic 63-bit hash of a string (Python's ``hash`` is salted per process)."""
     h = 1469598103934665603
@@ -327,13 +339,10 @@ def _chunk_events(rollouts: Rollouts, rows: slice, row_seed: torch.Tensor):
         # the state the policy saw at a generated position is part of what happened there
         sym = _mix(sym ^ torch.where(mask, _mix(rollouts.states[rows] + 7), 0))
     sym = torch.where(padding, 0, sym)
-    # prefix hash H[t] = seed * base^(t+1) + sum_{s<=t} sym[s] * base^(t-s), wrapping int64;
-    # computed left to right in one pass over T
-    H = torch.empty(B, T, dtype=torch.long)
-    h = row_seed.clone()
-    for j in range(T):
-        h = h * _BASE + sym[:, j]
-        H[:, j] = h
+    # prefix hash H[t] = seed * base^(t+1) + sum_{s<=t} sym[s] * base^(t-s) (wrapping int64), as
+    # base^t * cumsum_s(sym[s] * base^-s): base is odd, so it has an inverse modulo 2**64
+    powers, inverse = _powers(T + 1)
+    H = powers[None, 1:] * row_seed[:, None] + powers[None, :T] * (sym * inverse[None, :T]).cumsum(1)
     # action ends: generated, and the next position is not generated or starts another turn
     nxt_mask = torch.cat([mask[:, 1:], torch.zeros(B, 1, dtype=torch.bool)], 1)
     nxt_turn = torch.cat([turns[:, 1:], torch.full((B, 1), -2, dtype=torch.long)], 1)
@@ -344,9 +353,6 @@ def _chunk_events(rollouts: Rollouts, rows: slice, row_seed: torch.Tensor):
     # where the following environment output stops: the next action, or the row's end
     stop = torch.minimum(nxt_start, (last + 1)[:, None].expand(B, T))
     # substring hash of (t, stop): H[stop - 1] - H[t] * base^(stop - 1 - t); empty -> 0
-    powers = torch.ones(T + 1, dtype=torch.long)
-    for j in range(1, T + 1):
-        powers[j] = powers[j - 1] * _BASE
     span = (stop - 1 - t).clamp(min=0)
     H_stop = H.gather(1, (stop - 1).clamp(min=0))
     following = torch.where(stop - 1 > t, H_stop - H * powers[span], 0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from labkit import viz
 from labkit.survey.decision_tree import decision_tree_graph
@@ -130,9 +131,6 @@ def _estimator_blocks(d) -> list[Block]:
                           f"Compared on all {n:,} trajectories."))
     out.append(Block("list", [f"ran: {', '.join(c.ran) or 'none'}"]
                      + [f"skipped {k}: {v}" for k, v in c.skipped.items()]))
-    if c.not_supported:
-        out.append(Block("table", pd.DataFrame(sorted(c.not_supported.items()),
-                                               columns=["not run", "why (data/diagnose/estimator_needs.csv)"])))
     if c.agreement is not None and len(c.ran) >= 2:
         out.append(Block("p", "Agreement: Spearman rank correlation of the estimators' credit over the "
                               "generated positions of the sample (1 = same ordering of positions)."))
@@ -158,7 +156,13 @@ def _estimator_blocks(d) -> list[Block]:
                           c.disagreement.sample_row.head(HEATMAP_ROWS).tolist(), "heatmap_disputed"))
         for title, rows, name in picks:
             out.append(Block("h2", title))
+            out.append(Block("p", "Each estimator's credit divided by its RMS credit over the sample (the "
+                                  f"scale the disagreement uses); the first {HEATMAP_POSITIONS} positions at most."))
             out.append(Block("chart", _heatmap(c, sub, rows), name))
+    if c.not_supported:
+        out.append(Block("h2", "Estimators not run"))
+        out.append(Block("table", pd.DataFrame(sorted(c.not_supported.items()),
+                                               columns=["estimator", "why (data/diagnose/estimator_needs.csv)"])))
     return out
 
 
@@ -169,9 +173,13 @@ def _heatmap(c, sub, rows: list[int]):
     W = min(used, HEATMAP_POSITIONS)
     tokens = [list(sub.text[r][:W]) for r in rows] if sub.text is not None else None
     labels = [f"row {int(c.rows[r])}" for r in rows]
-    panels = {name: credit[rows, :W].to(float).numpy() for name, credit in c.credit.items()}
+    panels = {}
+    for name, credit in c.credit.items():
+        x = credit.to(torch.float64)
+        rms = float(x[sub.mask].pow(2).mean().sqrt())
+        panels[name] = (x[rows, :W] / (rms if rms > 0 else 1.0)).numpy()
     return viz.compare_heatmaps(panels, tokens=tokens, mask=mask[:, :W].numpy(), row_labels=labels,
-                                cell_size=18, show_text=tokens is not None)
+                                cell_size=18, show_text=tokens is not None, value_label="credit / RMS")
 
 
 # --------------------------------------------------------------------------- renderers
