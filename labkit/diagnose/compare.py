@@ -23,7 +23,6 @@ from labkit.core.paths import data_path, require_data
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.credit import ESTIMATORS, estimate
 from labkit.diagnose.measure import INTERMEDIATE_MIN_SHARE, measure_rewards
-from labkit.scoring import pearson
 
 __all__ = ["FEATURES", "NEEDS_FILE", "check_needs", "load_needs", "data_features", "supported_estimators",
            "sample_groups", "EstimatorComparison", "compare_estimators", "agreement_matrix",
@@ -160,14 +159,19 @@ def average_ranks(x: torch.Tensor) -> torch.Tensor:
 def agreement_matrix(credits: dict[str, torch.Tensor], mask: torch.Tensor) -> pd.DataFrame:
     """Spearman rank correlation between every pair of estimators' credit over the generated
     positions (``mask``): the same number as ``labkit.scoring.rank_correlation(a, b, mask)``,
-    with each estimator's ranks computed once. A constant credit ranks nothing: its
-    correlations are 0 (as in ``rank_correlation``), and 1 with itself."""
+    with each estimator's ranks computed and standardised once and every pair in one matrix
+    product. A constant credit ranks nothing: its correlations are 0 (as in
+    ``rank_correlation``), and 1 with itself."""
     names = list(credits)
-    ranks = {n: average_ranks(credits[n][mask].to(torch.float64)) for n in names}
-    out = np.eye(len(names))
-    for i, a in enumerate(names):
-        for j in range(i + 1, len(names)):
-            out[i, j] = out[j, i] = pearson(ranks[a], ranks[names[j]], constant=0.0)
+    rows = []
+    for n in names:
+        r = average_ranks(credits[n][mask].to(torch.float64))
+        r -= r.mean()
+        norm = float(r.norm())
+        rows.append(r / norm if norm > 1e-9 else torch.zeros_like(r))
+    z = torch.stack(rows)
+    out = (z @ z.T).clamp(-1.0, 1.0).numpy()
+    np.fill_diagonal(out, 1.0)
     return pd.DataFrame(out, index=names, columns=names)
 
 

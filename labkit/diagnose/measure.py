@@ -35,7 +35,7 @@ INTERMEDIATE_MIN_SHARE = 0.01
 STOCHASTIC_THRESHOLD = 0.01
 #: Rows handled at once by the position-level passes: bounds the temporaries (each (rows, T)
 #: int64 tensor) on large batches.
-CHUNK_ROWS = 8192
+CHUNK_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -320,57 +320,69 @@ def _string_hash(s: str) -> int:
     return _to_signed(h)
 
 
+# A position's symbol in the prefix hash: token * 4 + kind (0 padding, 1 generated, 2 environment)
+# plus state * _STATE_SHIFT where states exist. Injective for token ids below 2**31 and states
+# below 2**30, so distinct positions hash differently before any collision of the polynomial.
+_STATE_SHIFT = 1 << 33
+
+
 def _chunk_events(rollouts: Rollouts, rows: slice, row_seed: torch.Tensor):
     """(keys, results) int64 of every action in ``rows``: an action is a maximal run of
     generated positions with one turn id; its key hashes (row seed, every position before and
     including it); its result hashes what followed it (environment output up to the next
-    action, the observation state there, the end of the episode) and the reward it received."""
+    action, the observation state there, the end of the episode) and the reward it received.
+    Only the prefix hash is computed per position; everything else per action."""
     mask = rollouts.mask[rows]
     tokens = rollouts.tokens[rows]
     turns = rollouts.turn_ids[rows]
-    rewards = rollouts.rewards[rows].to(torch.float64)
     B, T = mask.shape
-    last = _last_generated(mask)
     t = torch.arange(T)
+    last = torch.where(mask, t, -1).amax(1)
     padding = t[None, :] > last[:, None]
-    kind = torch.where(mask, 1, torch.where(padding, 0, 2))
-    sym = _mix(tokens * 4 + kind)
-    if rollouts.states is not None:
+    sym = tokens * 4 + torch.where(mask, 1, torch.where(padding, 0, 2))
+    states = rollouts.states[rows] if rollouts.states is not None else None
+    if states is not None:
         # the state the policy saw at a generated position is part of what happened there
-        sym = _mix(sym ^ torch.where(mask, _mix(rollouts.states[rows] + 7), 0))
-    sym = torch.where(padding, 0, sym)
+        sym += torch.where(mask, states, 0) * _STATE_SHIFT
+    sym.masked_fill_(padding, 0)
     # prefix hash H[t] = seed * base^(t+1) + sum_{s<=t} sym[s] * base^(t-s) (wrapping int64), as
     # base^t * cumsum_s(sym[s] * base^-s): base is odd, so it has an inverse modulo 2**64
     powers, inverse = _powers(T + 1)
-    H = powers[None, 1:] * row_seed[:, None] + powers[None, :T] * (sym * inverse[None, :T]).cumsum(1)
-    # action ends: generated, and the next position is not generated or starts another turn
-    nxt_mask = torch.cat([mask[:, 1:], torch.zeros(B, 1, dtype=torch.bool)], 1)
-    nxt_turn = torch.cat([turns[:, 1:], torch.full((B, 1), -2, dtype=torch.long)], 1)
-    end = mask & ~(nxt_mask & (nxt_turn == turns))
-    # next action start after each position: the first generated position after t (T if none)
-    gen_pos = torch.where(mask, t, T)
-    nxt_start = torch.cat([gen_pos[:, 1:], torch.full((B, 1), T, dtype=torch.long)], 1).flip(1).cummin(1).values.flip(1)
-    # where the following environment output stops: the next action, or the row's end
-    stop = torch.minimum(nxt_start, (last + 1)[:, None].expand(B, T))
-    # substring hash of (t, stop): H[stop - 1] - H[t] * base^(stop - 1 - t); empty -> 0
-    span = (stop - 1 - t).clamp(min=0)
-    H_stop = H.gather(1, (stop - 1).clamp(min=0))
-    following = torch.where(stop - 1 > t, H_stop - H * powers[span], 0)
-    ended = nxt_start >= T
-    # the observation the next action starts from (its state), when the data has states
-    if rollouts.states is not None:
-        st = rollouts.states[rows].gather(1, nxt_start.clamp(max=T - 1))
-        obs = torch.where(ended, -1, st)
+    sym *= inverse[None, :T]
+    H = sym.cumsum_(1)
+    H *= powers[None, :T]
+    H += powers[None, 1:] * row_seed[:, None]
+    del sym
+    # action boundaries: a generated position whose neighbour is not generated or in another turn
+    same_next = mask[:, 1:] & mask[:, :-1] & (turns[:, 1:] == turns[:, :-1])
+    pad_col = torch.zeros(B, 1, dtype=torch.bool)
+    end = mask & ~torch.cat([same_next, pad_col], 1)
+    start = mask & ~torch.cat([pad_col, same_next], 1)
+    er, et = end.nonzero(as_tuple=True)        # row-major: actions in order within each row
+    sr, st = start.nonzero(as_tuple=True)      # the same actions, by their first position
+    n = er.numel()
+    Hf = H.reshape(-1)
+    key = Hf[er * T + et]
+    # the next action of the same row, if any
+    has_next = torch.zeros(n, dtype=torch.bool)
+    has_next[:-1] = er[1:] == er[:-1]
+    nxt = torch.where(has_next, torch.cat([st[1:], st[:1]]), (last[er] + 1))
+    # environment output between the action and the next one (or the row's end):
+    # H[stop - 1] - H[end] * base^(stop - 1 - end), empty -> 0
+    stop = nxt
+    gap = stop - 1 - et
+    following = torch.where(gap > 0, Hf[er * T + (stop - 1).clamp(min=0)] - key * powers[gap.clamp(min=0)], 0)
+    if states is not None:
+        obs = torch.where(has_next, states.reshape(-1)[er * T + nxt.clamp(max=T - 1)], -1)
     else:
-        obs = torch.zeros_like(H)
-    # reward received by the action: sum of rewards since the previous action's end
-    cum = rewards.cumsum(1)
-    prev_end = torch.where(end, t, -1)
-    prev_end = torch.cat([torch.full((B, 1), -1, dtype=torch.long), prev_end[:, :-1]], 1).cummax(1).values
-    before = torch.where(prev_end >= 0, cum.gather(1, prev_end.clamp(min=0)), 0.0)
-    got = torch.round((cum - before) * 1e9).to(torch.long)  # 1e-9 resolution: round-off is not luck
-    result = _mix(_mix(following ^ _mix(obs + 11)) ^ _mix(got) ^ ended.long())
-    return H[end], result[end]
+        obs = torch.zeros(n, dtype=torch.long)
+    # reward received by the action: its positions' rewards (rewards sit on generated positions)
+    cum = rollouts.rewards[rows].to(torch.float64).cumsum(1).reshape(-1)
+    at_end = cum[er * T + et]
+    at_start = torch.where(st > 0, cum[sr * T + (st - 1).clamp(min=0)], 0.0)
+    got = torch.round((at_end - at_start) * 1e9).to(torch.long)  # 1e-9: round-off is not luck
+    result = _mix(_mix(_mix(following) ^ (obs + 11)) ^ _mix(got) ^ has_next.long())
+    return key, result
 
 
 def measure_stochasticity(rollouts: Rollouts, *, chunk_rows: int = CHUNK_ROWS,
@@ -423,12 +435,14 @@ def measure_stochasticity(rollouts: Rollouts, *, chunk_rows: int = CHUNK_ROWS,
     repeated = kcount >= 2
     if not bool(repeated.any()):
         return Stochasticity(n_actions, 0, 0, 0, None, unit=_unit(rollouts))
-    pairs = torch.stack([kinv, results], 1)
-    upair, pcount = torch.unique(pairs, dim=0, return_counts=True)
+    # (situation, result) pairs, as one hash each; each distinct pair remembers its situation
+    pairs = _mix(keys ^ _mix(results))
+    _, pinv, pcount = torch.unique(pairs, return_inverse=True, return_counts=True)
+    pair_key = torch.zeros(pcount.numel(), dtype=torch.long).scatter_(0, pinv, kinv)
     n = kcount.to(torch.float64)
     total_pairs = float((n * (n - 1)).sum())
     same = float((pcount.to(torch.float64) * (pcount - 1)).sum())
-    distinct_results = torch.bincount(upair[:, 0], minlength=uk.numel())
+    distinct_results = torch.bincount(pair_key, minlength=uk.numel())
     varying = int((repeated & (distinct_results >= 2)).sum())
     return Stochasticity(n_actions, int(repeated.sum()), int(kcount[repeated].sum()), varying,
                          (total_pairs - same) / total_pairs, unit=_unit(rollouts))
