@@ -7,7 +7,9 @@ whose success rate differs by group (so some groups have zero variance), log-pro
 entropies. When ``labkit.io`` is present the batch is also written to Parquet and "read" is
 ``labkit.io.read_rollouts`` on that file; otherwise "read" is building the ``Rollouts``.
 
-Peak memory is the process's maximum resident set size (``ru_maxrss``: torch's allocations are
+Wall time is what the target is about; CPU time (this process, both threads) is printed
+beside it because on a shared machine the wall time also counts waiting for a core. Peak
+memory is the process's maximum resident set size (``ru_maxrss``: torch's allocations are
 invisible to ``tracemalloc``), printed with the resident size after imports for reference.
 Run: ``OMP_NUM_THREADS=2 python benchmarks/diagnose_speed.py [--rows N] [--positions T]``.
 """
@@ -91,18 +93,20 @@ def main() -> None:
                         help="trajectories for the estimator comparison (0 = all)")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    print(f"{'what':54s} {'seconds':>8s} {'phase peak RSS MB':>18s}")
-    print(f"{'after imports':54s} {'':8s} {rss_mb():18.0f}")
+    print(f"{'what':54s} {'wall s':>8s} {'CPU s':>7s} {'phase peak RSS MB':>18s}")
+    print(f"{'after imports':54s} {'':8s} {'':7s} {rss_mb():18.0f}")
     timed: dict[str, float] = {}
+    cpus: dict[str, float] = {}
 
     def phase(label, fn, counted=True):
         with PhasePeak() as mem:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             out = fn()
-            sec = time.perf_counter() - start
-        print(f"{label:54s} {sec:8.2f} {mem.peak:18.0f}")
+            sec, cpu = time.perf_counter() - start, time.process_time() - cpu
+        print(f"{label:54s} {sec:8.2f} {cpu:7.2f} {mem.peak:18.0f}")
         if counted:
             timed[label] = sec
+            cpus[label] = cpu
         return out, mem.peak
 
     tensors, _ = phase("make the synthetic tensors (not counted)", lambda: synthetic_tensors(args.rows, args.positions),
@@ -129,7 +133,8 @@ def main() -> None:
         print(f"{'  of which ' + stage:54s} {sec:8.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         phase("write report.md + report.html (not counted)", lambda: d.save(tmp), counted=False)
-    print(f"\nread + diagnose: {sum(timed.values()):.1f} s, peak RSS {max(peaks):.0f} MB "
+    print(f"\nread + diagnose: {sum(timed.values()):.1f} s wall, {sum(cpus.values()):.1f} s CPU (2 threads), "
+          f"peak RSS {max(peaks):.0f} MB "
           f"({args.rows:,} x {args.positions} positions; estimators on {int(d.comparison.rows.numel()):,} "
           f"trajectories: {', '.join(d.comparison.ran)})")
     print(d.summary())
