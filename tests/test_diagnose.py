@@ -326,3 +326,39 @@ def test_save_refuses_a_file_as_folder(tmp_path):
 def test_only_singleton_groups_have_no_zero_variance_share():
     G = measure_groups(_reasoning_like(n_groups=5, size=1))
     assert G.n_singletons == 5 and G.n_zero_variance == 0 and math.isnan(G.share_zero_variance)
+
+
+def test_progress_bars_can_be_forced(capsys):
+    d = diagnose(_reasoning_like(n_groups=2, size=4), estimators=["grpo", "rloo"], progress=True)
+    assert d.comparison.ran == ["grpo", "rloo"]
+    assert "estimators" in capsys.readouterr().err  # tqdm writes its bar to stderr
+
+
+def test_command_line_writes_the_reports(tmp_path, monkeypatch, capsys):
+    """The CLI's wiring (arguments -> diagnose -> files), with a stand-in reader for the file."""
+    import sys
+    import types
+
+    from labkit.diagnose.__main__ import main
+
+    batch = ToolWorld().sample(ToolWorld().scripted_policy(2.0), 4, group_size=4, seed=0)
+    seen = {}
+
+    def read_rollouts(path, fmt=None, *, progress=None):
+        seen.update(path=path, fmt=fmt)
+        return batch
+
+    monkeypatch.setitem(sys.modules, "labkit.io", types.SimpleNamespace(read_rollouts=read_rollouts))
+    dump = tmp_path / "run.jsonl"
+    dump.write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main([str(dump), "--format", "jsonl", "--can-replay", "--estimators", "grpo,gigpo",
+                 "--sample", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert seen == {"path": dump, "fmt": "jsonl"}
+    assert (tmp_path / "run_diagnosis" / "report.html").is_file()
+    assert (tmp_path / "run_diagnosis" / "report.md").is_file()
+    assert "recommended:" in out and "current directory" in out
+    assert main([str(dump), "--out", str(tmp_path / "elsewhere"), "--estimators", "none",
+                 "--stochastic", "no"]) == 0
+    assert "Not run (estimators=[])." in (tmp_path / "elsewhere" / "report.md").read_text()
