@@ -14,7 +14,7 @@ from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS
 from labkit.diagnose import (STOCHASTIC_THRESHOLD, agreement_matrix, compare_estimators, decision_inputs,
                              diagnose, disagreement, load_needs, measure_groups, measure_lengths,
-                             measure_positions, measure_rewards, measure_stochasticity, sample_groups,
+                             measure_positions, measure_rewards, measure_stochasticity, position_kinds, sample_groups,
                              supported_estimators)
 from labkit.diagnose.compare import FEATURES, check_needs
 from labkit.envs.toolworld import ToolWorld
@@ -49,6 +49,9 @@ def test_lengths_and_position_kinds_on_a_hand_built_batch():
     assert (P.generated, P.environment, P.padding) == (7, 2, 9)
     assert P.tool_share == pytest.approx(2 / 9)
     assert P.padding_share == pytest.approx(9 / 18)
+    env, pad = position_kinds(ro)
+    assert env.nonzero().tolist() == [[1, 2], [1, 3]]
+    assert pad.sum(1).tolist() == [3, 1, 5]
 
 
 def test_no_turn_structure_reports_no_turns():
