@@ -141,7 +141,7 @@ def assemble(p: Padded) -> Rollouts:
         bad = (p.reward != 0) & ~has
         if bad.any():
             b = int(bad.argmax())
-            raise p.error(b, "reward", f"{p.reward[b]:g}, but the trajectory has no generated position to put it on")
+            raise p.error(b, "reward", f"is {p.reward[b]:g}, but the trajectory has no generated position to put it on")
         last = T - 1 - mask[:, ::-1].argmax(1)
         rows = np.nonzero(has)[0]
         if p.rewards is None:

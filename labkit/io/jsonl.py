@@ -37,7 +37,7 @@ def _bad_json(line: str, err: json.JSONDecodeError, number: int, where: str):
     keys = [k for k in _KEY.findall(line[:err.pos]) if k in _FIELD_SET]
     cut = "" if line.rstrip("\n").rstrip().endswith("}") else " (the line looks cut off: a truncated file?)"
     return record_error("source", "line", number, keys[-1] if keys else None,
-                        f"not valid JSON at column {err.colno}: {err.msg}{cut}", where)
+                        f"not valid JSON at character {err.pos + 1}: {err.msg}{cut}", where)
 
 
 def read_jsonl(path: Path, *, progress: bool | None = None) -> Rollouts:
