@@ -68,7 +68,10 @@ class Padded:
 
 def pad_flat(flat: np.ndarray, valid: np.ndarray, fill: Any, dtype) -> np.ndarray:
     """Spread the concatenated per-record values ``flat`` over a (B, T) array (row-major order
-    of ``valid``'s True entries is the records' order), ``fill`` elsewhere."""
+    of ``valid``'s True entries is the records' order), ``fill`` elsewhere. Always a new,
+    writable array (``flat`` may be a read-only view of an Arrow buffer)."""
+    if flat.size == valid.size:  # every record has T positions: a reshape, no scatter
+        return np.array(flat, dtype=dtype).reshape(valid.shape)
     out = np.full(valid.shape, fill, dtype=dtype)
     out[valid] = flat
     return out
@@ -119,12 +122,10 @@ def assemble(p: Padded) -> Rollouts:
         mask = np.where(given[:, None], gen, p.valid) & p.valid
     if not mask.any():
         raise p.error(None, "mask", "no record has a generated position (nothing to give credit to)")
-    bad = (p.tokens < 0) & mask
-    if bad.any():
-        b, t = _first(bad)
-        raise p.error(b, "tokens", f"token ids must be >= 0, got {int(p.tokens[b, t])} at position {t}")
-
-    rewards = np.zeros((B, T), dtype=np.float64)
+    # (token ids >= 0 on generated positions: Rollouts checks it, traced back to a record below)
+    # Rewards are summed in the dtype they will be stored in when nothing needs float64: a
+    # float64 (B, T) copy of a 100k x 256 batch would add 200 MB to the peak for nothing.
+    work = np.float64 if (p.rewards is not None or p.reward_dtype == np.float64) else p.reward_dtype
     if p.rewards is not None:
         rewards = np.asarray(p.rewards[0], dtype=np.float64)
         finite = np.isfinite(rewards)
@@ -136,6 +137,8 @@ def assemble(p: Padded) -> Rollouts:
             b, t = _first(bad)
             raise p.error(b, "rewards", f"position {t} carries reward {rewards[b, t]:g} but is not generated "
                                         f"(tool output or padding); rewards go on positions the policy produced")
+    else:
+        rewards = np.zeros((B, T), dtype=work)
     if p.reward is not None:
         has = mask.any(1)
         bad = (p.reward != 0) & ~has
@@ -144,10 +147,8 @@ def assemble(p: Padded) -> Rollouts:
             raise p.error(b, "reward", f"is {p.reward[b]:g}, but the trajectory has no generated position to put it on")
         last = T - 1 - mask[:, ::-1].argmax(1)
         rows = np.nonzero(has)[0]
-        if p.rewards is None:
-            rewards = np.zeros((B, T), dtype=np.float64)
-        else:
-            rewards = rewards.copy()
+        if p.rewards is not None:
+            rewards = rewards.copy()  # the caller's array stays as given
         rewards[rows, last[rows]] += p.reward[rows]
 
     kw: dict[str, Any] = {"tokens": p.tokens, "mask": mask, "rewards": rewards.astype(p.reward_dtype, copy=False)}

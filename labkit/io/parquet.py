@@ -46,6 +46,9 @@ class _Reader:
     def read(self, name: str):
         import pyarrow as pa
 
+        # Arrow's allocator keeps freed buffers for reuse: hand the previous column's back to the
+        # system first, so the peak holds one column's Arrow buffers, not all of them
+        pa.default_memory_pool().release_unused()
         col = self.file.read(columns=[name]).column(0)
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
         if pa.types.is_dictionary(col.type):
@@ -179,6 +182,7 @@ def read_parquet(path: Path, *, progress: bool | None = None) -> Rollouts:
             _position_field(r, p, name, lengths, valid)
         bar.update()
     bar.close()
+    pa.default_memory_pool().release_unused()
     return assemble(p)
 
 
