@@ -407,17 +407,25 @@ def test_the_toolworld_sample_reads_with_its_fields():
     assert [len(k) for k in ro.anchor_keys] == ro.n_turns.tolist()
 
 
-def test_the_toolworld_sample_is_rebuilt_exactly(tmp_path):
+def test_the_toolworld_sample_is_rebuilt_by_its_script(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("build_sample_rollouts",
-                                                  data_path().parent / "scripts" / "build_sample_rollouts.py")
-    if spec is None or not (data_path().parent / "scripts").is_dir():
+    root = data_path().parent
+    script = root / "scripts" / "build_sample_rollouts.py"
+    if not script.is_file():
         pytest.skip("scripts/ is not next to the data folder (an installed copy)")
+    spec = importlib.util.spec_from_file_location("build_sample_rollouts", script)
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     path = write_rollouts(build.toolworld(), tmp_path / "toolworld.jsonl")
-    assert path.read_bytes() == (SAMPLES / "toolworld.jsonl").read_bytes()
+    lock = dict(line.split("==", 1) for line in (root / "requirements.lock").read_text().splitlines() if "==" in line)
+    if torch.__version__.split("+")[0] == lock["torch"]:
+        assert path.read_bytes() == (SAMPLES / "toolworld.jsonl").read_bytes()
+    else:  # another torch samples other episodes (its RNG streams differ): same layout, not same bytes
+        new, shipped = read_rollouts(path), read_rollouts(SAMPLES / "toolworld.jsonl")
+        assert new.batch_size == shipped.batch_size and torch.equal(new.group_ids, shipped.group_ids)
+        assert [json.loads(x).keys() for x in path.read_text().splitlines()[:1]] == \
+            [json.loads(x).keys() for x in (SAMPLES / "toolworld.jsonl").read_text().splitlines()[:1]]
 
 
 def test_progress_bar_only_when_asked(tmp_path, capsys):
