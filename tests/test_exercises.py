@@ -17,6 +17,51 @@ from labkit.course.solutions import SOLUTIONS
 
 
 # --------------------------------------------------------------------------- wrong answers, per notebook
+# 00 reward-to-go
+def rtg_forward(rewards, mask, gamma):
+    G = torch.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        running = 0.0
+        for t in range(rewards.shape[1]):          # walks forwards: the past, not the future
+            if mask[b, t]:
+                running = rewards[b, t] + gamma * running
+                G[b, t] = running
+    return G
+
+
+def rtg_tool_output_discounts(rewards, mask, gamma):
+    G = torch.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        running = 0.0
+        for t in reversed(range(rewards.shape[1])):
+            running = rewards[b, t] + gamma * running   # tool output counted as a step
+            if mask[b, t]:
+                G[b, t] = running
+    return G
+
+
+def rtg_credit_everywhere(rewards, mask, gamma):
+    G = torch.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        running = 0.0
+        for t in reversed(range(rewards.shape[1])):
+            if mask[b, t]:
+                running = rewards[b, t] + gamma * running
+            G[b, t] = running                       # tool output and padding get credit too
+    return G
+
+
+def rtg_leaves_out_own_reward(rewards, mask, gamma):
+    G = torch.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        running = 0.0
+        for t in reversed(range(rewards.shape[1])):
+            if mask[b, t]:
+                G[b, t] = gamma * running
+                running = rewards[b, t] + gamma * running
+    return G
+
+
 # 01 GRPO advantage
 def grpo_batch_mean(scores, group_ids):
     return (scores - scores.mean()) / (scores.std() + 1e-6)
@@ -405,6 +450,10 @@ def rank_nan_on_constant(credit, truth, mask):
 
 
 WRONG = [
+    ("00", rtg_forward, "BEFORE each token"),
+    ("00", rtg_tool_output_discounts, "tool output is not a step"),
+    ("00", rtg_credit_everywhere, "credit off the mask must be 0"),
+    ("00", rtg_leaves_out_own_reward, "own reward"),
     ("01", grpo_batch_mean, "do not sum to zero within a group"),
     ("01", grpo_biased_std, "biased std"),
     ("01", grpo_no_singleton_rule, "group-of-one rule"),
@@ -455,10 +504,10 @@ WRONG = [
 
 
 # --------------------------------------------------------------------------- the tests
-def test_there_is_one_exercise_per_notebook_01_to_10():
-    assert sorted(EXERCISES) == [f"{i:02d}" for i in range(1, 11)]
+def test_there_is_one_exercise_per_notebook_00_to_10():
+    assert sorted(EXERCISES) == [f"{i:02d}" for i in range(0, 11)]
     assert sorted(SOLUTIONS) == sorted(EXERCISES)
-    assert len(list_exercises()) == 10
+    assert len(list_exercises()) == 11
 
 
 @pytest.mark.parametrize("notebook", sorted(EXERCISES))
@@ -620,7 +669,7 @@ def test_the_nan_remark_is_made_only_for_a_nan_answer():
     assert "NaN" not in check(grpo_singleton_zero, "01", verbose=False).hint
 
 
-def test_every_notebook_from_01_to_10_ends_with_its_exercise():
+def test_every_notebook_from_00_to_10_ends_with_its_exercise():
     # the task, the reader's empty function and check(); the solution is named, not on the page
     import json
     from pathlib import Path
@@ -637,3 +686,28 @@ def test_every_notebook_from_01_to_10_ends_with_its_exercise():
         assert f"labkit.course.solutions.{ex.name}" in text, path.name
         body = code[-1].split(f"def {ex.name}(")[1].split("check(")[0]
         assert not re.search(r"^\s+return\b", body, re.M), f"{path.name}: the solution is on the page"
+
+
+def test_a_function_that_never_returns_is_stopped_with_a_hint():
+    def spins(rewards, mask, gamma):
+        t = 0
+        while t < rewards.shape[1]:   # the index never moves
+            pass
+    result = check(spins, "00", verbose=False, timeout=0.2)
+    assert not result.passed and "did not return within 0.2 s" in result.hint
+    # a bare `except Exception` in the reader's code cannot swallow the stop
+    def swallows(rewards, mask, gamma):
+        while True:
+            try:
+                pass
+            except Exception:
+                pass
+    assert "did not return" in check(swallows, "00", verbose=False, timeout=0.2).hint
+    # and the limit is off again afterwards: the solution passes with no alarm pending
+    assert check(solutions.reward_to_go, "00", verbose=False, timeout=0.2).passed
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "10"])
+def test_a_bad_timeout_names_the_argument(timeout):
+    with pytest.raises((TypeError, ValueError), match="^timeout"):
+        check(solutions.reward_to_go, "00", verbose=False, timeout=timeout)

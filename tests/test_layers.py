@@ -4,7 +4,9 @@ Layers, lowest first; a module may import only from its own layer and the ones b
 
     core  <-  policies  <-  envs  <-  credit  <-  learn  <-  bench  <-  course
 
-``viz`` and ``scoring`` sit beside the stack and may import ``core`` only. ``survey`` is a
+``viz``, ``scoring`` and ``io`` (reading and writing trajectories: the import/export boundary,
+whose readers end in the validated ``Rollouts``) sit beside the stack and may import ``core``
+only. ``survey`` is a
 stand-alone leaf (data and drawing of the field's taxonomy) and imports nothing of labkit but itself.
 ``course`` (one runner module per notebook) is the top layer and the only one that may import
 several of them at once (the stack, ``scoring``, ``viz``, ``survey``); no runner module lives
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1] / "labkit"
 # bench scores estimators on the envs with scoring's metrics: above learn, below the course
 RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4, "bench": 5}
 TOP = 6  # course: the runner module of every notebook
-ONLY_CORE = {"viz", "scoring"}
+ONLY_CORE = {"viz", "scoring", "io"}
 TOP_LEVEL_FILES = {"__init__.py", "scoring.py"}  # everything else lives in a package
 # bridges: adapters to training engines that are optional extras (verl); top of the stack like the
 # course, and no other area may import them, so labkit imports without those engines

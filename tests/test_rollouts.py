@@ -189,3 +189,14 @@ def test_a_float_mask_is_kept_as_a_copy_and_read_as_bool():
     assert torch.equal(kept, given) and kept.data_ptr() != given.data_ptr()
     given[0, 0] = 0.0                                             # the caller's tensor is not ours
     assert ro.mask_as(torch.float32)[0, 0] == 1.0
+
+
+def test_default_turn_and_agent_labels_share_one_tensor_and_stay_correct():
+    # one turn and one agent are the same labels; a large imported batch keeps one copy of them
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    ro = Rollouts(tokens=torch.zeros(2, 3, dtype=torch.long), mask=mask, rewards=torch.zeros(2, 3))
+    assert ro.agent_ids is ro.turn_ids
+    assert ro.turn_ids.tolist() == [[0, 0, -1], [0, -1, -1]]
+    given = Rollouts(tokens=torch.zeros(2, 3, dtype=torch.long), mask=mask, rewards=torch.zeros(2, 3),
+                     turn_ids=torch.tensor([[0, 1, -1], [0, -1, -1]]))
+    assert given.agent_ids is not given.turn_ids and given.agent_ids.tolist() == [[0, 0, -1], [0, -1, -1]]

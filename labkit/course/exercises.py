@@ -18,14 +18,17 @@ Reference solutions live apart from the chapters in ``labkit.course.solutions``.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from labkit.core.checks import check_bool, check_int
+from labkit.core.checks import check_bool, check_int, check_number
 from labkit.core.rollouts import Cost, Rollouts
 from labkit.credit import episode, group, hindsight, mc, process, td
 from labkit.credit.entropy import carl
@@ -159,6 +162,39 @@ def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> bool:
     return bool((((a - b).abs() <= tol * (1 + b.abs())) | both_nan).all())
 
 
+#: Seconds one call of the reader's function may take before ``check`` stops it (every exercise's
+#: solution takes milliseconds; a loop that never ends would otherwise hang the kernel).
+DEFAULT_TIMEOUT = 10.0
+
+
+class _TookTooLong(BaseException):
+    """Raised inside the reader's function by the alarm: a BaseException, so a bare ``except
+    Exception`` in their code cannot swallow it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Stop the body after ``seconds`` with ``_TookTooLong``, using SIGALRM. Only where that
+    exists and only in the main thread (a Jupyter kernel runs cells there); elsewhere, e.g. on
+    Windows, no limit applies."""
+    usable = (seconds is not None and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _TookTooLong()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @dataclass(frozen=True)
 class Exercise:
     """One notebook's exercise: what to write (``signature``, ``prompt`` with the formula and its
@@ -193,19 +229,22 @@ class Exercise:
 
     __repr__ = __str__
 
-    def check(self, fn: Callable, *, seed: int = 0, verbose: bool = True) -> CheckResult:
+    def check(self, fn: Callable, *, seed: int = 0, verbose: bool = True,
+              timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
         """Grade ``fn`` (see ``check``)."""
         if not callable(fn):
             raise TypeError(f"fn: expected the function you wrote, got {type(fn).__name__} ({fn!r:.60})")
         seed = check_int("seed", seed, low=0)
         verbose = check_bool("verbose", verbose)
-        result = self._grade(fn, seed)
+        if timeout is not None:
+            timeout = check_number("timeout", timeout, low=0.0, low_open=True)
+        result = self._grade(fn, seed, timeout)
         if verbose:
             print(result)
             result.printed = True
         return result
 
-    def _grade(self, fn: Callable, seed: int) -> CheckResult:
+    def _grade(self, fn: Callable, seed: int, timeout: float | None = None) -> CheckResult:
         gen = torch.Generator().manual_seed(seed)
         cases = self.cases(gen)
         fail = lambda hint, case, got=None, want=None, error=None: CheckResult(  # noqa: E731
@@ -215,9 +254,12 @@ class Exercise:
             want = self.reference(**{k: _clone(v) for k, v in case.args.items()})
             args = {k: _clone(v) for k, v in case.args.items()}
             try:
-                with warnings.catch_warnings():  # e.g. torch.std of one value: the hint says it shorter
+                with warnings.catch_warnings(), _time_limit(timeout):  # e.g. torch.std of one value: the hint says it shorter
                     warnings.simplefilter("ignore")
                     got = fn(*args.values())  # positionally, in the signature's order: any parameter names work
+            except _TookTooLong:
+                return fail(f"your function did not return within {timeout:g} s on this case: is there a loop "
+                            f"that never ends (e.g. a while loop whose index never moves)?", case)
             except Exception as err:  # the reader's bug is reported, not raised
                 extra = f" (the signature is {self.signature})" if isinstance(err, TypeError) else ""
                 return fail(f"your function raised {type(err).__name__}: {str(err)[:200]}{extra}", case, error=err)
@@ -298,16 +340,19 @@ def list_exercises() -> list[str]:
     return [f"{ex.notebook}  {ex.title:<32} {ex.signature}" for ex in EXERCISES.values()]
 
 
-def check(fn: Callable, exercise: Any, *, seed: int = 0, verbose: bool = True) -> CheckResult:
+def check(fn: Callable, exercise: Any, *, seed: int = 0, verbose: bool = True,
+          timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
     """Grade the reader's ``fn`` on ``exercise`` (an ``Exercise``, a notebook number or a name).
 
     Runs ``fn`` on the exercise's randomised cases (drawn from ``seed``) and its degenerate ones,
     compares with the lab's estimator within the exercise's tolerance, and returns a
     ``CheckResult`` (``.passed``, ``.hint``, ``.case``, ``.got``, ``.want``); with ``verbose``
     (default) it also prints it: one line on success, the hint and the failing case otherwise.
-    An exception inside ``fn`` is reported with the case that raised it, not raised.
+    An exception inside ``fn`` is reported with the case that raised it, not raised; a call that
+    takes longer than ``timeout`` seconds (default 10; None: no limit) is stopped and reported
+    (where SIGALRM exists, i.e. not on Windows, and in the main thread, where a kernel runs cells).
     """
-    return get_exercise(exercise).check(fn, seed=seed, verbose=verbose)
+    return get_exercise(exercise).check(fn, seed=seed, verbose=verbose, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- helpers for the cases
@@ -346,6 +391,101 @@ def _one_token_rollouts(rewards: torch.Tensor, mask: torch.Tensor | None = None,
 def _prefix_ids(present: torch.Tensor) -> torch.Tensor:
     """Labels 0, 1, 2, ... on the present entries of each row, -1 elsewhere."""
     return torch.where(present, present.long().cumsum(1) - 1, -1)
+
+
+# =========================================================================== 00 reward-to-go
+def _rtg_reference(rewards, mask, gamma):
+    return _one_token_rollouts(rewards, mask).returns(gamma)
+
+
+def _rtg_cases(gen):
+    cases = []
+    for i in range(5):
+        B, T = _randint(gen, 2, 3), _randint(gen, 4, 7)
+        mask = torch.zeros(B, T, dtype=torch.bool)
+        for b in range(B):
+            n = _randint(gen, 2, T)
+            mask[b, :n] = True
+            if n >= 4:  # tool output inside the trajectory: no credit, and no discount step
+                mask[b, _randint(gen, 1, n - 2)] = False
+        # an outcome on the last generated token, sometimes an intermediate reward before it
+        rewards = torch.zeros(B, T, dtype=F64)
+        for b in range(B):
+            on = mask[b].nonzero().flatten()
+            rewards[b, on[-1]] = float(_randint(gen, 0, 1))
+            if _rand(gen, 1).item() < 0.5:
+                rewards[b, on[0]] = round(float(torch.randn(1, generator=gen, dtype=F64)), 1)
+        gamma = round(0.5 + 0.5 * float(_rand(gen, 1)), 2)
+        cases.append(Case(f"random #{i}", dict(rewards=rewards, mask=mask, gamma=gamma), frozenset({"gap", "disc"})))
+    m3 = torch.tensor([[True, True, False, True, False, False]])
+    r3 = torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0]], dtype=F64)
+    cases += [
+        Case("single-token trajectory", dict(rewards=torch.tensor([[1.0]], dtype=F64), mask=torch.tensor([[True]]),
+                                             gamma=0.9)),
+        Case("outcome only, gamma = 1", dict(rewards=torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=F64),
+                                             mask=torch.tensor([[True, True, True, True]]), gamma=1.0)),
+        Case("a row with nothing generated", dict(rewards=torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=F64),
+                                                  mask=torch.tensor([[False, False, False], [True, True, False]]),
+                                                  gamma=0.9)),
+        Case("tool output inside", dict(rewards=r3, mask=m3, gamma=0.5), frozenset({"gap", "disc"})),
+        Case("gamma = 0", dict(rewards=torch.tensor([[0.5, 0.0, 1.0]], dtype=F64), mask=torch.tensor([[True, True, True]]),
+                               gamma=0.0), frozenset({"disc"})),
+    ]
+    return cases
+
+
+def _rtg_variant(how):
+    """Typical mistakes: summing the past instead of the future, discounting through tool output,
+    counting the reward of t itself one step late."""
+    def variant(rewards, mask, gamma):
+        B, T = rewards.shape
+        out = torch.zeros(B, T, dtype=F64)
+        for b in range(B):
+            cols = range(T) if how == "forward" else range(T - 1, -1, -1)
+            running = 0.0
+            for t in cols:
+                if how == "per_column":   # every column discounts, tool output included
+                    running = float(rewards[b, t]) + gamma * running
+                    out[b, t] = running if mask[b, t] else 0.0
+                    continue
+                if not mask[b, t]:
+                    continue
+                if how == "exclusive":    # G_t = gamma * G_{t'}: the reward of t itself left out
+                    out[b, t] = gamma * running
+                    running = float(rewards[b, t]) + gamma * running
+                else:                     # "forward": the past, not the future
+                    running = float(rewards[b, t]) + gamma * running
+                    out[b, t] = running
+        return out
+    return variant
+
+
+_add(Exercise(
+    notebook="00", name="reward_to_go", title="Reward-to-go, the credit every method refines",
+    signature="reward_to_go(rewards, mask, gamma) -> tensor (B, T)",
+    prompt=(
+        "Write the reward-to-go (Williams 1992), the credit each token gets before any method refines it.\n"
+        "(REINFORCE weighs every token by it; REINFORCE++, arXiv 2501.03262, whitens it over the batch.)\n"
+        "  rewards: (B, T) float tensor; rewards[b, t] arrives right after token t (an outcome sits on the last token)\n"
+        "  mask: (B, T) bool, True where the policy generated the token (False: tool output, padding)\n"
+        "  gamma: float in [0, 1]\n"
+        "Walk backwards over the generated positions of each row:  G_t = r_t + gamma * G_{t'}\n"
+        "t' is the next GENERATED position (tool output in between does not discount); after the last one\n"
+        "G = 0. Return G, with 0 off the mask."),
+    cases=_rtg_cases, reference=_rtg_reference,
+    rules=(
+        Rule("credit off the mask must be 0 (tool output and padding get no credit)",
+             lambda c, g, w: bool((g[~c.args["mask"]].abs() > 1e-9).any())),
+        Rule("you summed the rewards BEFORE each token; reward-to-go sums those from t onwards (walk backwards)",
+             _looks_like(_rtg_variant("forward")), every=True),
+        Rule("you left out the token's own reward: G_t = r_t + gamma * G_{t'}, and r_t arrives right after token t",
+             _looks_like(_rtg_variant("exclusive")), every=True),
+        Rule("tool output is not a step: discount once per GENERATED position (t' skips tool output)",
+             _looks_like(_rtg_variant("per_column")), frozenset({"gap"}), every=True),
+        Rule("with gamma = 1 and only an outcome, every generated token gets the outcome itself",
+             lambda c, g, w: not _close(g, w, 1e-5) and c.name == "outcome only, gamma = 1"),
+    ),
+))
 
 
 # =========================================================================== 01 GRPO advantage

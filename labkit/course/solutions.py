@@ -15,8 +15,39 @@ import math
 
 import torch
 
-__all__ = ["grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
+__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
            "carl_select", "hca_credit", "shapley3", "rank_correlation", "SOLUTIONS"]
+
+
+def reward_to_go(rewards, mask, gamma):
+    """00 · Reward-to-go (Williams 1992): the credit an outcome reward gives each generated token.
+
+    Formula:
+        G_t = r_t + gamma * G_{t'},  t' the next generated position (tool output does not discount);
+        G = 0 after the last generated position; 0 off the mask.
+
+    Defaults:
+        none: gamma is given.
+
+    Degenerate input:
+        a row with nothing generated gets all zeros; gamma = 0 leaves each token its own reward.
+
+    Deviations from the reference:
+        none: equal to ``Rollouts.returns(gamma)`` (checked by ``check(reward_to_go, "00")``).
+
+    Cost:
+        none beyond the rewards.
+    """
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    B, T = rewards.shape
+    G = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        running = 0.0                      # G after the last generated token
+        for t in reversed(range(T)):
+            if mask[b, t]:                 # tool output and padding: skipped, no discount step
+                running = float(rewards[b, t]) + gamma * running
+                G[b, t] = running
+    return G
 
 
 def grpo_advantage(scores, group_ids, eps=1e-6):
@@ -325,5 +356,5 @@ def rank_correlation(credit, truth, mask):
 
 
 #: notebook -> its solution
-SOLUTIONS = {"01": grpo_advantage, "02": gae, "03": vineppo_advantage, "04": pure_min_form, "05": turn_returns,
+SOLUTIONS = {"00": reward_to_go, "01": grpo_advantage, "02": gae, "03": vineppo_advantage, "04": pure_min_form, "05": turn_returns,
              "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": shapley3, "10": rank_correlation}

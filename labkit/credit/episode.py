@@ -164,7 +164,10 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
         (population variance, ``labkit.core.stats.whiten``, the same whitening ``mappa`` uses).
         ``group_baseline=True`` is the "REINFORCE++-baseline" variant: subtract the group mean
         score from the outcome first, then whiten. The token-level returns make the credit vary
-        along a trajectory only through discounting or intermediate rewards.
+        along a trajectory only through discounting or intermediate rewards; with
+        ``group_baseline=True`` the credit is s_i - mean_group, one constant per trajectory, so
+        ``gamma`` and intermediate rewards have no effect (as in verl's
+        ``reinforce_plus_plus_baseline``).
 
     Defaults:
         gamma = 1, group_baseline = False, eps = 1e-8 (OpenRLHF's).

@@ -99,7 +99,8 @@ def math_shepherd(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 8, mode: st
             soft label_i = fraction of them that reach the right answer  (= r_i + V_{i+1})
             hard label_i = 1 if any of them does, else 0                (the paper's "HE" rule)
 
-        The final step's label is the trajectory's own outcome. Labels are probabilities of
+        The final step's label is the reward received inside that step (the trajectory's outcome
+        when, as in every task of the lab, only the end is rewarded). Labels are probabilities of
         success, not advantages: a correct step of a weak policy can score low.
 
     Defaults:

@@ -54,7 +54,8 @@ def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min
             r'_s = r_s                          form="sum"
 
         The verifiable (outcome) reward R, received inside the last step, is added there with
-        weight ``verifiable_weight``; returns are reverse sums (gamma = 1) and a leave-one-out
+        weight ``verifiable_weight`` (the environment reward of every step is added to that step
+        with this weight; with an outcome-only reward that is R on the last step); returns are reverse sums (gamma = 1) and a leave-one-out
         (RLOO) baseline over the other responses to the same prompt is subtracted:
 
             G_s = sum_{s' >= s} r'_{s'} + verifiable_weight * R

@@ -16,6 +16,7 @@ import altair as alt
 from labkit.viz._static import chart_png, install_chart_hook, static_images_enabled
 from labkit.viz.charts import bar_chart, heat_table, line_chart
 from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
+from labkit.viz.method import method_card, method_cards
 from labkit.viz.tree import tree_chart
 from labkit.viz.widgets import Dashboard, control_values, dropdown, interact, slider
 
@@ -29,6 +30,8 @@ __all__ = [
     "heat_table",
     "tree_chart",
     "chart_png",
+    "method_card",
+    "method_cards",
     "Dashboard",
     "interact",
     "slider",

@@ -1,0 +1,304 @@
+"""Parquet: the record format as columns, one row per trajectory (``.parquet``).
+
+Per-position fields are list columns, per-record fields plain columns, with the record format's
+names. Rows are numbered **from 0**. The reader converts column by column, list arrays straight
+to numpy (no Python loop over rows), and holds one column's Arrow buffers at a time; a null list
+means "not given for this record" (the field's default, or an error for a field that has none).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.io.assemble import Padded, assemble, pad_flat
+from labkit.io.errors import record_error
+from labkit.io.record import ALL_OR_NONE, FIELDS, LOWEST, PER_POSITION, REQUIRED, default_labels, record_lengths
+
+__all__ = ["read_parquet", "write_parquet", "LARGE_ROWS"]
+
+#: Files with at least this many rows get a progress bar when ``progress=None``.
+LARGE_ROWS = 50_000
+NAMES = {"tokens": "tokens", "mask": "generated", "rewards": "rewards", "group_ids": "group_id", "prompts": "prompt",
+         **{n: n for n in ("step_ids", "turn_ids", "agent_ids", "logprobs", "entropies", "states", "anchor_keys", "text")}}
+
+
+class _Reader:
+    """One file's columns, checked and converted; errors name the row and the column."""
+
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self.where = str(path)
+        try:
+            self.file = pq.ParquetFile(path)
+        except Exception as err:  # pyarrow raises its own ArrowInvalid for a file that is not Parquet
+            raise record_error("source", "row", None, None, f"not a readable Parquet file ({err})", self.where) from None
+        self.n = self.file.metadata.num_rows
+        self.columns = set(self.file.schema_arrow.names)
+
+    def error(self, row, name, detail):
+        return record_error("source", "row", row, name, detail, self.where)
+
+    def read(self, name: str):
+        import pyarrow as pa
+
+        # Arrow's allocator keeps freed buffers for reuse: hand the previous column's back to the
+        # system first, so the peak holds one column's Arrow buffers, not all of them
+        pa.default_memory_pool().release_unused()
+        col = self.file.read(columns=[name]).column(0)
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if pa.types.is_dictionary(col.type):
+            col = col.dictionary_decode()
+        return col
+
+    def nulls(self, col) -> np.ndarray:
+        return col.is_null().to_numpy(zero_copy_only=False)
+
+    def list_column(self, name: str):
+        """(flat values, lengths (n,), given (n,)) of a list column; element type checked."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        col = self.read(name)
+        kind = PER_POSITION[name]
+        given = ~self.nulls(col)
+        if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type) or pa.types.is_fixed_size_list(col.type)):
+            raise self.error(int(given.argmax()) if given.any() else 0, name,
+                             f"expected a list per row, the column's type is {col.type}")
+        vt = col.type.value_type
+        ok = {"int": pa.types.is_integer(vt), "num": pa.types.is_integer(vt) or pa.types.is_floating(vt),
+              "str": pa.types.is_string(vt) or pa.types.is_large_string(vt),
+              "01": pa.types.is_boolean(vt) or pa.types.is_integer(vt)}[kind]
+        if not ok:
+            want = {"int": "integers", "num": "numbers", "str": "strings", "01": "booleans or 0/1"}[kind]
+            raise self.error(int(given.argmax()) if given.any() else 0, name, f"expected a list of {want}, got {col.type}")
+        lengths = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        values = col.flatten()
+        if values.null_count:
+            i = int(np.argmax(values.is_null().to_numpy(zero_copy_only=False)))
+            row, pos = self.locate(i, lengths)
+            raise self.error(row, name, f"null at position {pos} (every position needs a value)")
+        if kind == "str":
+            return values, lengths, given
+        flat = values.to_numpy(zero_copy_only=False)
+        if kind == "01":
+            bad = (flat != 0) & (flat != 1)
+            if bad.any():
+                row, pos = self.locate(int(bad.argmax()), lengths)
+                raise self.error(row, name, f"expected 0/1 per position, got {flat[bad.argmax()]} at position {pos}")
+            flat = flat.astype(bool)
+        elif flat.dtype.kind == "f":
+            bad = ~np.isfinite(flat)
+            if bad.any():
+                row, pos = self.locate(int(bad.argmax()), lengths)
+                raise self.error(row, name, f"must be finite, got {flat[bad.argmax()]} at position {pos}")
+        elif name in LOWEST and flat.size and int(flat.min()) < LOWEST[name]:
+            i = int((flat < LOWEST[name]).argmax())
+            row, pos = self.locate(i, lengths)
+            raise self.error(row, name, f"must be >= {LOWEST[name]}, got {int(flat[i])} at position {pos}")
+        return flat, lengths, given
+
+    @staticmethod
+    def locate(i: int, lengths: np.ndarray) -> tuple[int, int]:
+        """Row and position of the i-th value of a flattened list column."""
+        ends = np.cumsum(lengths)
+        row = int(np.searchsorted(ends, i, side="right"))
+        return row, i - int(ends[row] - lengths[row])
+
+
+def read_parquet(path: Path, *, progress: bool | None = None) -> Rollouts:
+    """Read a Parquet file of records into a validated Rollouts (RecordError on a bad row)."""
+    import pyarrow as pa
+
+    r = _Reader(Path(path))
+    if r.n == 0:
+        raise r.error(None, None, "empty file: no rows")
+    for name in REQUIRED:
+        if name not in r.columns:
+            raise r.error(0, name, "missing (a required column)")
+    present = [n for n in FIELDS if n in r.columns]
+    show_bar = r.n >= LARGE_ROWS if progress is None else progress
+    bar = tqdm(present, desc=Path(path).name, unit="column", disable=not show_bar)
+
+    flat, lengths, given = r.list_column("tokens")
+    bar.update()
+    if not given.all():
+        raise r.error(int((~given).argmax()), "tokens", "missing (null; a required field)")
+    T = int(lengths.max())
+    valid = np.arange(T)[None, :] < lengths[:, None]
+    tokens = pad_flat(flat, valid, 0, np.int64)
+    del flat
+
+    reward = r.read("reward")
+    nulls = r.nulls(reward)
+    if nulls.any():
+        raise r.error(int(nulls.argmax()), "reward", "missing (null; a required field)")
+    if not (pa.types.is_integer(reward.type) or pa.types.is_floating(reward.type)):
+        raise r.error(0, "reward", f"expected a number, the column's type is {reward.type}")
+    reward = reward.to_numpy(zero_copy_only=False)
+    reward_dtype = np.float32 if reward.dtype == np.float32 else np.float64
+    reward = reward.astype(np.float64)
+    if not np.isfinite(reward).all():
+        row = int((~np.isfinite(reward)).argmax())
+        raise r.error(row, "reward", f"must be finite, got {reward[row]}")
+    bar.update()
+
+    group = r.read("group_id")
+    nulls = r.nulls(group)
+    if nulls.any():
+        raise r.error(int(nulls.argmax()), "group_id", "missing (null; a required field)")
+    if pa.types.is_integer(group.type):
+        group = group.to_numpy(zero_copy_only=False)
+        if group.size and int(group.min()) < 0:
+            row = int((group < 0).argmax())
+            raise r.error(row, "group_id", f"expected a non-negative integer or a string, got {int(group[row])}")
+    elif pa.types.is_string(group.type) or pa.types.is_large_string(group.type):
+        group = group.to_pylist()
+    else:
+        raise r.error(0, "group_id", f"expected integers or strings, the column's type is {group.type}")
+    bar.update()
+
+    ignored = sorted(r.columns - set(FIELDS))
+    info = {"source": r.where, "format": "parquet"}
+    if ignored:
+        info["ignored_fields"] = tuple(ignored)
+    p = Padded(argument="source", unit="row", numbers=np.arange(r.n), names=NAMES, where=r.where, tokens=tokens,
+               valid=valid, group=group, reward=reward, reward_dtype=reward_dtype, info=info)
+    for name in present:
+        if name in REQUIRED:
+            continue
+        if name == "prompt":
+            col = r.read(name)
+            if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)):
+                raise r.error(0, name, f"expected a string, the column's type is {col.type}")
+            p.prompts = col.to_pylist()
+        elif name == "anchor_keys":
+            p.anchor_keys = _anchor_keys(r)
+        else:
+            _position_field(r, p, name, lengths, valid)
+        bar.update()
+    bar.close()
+    pa.default_memory_pool().release_unused()
+    return assemble(p)
+
+
+def _anchor_keys(r: _Reader) -> list:
+    import pyarrow as pa
+
+    col = r.read("anchor_keys")
+    given = ~r.nulls(col)
+    if not given.all():
+        raise r.error(int((~given).argmax()), "anchor_keys",
+                      "missing (null), but other rows have it (give 'anchor_keys' in every row or in none)")
+    vt = getattr(col.type, "value_type", None)
+    if vt is None or not (pa.types.is_integer(vt) or pa.types.is_string(vt) or pa.types.is_large_string(vt)):
+        raise r.error(0, "anchor_keys", f"expected a list of strings or integers per row, the column's type is {col.type}")
+    return col.to_pylist()
+
+
+def _position_field(r: _Reader, p: Padded, name: str, lengths: np.ndarray, valid: np.ndarray) -> None:
+    values, n, given = r.list_column(name)
+    bad = given & (n != lengths)
+    if bad.any():
+        row = int(bad.argmax())
+        raise r.error(row, name, f"has {int(n[row])} entries but 'tokens' has {int(lengths[row])} (one per position)")
+    if name in ALL_OR_NONE and not given.all():
+        raise r.error(int((~given).argmax()), name,
+                      f"missing (null), but other rows have it (give {name!r} in every row or in none)")
+    if name == "text":
+        p.text = _split(values.to_pylist(), n)
+        return
+    where = valid & given[:, None]
+    if name == "generated":
+        p.generated = (pad_flat(values, where, False, bool), given)
+    elif name == "rewards":
+        p.rewards = (pad_flat(values, where, 0.0, np.float64), given)
+        if values.dtype != np.float32:
+            p.reward_dtype = np.float64
+    elif name in ("step_ids", "turn_ids", "agent_ids"):
+        p.labels[name] = (pad_flat(values, where, -1, np.int64), given)
+    elif name == "states":
+        p.states = pad_flat(values, where, 0, np.int64)
+    else:  # logprobs, entropies: keep float32 as float32
+        dtype = np.float32 if values.dtype == np.float32 else np.float64
+        setattr(p, name, pad_flat(values, where, 0.0, dtype))
+
+
+def _split(flat: list, lengths: np.ndarray) -> list[list]:
+    out, i = [], 0
+    for n in lengths.tolist():
+        out.append(flat[i:i + n])
+        i += n
+    return out
+
+
+def write_parquet(rollouts: Rollouts, path: Path) -> Path:
+    """Write one row per trajectory (zstd-compressed); the record format's columns, list columns
+    for per-position fields, only the optional columns that carry something."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ro = check_rollouts(rollouts)
+    lengths, last = record_lengths(ro)
+    B, T = ro.tokens.shape
+    valid = torch.from_numpy(np.arange(T)[None, :] < lengths[:, None])
+    total = int(lengths.sum())
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    large = total >= 2 ** 31 - 1
+    offsets = pa.array(offsets, type=pa.int64() if large else pa.int32())
+    make = pa.LargeListArray if large else pa.ListArray
+
+    def listed(values: torch.Tensor, kind=None) -> "pa.Array":
+        flat = values[valid].numpy()
+        if kind == "int" and flat.size and int(np.abs(flat).max()) < 2 ** 31:
+            flat = flat.astype(np.int32)  # half the bytes; the reader widens to int64
+        return make.from_arrays(offsets, pa.array(flat))
+
+    rows = np.arange(B)
+    has = lengths > 0
+    rewards = ro.rewards.detach().clone()
+    outcome = torch.zeros(B, dtype=rewards.dtype)
+    outcome[has] = rewards[rows[has], last[has]]
+    rewards[rows[has], last[has]] = 0
+    cols: dict[str, "pa.Array"] = {}
+    groups = ro.group_ids.numpy()
+    names = ro.info.get("group_names")
+    if isinstance(names, tuple) and len(names) > int(groups.max()):
+        kinds = {type(x) for x in names}
+        names = [str(x) for x in names] if kinds != {int} else list(names)
+        cols["group_id"] = pa.array([names[g] for g in groups.tolist()])
+    else:
+        cols["group_id"] = pa.array(groups)
+    if ro.prompts is not None:
+        cols["prompt"] = pa.array(ro.prompts, type=pa.string())
+    cols["tokens"] = listed(ro.tokens, "int")
+    cols["reward"] = pa.array((outcome + 0.0).numpy())
+    if bool((~ro.mask & valid).any()):
+        cols["generated"] = listed(ro.mask)
+    if bool((rewards != 0).any()):
+        cols["rewards"] = listed(rewards + 0.0)
+    for name, default in default_labels(ro.mask).items():
+        if bool((getattr(ro, name) != default).any()):
+            cols[name] = listed(getattr(ro, name), "int")
+    for name in ("logprobs", "entropies"):
+        if getattr(ro, name) is not None:
+            cols[name] = listed(getattr(ro, name).detach())
+    if ro.states is not None:
+        cols["states"] = listed(ro.states, "int")
+    if ro.anchor_keys is not None:
+        kinds = {type(k) for row in ro.anchor_keys for k in row}
+        if not kinds <= {str, int} or kinds == {str, int}:
+            raise TypeError(f"rollouts: anchor_keys must be all strings or all integers to be written as Parquet, "
+                            f"got {sorted(k.__name__ for k in kinds)}")
+        cols["anchor_keys"] = pa.array(ro.anchor_keys, type=pa.list_(pa.int64() if kinds == {int} else pa.string()))
+    if ro.text is not None:
+        cols["text"] = make.from_arrays(offsets, pa.array([s for row, n in zip(ro.text, lengths.tolist())
+                                                           for s in row[:n]], type=pa.string()))
+    table = pa.table(cols).replace_schema_metadata({"labkit.record_format": "1"})
+    path = Path(path)
+    pq.write_table(table, path, compression="zstd")
+    return path

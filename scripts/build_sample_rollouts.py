@@ -1,0 +1,130 @@
+"""Write the shipped sample rollout dumps (data/sample_rollouts/) in labkit.io's record format.
+
+Two dumps, so that reading, diagnosing and comparing estimators on "your own rollouts" runs
+offline on data the lab made itself (issue 22):
+
+* ``arithmetic_lm.jsonl``: the shipped tiny LM (data/tiny_lm) answering arithmetic problems
+  with 4 operands (the setting of notebooks 02-04, ``LM_OPERANDS``), 64 training problems x 8
+  completions (GRPO groups of 8); per token: the token id and its text, the ``;``-separated
+  reasoning step, the sampling log-probability and entropy; outcome reward 1 for a correct
+  answer (the task's verifier).
+* ``toolworld.jsonl``: the ToolWorld agent of notebook 05 (the noisy world, noise 0.2, 30
+  turns; the scripted agent of strength 3), 32 tasks x 8 episodes, written as one position
+  per action and one per tool answer in between: actions are generated (``generated`` 1, a
+  turn each, the observation they acted on as ``states`` and ``anchor_keys``), tool answers
+  are not (``generated`` 0). Token ids: the action ids, then ``n_actions + observation``.
+
+Seeded, one thread. Usage: python scripts/build_sample_rollouts.py [--check]
+(``--check`` rebuilds into a temporary folder and compares with the committed files; the LM
+dump depends on float arithmetic, so it may differ on another CPU or torch build.)
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from labkit.core.paths import data_path  # noqa: E402
+from labkit.core.rollouts import Rollouts  # noqa: E402
+from labkit.io import write_rollouts  # noqa: E402
+
+FILES = ("arithmetic_lm.jsonl", "toolworld.jsonl")
+LM_PROMPTS, LM_GROUP, LM_SEED = 64, 8, 0
+TOOL_TASKS, TOOL_GROUP, TOOL_SEED = 32, 8, 0
+
+
+def arithmetic_lm() -> Rollouts:
+    """The tiny LM's rollouts on 4-operand training problems, groups of 8."""
+    from labkit.course.presets import LM_OPERANDS
+    from labkit.envs.arithmetic.lm import ArithmeticLM
+
+    env = ArithmeticLM.load(task_seed=0)
+    problems = env.task.sample_prompts(LM_PROMPTS, n_operands=LM_OPERANDS, split="train", seed=LM_SEED)
+    return env.rollouts(problems, n_per_prompt=LM_GROUP, seed=LM_SEED)
+
+
+def toolworld() -> Rollouts:
+    """Notebook 05's agent on notebook 05's world, with each tool answer as a position of its own."""
+    from labkit.course.nb05_why_agents_harder import noisy_world
+    from labkit.course.presets import NB05_AGENT_STRENGTH
+
+    env = noisy_world()
+    turns = env.sample(env.scripted_policy(NB05_AGENT_STRENGTH), TOOL_TASKS, group_size=TOOL_GROUP, seed=TOOL_SEED)
+    return with_tool_output(env, turns)
+
+
+def with_tool_output(env, turns: Rollouts) -> Rollouts:
+    """ToolWorld's turn rollouts (one position per action) with the tool's answer after every
+    action but the last as a position the policy did not generate."""
+    after = turns.truth["observations_after"]
+    A = env.n_actions
+    rows = []
+    for b in range(turns.batch_size):
+        row = []
+        n = int(turns.mask[b].sum())
+        for t in range(n):
+            a = int(turns.tokens[b, t])
+            row.append(dict(token=a, gen=True, turn=t, state=int(turns.states[b, t]),
+                            reward=float(turns.rewards[b, t]), logprob=float(turns.logprobs[b, t]),
+                            entropy=float(turns.entropies[b, t]), text=env.action_names[a]))
+            o = int(after[b, t])
+            if t < n - 1 and o >= 0:
+                row.append(dict(token=A + o, gen=False, turn=-1, state=o, reward=0.0, logprob=0.0, entropy=0.0,
+                                text=f"-> {env.obs_names[o]}"))
+        rows.append(row)
+    B, T = len(rows), max(len(r) for r in rows)
+
+    def column(key, fill, dtype):
+        out = torch.full((B, T), fill, dtype=dtype)
+        for b, row in enumerate(rows):
+            out[b, :len(row)] = torch.tensor([p[key] for p in row], dtype=dtype)
+        return out
+
+    turn_ids = column("turn", -1, torch.long)
+    return Rollouts(tokens=column("token", 0, torch.long), mask=column("gen", False, torch.bool),
+                    rewards=column("reward", 0.0, turns.rewards.dtype), group_ids=turns.group_ids,
+                    step_ids=turn_ids, turn_ids=turn_ids.clone(), logprobs=column("logprob", 0.0, turns.logprobs.dtype),
+                    entropies=column("entropy", 0.0, turns.entropies.dtype), states=column("state", 0, torch.long),
+                    anchor_keys=turns.anchor_keys, text=[[p["text"] for p in r] + [""] * (T - len(r)) for r in rows],
+                    prompts=turns.prompts)
+
+
+def build(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, make in zip(FILES, (arithmetic_lm, toolworld)):
+        start = time.perf_counter()
+        ro = make()
+        path = write_rollouts(ro, folder / name)
+        print(f"{path}: {ro.batch_size} trajectories, {path.stat().st_size / 2**20:.2f} MiB, "
+              f"{time.perf_counter() - start:.1f} s")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="rebuild in a temporary folder and compare")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    target = data_path("sample_rollouts")
+    if not args.check:
+        build(target)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        build(Path(tmp))
+        differ = [n for n in FILES if not filecmp.cmp(Path(tmp) / n, target / n, shallow=False)]
+    print("identical" if not differ else f"differ: {differ}")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
