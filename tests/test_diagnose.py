@@ -18,6 +18,7 @@ from labkit.diagnose import (STOCHASTIC_THRESHOLD, agreement_matrix, compare_est
                              supported_estimators)
 from labkit.diagnose.compare import FEATURES, check_needs
 from labkit.envs.toolworld import ToolWorld
+from labkit.io import read_rollouts, write_rollouts
 from labkit.scoring import rank_correlation
 from labkit.survey.decision_tree import QUESTIONS
 
@@ -338,30 +339,49 @@ def test_progress_bars_can_be_forced(capsys):
 
 
 def test_command_line_writes_the_reports(tmp_path, monkeypatch, capsys):
-    """The CLI's wiring (arguments -> diagnose -> files), with a stand-in reader for the file."""
-    import sys
-    import types
-
     from labkit.diagnose.__main__ import main
 
     batch = ToolWorld().sample(ToolWorld().scripted_policy(2.0), 4, group_size=4, seed=0)
-    seen = {}
-
-    def read_rollouts(path, fmt=None, *, progress=None):
-        seen.update(path=path, fmt=fmt)
-        return batch
-
-    monkeypatch.setitem(sys.modules, "labkit.io", types.SimpleNamespace(read_rollouts=read_rollouts))
-    dump = tmp_path / "run.jsonl"
-    dump.write_text("{}\n")
+    dump = write_rollouts(batch, tmp_path / "run.jsonl")
     monkeypatch.chdir(tmp_path)
-    assert main([str(dump), "--format", "jsonl", "--can-replay", "--estimators", "grpo,gigpo",
-                 "--sample", "0", "--no-progress"]) == 0
+    assert main([str(dump), "--can-replay", "--estimators", "grpo,gigpo", "--sample", "0", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert seen == {"path": dump, "fmt": "jsonl"}
     assert (tmp_path / "run_diagnosis" / "report.html").is_file()
-    assert (tmp_path / "run_diagnosis" / "report.md").is_file()
-    assert "recommended:" in out and "current directory" in out
-    assert main([str(dump), "--out", str(tmp_path / "elsewhere"), "--estimators", "none",
-                 "--stochastic", "no"]) == 0
+    text = (tmp_path / "run_diagnosis" / "report.md").read_text()
+    assert str(dump) in text and "gigpo" in text
+    assert f"{batch.batch_size} trajectories" in out and "recommended:" in out and "current directory" in out
+    assert main([str(dump), "--out", str(tmp_path / "elsewhere"), "--format", "jsonl",
+                 "--estimators", "none"]) == 0
     assert "Not run (estimators=[])." in (tmp_path / "elsewhere" / "report.md").read_text()
+    with pytest.raises(SystemExit):
+        main([str(dump), "--stochastic", "maybe"])
+
+
+# The shipped samples (scripts/build_sample_rollouts.py) and what their settings are, known from
+# how they were made: the tiny LM's arithmetic chains (under 64 tokens, a deterministic verifier's
+# 0/1 outcome) and notebook 05's noisy ToolWorld (30 turns at most, tools wrong w.p. 0.2, outcome
+# only). Notebook 00's tree is asked with those known answers; the diagnosis must reach the same
+# leaf, candidates and caveats from what it measured.
+SAMPLES = [("arithmetic_lm.jsonl", 64, False), ("toolworld.jsonl", 60, True)]
+
+
+@pytest.mark.parametrize("name, tokens, stochastic", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_each_shipped_sample_gets_notebook_00s_recommendation(name, tokens, stochastic):
+    from labkit.core.paths import data_path
+
+    d = diagnose(data_path("sample_rollouts", name), estimators=[])
+    expected = survey.recommend(tokens, "outcome", stochastic, False, False)
+    assert d.inputs.reward_density == "outcome"
+    assert d.stochasticity.measurable and d.stochasticity.stochastic is stochastic
+    assert d.inputs.trajectory_tokens <= tokens
+    rec = d.recommendation
+    assert (rec.leaf, rec.candidates, rec.caveats) == (expected.leaf, expected.candidates, expected.caveats)
+
+
+def test_the_toolworld_sample_has_tool_output_and_supports_the_agent_estimators():
+    from labkit.core.paths import data_path
+
+    ro = read_rollouts(data_path("sample_rollouts", "toolworld.jsonl"))
+    assert 0.3 < measure_positions(ro).tool_share < 0.7  # one tool answer per action but the last
+    run, _ = supported_estimators(ro)
+    assert {"gigpo", "carl", "grpo"} <= set(run)

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from labkit.core.checks import check_bool, check_int
 from labkit.core.rollouts import Rollouts
 from labkit.diagnose import report
+from labkit.io import read_rollouts
 from labkit.diagnose.compare import EstimatorComparison, compare_estimators, data_features
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
 from labkit.diagnose.measure import (GroupStats, Lengths, PositionStats, RewardStats, Stochasticity,
@@ -130,10 +131,6 @@ def _read(source, fmt, progress) -> tuple[Rollouts, str]:
         path = Path(source)
         if not path.is_file():
             raise FileNotFoundError(f"source: no such file {path}")
-        try:
-            from labkit.io import read_rollouts  # lazily: labkit.io is built beside this package
-        except ImportError as err:
-            raise ImportError(f"source: reading a rollout file needs labkit.io ({err})") from None
         return read_rollouts(path, fmt, progress=progress), str(path)
     raise TypeError(f"source: expected a Rollouts or a path to a rollout file, got {type(source).__name__}")
 
