@@ -376,6 +376,8 @@ def test_each_shipped_sample_gets_notebook_00s_recommendation(name, tokens, stoc
     assert d.inputs.trajectory_tokens <= tokens
     rec = d.recommendation
     assert (rec.leaf, rec.candidates, rec.caveats) == (expected.leaf, expected.candidates, expected.caveats)
+    # the stochasticity question is off this path, but the report still shows what was measured
+    assert "Is the environment stochastic? " + ("yes" if stochastic else "no") in d.to_markdown()
 
 
 def test_the_toolworld_sample_has_tool_output_and_supports_the_agent_estimators():

@@ -36,8 +36,10 @@ class Diagnosis:
 
     Measured on every trajectory: ``lengths``, ``rewards``, ``groups``, ``positions`` (generated /
     tool output / padding), ``stochasticity``, ``features`` (what the data carries). Concluded:
-    ``inputs`` (the tree's answers), ``answers`` (each question on the path with the number or
-    argument behind it), ``recommendation`` (the leaf). ``comparison``: the estimators run on a
+    ``inputs`` (the tree's answers), ``evidence`` ({question id: (the number or argument behind
+    its answer, "measured" / "given" / "assumed")} for every question, asked or not: answers off
+    the path still raise caveats), ``answers`` (each question on the path with its evidence),
+    ``recommendation`` (the leaf). ``comparison``: the estimators run on a
     sample (None when ``estimators=[]``). ``seconds``: wall time per stage.
     """
     source: str
@@ -50,6 +52,7 @@ class Diagnosis:
     stochasticity: Stochasticity
     features: dict[str, bool]
     inputs: DecisionInputs
+    evidence: dict[str, tuple[str, str]]
     answers: list[Answer]
     recommendation: Recommendation
     comparison: EstimatorComparison | None
@@ -197,4 +200,4 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
                                         progress=(lambda it: bar(it, "estimators")) if show else None)
     stage("estimators")
     return Diagnosis(name, rollouts.batch_size, rollouts.horizon, lengths, rewards, groups, positions,
-                     stochasticity, features, inputs, answers, rec, comparison, seed, seconds)
+                     stochasticity, features, inputs, evidence, answers, rec, comparison, seed, seconds)

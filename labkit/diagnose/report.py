@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from labkit import viz
-from labkit.survey.decision_tree import decision_tree_graph
+from labkit.survey.decision_tree import QUESTIONS, decision_tree_graph
 
 __all__ = ["Block", "blocks", "render_markdown", "render_html", "HEATMAP_POSITIONS", "HEATMAP_ROWS"]
 
@@ -106,6 +106,12 @@ def blocks(d) -> list[Block]:
                           "Answers marked *given* are arguments, not measurements."))
     out.append(Block("table", pd.DataFrame([(a.question, a.answer, a.evidence, a.source) for a in d.answers],
                                            columns=["question", "answer", "why", "source"])))
+    asked = {a.question for a in d.answers}
+    off = [f"{QUESTIONS[qid].text} {_answer(d.inputs, qid)} ({why})"
+           for qid, (why, _) in d.evidence.items() if qid in QUESTIONS and QUESTIONS[qid].text not in asked]
+    if off:
+        out.append(Block("p", "Not asked on this path, but used by the caveats below:"))
+        out.append(Block("list", off))
     out.append(Block("p", f"**{rec.method_class}** ({rec.leaf}). {rec.rationale}"))
     out.append(Block("list", [f"candidates: {', '.join(rec.candidates)}"] + [f"caveat: {c}" for c in rec.caveats]))
     nodes, edges = decision_tree_graph(rec.leaf)
@@ -114,6 +120,13 @@ def blocks(d) -> list[Block]:
     out += _estimator_blocks(d)
     out.append(Block("p", "Timings (s): " + ", ".join(f"{k} {v:.2f}" for k, v in d.seconds.items())))
     return out
+
+
+def _answer(inputs, qid: str) -> str:
+    """The tree's answer to question ``qid`` for ``inputs``, as the branch label says it."""
+    answer = QUESTIONS[qid].ask(inputs)
+    return next((b.says.format(tokens=inputs.trajectory_tokens) for b in QUESTIONS[qid].branches
+                 if b.answer == answer), answer)
 
 
 def _pct(x: float) -> str:
