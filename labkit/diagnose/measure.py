@@ -149,10 +149,12 @@ class Stochasticity:
 
     @property
     def measurable(self) -> bool:
+        """Whether some situation repeats, so that a rate exists."""
         return self.rate is not None
 
     @property
     def stochastic(self) -> bool | None:
+        """rate > threshold; None when not measurable."""
         return None if self.rate is None else self.rate > self.threshold
 
     def summary(self) -> str:
