@@ -4,6 +4,7 @@ import torch
 
 from labkit.core.rollouts import Credit
 from labkit.course import nb08_hindsight_counterfactual as lesson
+from labkit.scoring import sign_agreement
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,25 @@ def test_luck_regression_reference_points(small):
     assert df.loc["G - V", "b_skill"] == pytest.approx(1.0, abs=1e-9)
     assert df.loc["G - V", "b_luck_after"] == pytest.approx(1.0, abs=1e-9)
     assert df.loc["G - V", "luck_per_skill"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_sign_agreement_is_the_course_definition_and_splits_by_outcome(small):
+    env, policy, truth, models, ro, credits = small
+    skill, _ = truth.skill_luck(ro)
+    picked = {k: credits[k] for k in ("GRPO", "HCA, exact h", "CCPO, re-execution")}
+    reg = lesson.luck_regression(ro, truth, picked).set_index("method")
+    split = lesson.sign_by_outcome(ro, truth, picked).set_index("method")
+    for name, credit in picked.items():   # one definition: labkit.scoring's, at its default threshold
+        want = sign_agreement(credit, skill, ro.mask)
+        assert reg.loc[name, "sign_agree"] == pytest.approx(want) and split.loc[name, "sign_agree"] == pytest.approx(want)
+    won = ro.truth["success"].bool()
+    assert won.any() and not won.all()
+    hca = split.loc["HCA, exact h"]
+    # (1 - pi/h) * Z with the exact h is A/Q on a won episode (Q > 0 there): always A's sign; on a lost one Z = 0
+    assert hca.sign_agree_won == 1.0 and hca.zero_on_lost == 1.0 and hca.sign_agree_lost == 0.0
+    assert split.loc["GRPO", "zero_on_lost"] < 1.0
+    with pytest.raises(ValueError, match="credits"):
+        lesson.sign_by_outcome(ro, truth, {})
 
 
 def test_critic_ranking_and_transcript(small):

@@ -7,6 +7,7 @@ import torch
 from labkit.course import nb09_multiagent as lesson
 from labkit.envs import TeamTask
 from labkit.envs.arithmetic.truth import load_reference
+from labkit.scoring import sign_agreement
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,11 @@ def test_credit_agreement_scores_estimators_against_exact_shapley():
     # with a shared team reward, Dr. MAS and M-GRPO reduce to GRPO on the team reward
     for m in ("Dr. MAS", "M-GRPO"):
         assert torch.allclose(res["credit"][m], res["credit"]["GRPO (team reward)"], atol=1e-9)
+    # sign agreement is the course's one definition (labkit.scoring, |phi| > 0.05 counted)
+    every = torch.ones_like(res["phi"], dtype=torch.bool)
+    for m, credit in res["credit"].items():
+        assert st.loc[m, "sign_agree"] == pytest.approx(sign_agreement(credit, res["phi"], every))
+    assert st.loc["Shapley (exact)", "sign_agree"] == 1.0
     sweep = lesson.judge_noise_sweep(env, pols, noises=(0.0, 1.0), n_tasks=8, group_size=4).set_index(["noise", "method"])
     assert sweep.loc[(0.0, "LLM-MCA (stand-in critic)"), "corr_pooled"] == pytest.approx(1.0)
     assert sweep.loc[(1.0, "LLM-MCA (stand-in critic)"), "corr_pooled"] < 0.6

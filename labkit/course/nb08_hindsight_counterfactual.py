@@ -31,7 +31,7 @@ from labkit.credit import get_estimator
 from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
-from labkit.scoring import pearson
+from labkit.scoring import pearson, sign_agreement
 
 
 # display name -> (short name for tables, what it needs beyond the rollouts)
@@ -164,28 +164,60 @@ def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
     exact advantage), < 0 is more luck per unit of skill than GRPO. A regressor with zero
     variance (e.g. no luck at all when every tool is reliable) is dropped and its coefficient is
     NaN; so is luck_removed then. Also reported: ``corr_exact`` (Pearson with skill_t = exact A
-    over all turns) and ``sign_agree`` (share of turns with |A| > 1e-9 whose credit has A's sign).
+    over all turns) and ``sign_agree``, the course's one definition
+    (``labkit.scoring.sign_agreement`` at its default threshold: the share of turns with
+    |A| > 0.05 whose credit has A's sign, zero credit counting as a disagreement).
     """
     terms = luck_terms(rollouts, truth)
     m = rollouts.mask
     A = terms["skill"]
+    every = torch.ones_like(A, dtype=torch.bool)
     rows = []
     for name, credit in credits.items():
         c = credit.token[m].to(torch.float64)
         b = _ols(c, terms)
-        nz = A.abs() > 1e-9
         corr = pearson(c, A)
         rows.append({"method": name, "b_skill": b["skill"], "b_luck_after": b["luck_after"],
                      "b_skill_later": b["skill_later"], "b_luck_before": b["luck_before"],
                      "luck_per_skill": b["luck_after"] / b["skill"] if abs(b["skill"]) > 1e-12 else float("nan"),
                      "corr_exact": corr,
-                     "sign_agree": float((torch.sign(c[nz]) == torch.sign(A[nz])).double().mean())
-                     if bool(nz.any()) else float("nan")})
+                     # the turns are already flattened: score them as one row of a (1, N) batch
+                     "sign_agree": sign_agreement(c[None], A[None], every[None])})
     df = pd.DataFrame(rows)
     ref = df.loc[df.method == reference, "luck_per_skill"]
     ref = float(ref.iloc[0]) if len(ref) else float("nan")
     df["luck_removed"] = 1 - df.luck_per_skill / ref if ref == ref and ref != 0 else float("nan")
     return df
+
+
+def sign_by_outcome(rollouts: Rollouts, truth, credits: Mapping[str, Credit]) -> pd.DataFrame:
+    """Sign agreement of each method's turn credit with the exact advantage, on won and on lost
+    episodes apart: where a method's ``sign_agree`` in :func:`luck_regression` comes from.
+
+    Columns: ``sign_agree`` (all played turns), ``sign_agree_won`` and ``sign_agree_lost``
+    (``labkit.scoring.sign_agreement``, the course's one definition, restricted to the turns of
+    successful / failed episodes; NaN where the batch has no such episode) and ``zero_on_lost``,
+    the share of the played turns of failed episodes whose credit is 0 up to round-off
+    (|credit| < 1e-12: credit that pushes neither way, which sign agreement counts as wrong).
+    HCA's (1 - pi/h) * Z with a 0/1 outcome Z is 0 on every turn of a failed episode:
+    ``zero_on_lost`` 1, ``sign_agree_lost`` 0.
+    """
+    if not credits:
+        raise ValueError("credits: need at least one method's credit to score")
+    skill, _ = truth.skill_luck(rollouts)
+    m = rollouts.mask
+    won = rollouts.truth["success"].bool()[:, None] & m
+    lost = ~rollouts.truth["success"].bool()[:, None] & m
+    rows = []
+    for name, credit in credits.items():
+        c = credit.token
+        # zero "up to round-off": a difference of replayed means (CCPO's Q - V) can land on 1e-17
+        # on one CPU and on 0 on another
+        rows.append({"method": name, "sign_agree": sign_agreement(c, skill, m),
+                     "sign_agree_won": sign_agreement(c, skill, won) if bool(won.any()) else float("nan"),
+                     "sign_agree_lost": sign_agreement(c, skill, lost) if bool(lost.any()) else float("nan"),
+                     "zero_on_lost": float((c[lost].abs() < 1e-12).double().mean()) if bool(lost.any()) else float("nan")})
+    return pd.DataFrame(rows)
 
 
 def cost_table(credits: Mapping[str, Credit], rollouts: Rollouts) -> pd.DataFrame:

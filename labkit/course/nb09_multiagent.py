@@ -27,7 +27,7 @@ from labkit.credit import multiagent as ma
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.learn import judges
 from labkit.learn.loop import policy_loss, train
-from labkit.scoring import pearson
+from labkit.scoring import pearson, sign_agreement
 
 
 DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
@@ -239,8 +239,9 @@ def agent_credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_
     ``stats``: per method ``corr_pooled`` (Pearson over all (trajectory, agent) entries),
     ``corr_within_agent`` (Pearson across trajectories inside each agent's column, averaged over
     agents whose Shapley column varies: insensitive to per-agent baselines and scales, i.e. what a
-    per-agent-normalised policy gradient keeps), ``sign_agree`` (share of entries with
-    |phi| > 1e-9 whose credit has phi's sign) and the mean credit per agent (``mean_<agent>``).
+    per-agent-normalised policy gradient keeps), ``sign_agree`` (the course's one definition,
+    ``labkit.scoring.sign_agreement`` at its default threshold: the share of entries with
+    |phi| > 0.05 whose credit has phi's sign) and the mean credit per agent (``mean_<agent>``).
     """
     ro = env.sample(policies, n_tasks, group_size=group_size, seed=seed)
     n = env.n_agents
@@ -248,16 +249,15 @@ def agent_credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_
     methods = credit_methods(env, judge_noise=judge_noise, seed=seed) if methods is None else methods
     credit, rows = {}, []
     varying = [i for i in range(n) if float(phi[:, i].std()) > 1e-9]
+    every = torch.ones_like(phi, dtype=torch.bool)
     for name, fn in methods.items():
         c = _clean(agent_credit(ro, fn(ro), n))
         credit[name] = c
-        nz = phi.abs() > 1e-9
         within = [pearson(c[:, i], phi[:, i]) for i in varying]
         within = [w for w in within if w == w]
         row = {"method": name, "corr_pooled": pearson(c, phi),
                "corr_within_agent": float(np.mean(within)) if within else float("nan"),
-               "sign_agree": float((torch.sign(c[nz]) == torch.sign(phi[nz])).double().mean()) if bool(nz.any())
-               else float("nan")}
+               "sign_agree": sign_agreement(c, phi, every)}
         means = _clean(c.mean(0), 1e-9)   # group-normalised credit: mean 0 up to ~1e-11
         row.update({f"mean_{a}": float(means[i]) for i, a in enumerate(env.agent_names)})
         rows.append(row)
