@@ -8,6 +8,7 @@ the batch, not against another estimate. Each runner is seeded and returns plain
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from functools import partial
 from typing import Iterable, Sequence
@@ -17,17 +18,18 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
+from labkit.core.paths import data_path, require_data
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.course.presets import NB05_AGENT_STRENGTH, NB05_ECHO_WORLD, NB05_TOKEN_GAMMA, NB05_WORLD
 from labkit.credit import get_estimator
 from labkit.credit.group import starpo_filter
 from labkit.core.stats import discounted_returns
 from labkit.core.turns import action_discounts
-from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
+from labkit.envs.toolworld import SUBMIT, ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.envs.toolworld.tokens import (exact_token_advantage, exact_token_values, n_token_states, token_luck,
                                           token_vocab, tokenize)
 from labkit.learn.critics import TabularCritic
-from labkit.learn.loop import train
+from labkit.learn.loop import policy_loss, train
 from labkit.scoring import pearson, sign_agreement
 
 
@@ -440,3 +442,129 @@ def trap_table(final: pd.DataFrame, *, trapped_at: float = 0.5) -> pd.DataFrame:
         out["timeout_push_first20"] = g.timeout_push_first20.mean()
     out["trapped"] = out.trapped.astype(int)
     return out.reset_index()
+
+
+def exact_outcomes(env: ToolWorld, policy) -> dict[str, float]:
+    """Exact J of ``policy`` in ``env`` (a ToolWorld with step cost 0, success reward 1 and a
+    wrong-submit penalty > 0, such as ``echo_world()``) and the exact chances that a fresh
+    episode ``succeeds``, ``submits`` at all and times out (``timeout`` = 1 - submits).
+
+    P(success) is J of the same world without the penalty; J = P(success) - penalty x P(wrong
+    submit) then gives P(wrong submit): two dynamic programmes, no sampling.
+    """
+    if not isinstance(env, ToolWorld):
+        raise TypeError(f"env: expected a ToolWorld, got {type(env).__name__}")
+    if env.step_cost != 0 or env.wrong_submit <= 0 or env.success_reward != 1:
+        raise ValueError("env: exact_outcomes needs step_cost 0, success_reward 1 and a wrong_submit penalty > 0")
+    J = env.truth(policy).J
+    safe = ToolWorld(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
+    success = safe.truth(policy).J
+    submits = success + (success - J) / env.wrong_submit
+    return {"J": J, "succeeds": success, "submits": submits, "timeout": 1.0 - submits}
+
+
+def exact_ascent(*, lr: float = 0.3, iterations: int = 100, optimizer: str = "adam", eval_every: int = 10,
+                 world: dict | None = None, max_grad_norm: float | None = 1.0) -> pd.DataFrame:
+    """Gradient ascent on the exact J of ``echo_world`` from the uniform agent: no sampling at
+    all (the limit of an infinite batch of the exact-advantage oracle under the token-mean loss,
+    whose expected gradient is proportional to dJ/dlogits, ``ToolTruth.grad``). ``optimizer``
+    ``"adam"`` or ``"sgd"`` at ``lr``, the gradient norm clipped to ``max_grad_norm`` as
+    ``train`` does. It separates the objective from the sampling and the loss: if this ends in
+    the safe loop, the loop is where the true gradient leads.
+
+    Returns one row every ``eval_every`` iterations (and the last) with ``iteration`` and
+    ``exact_outcomes`` (``J``, ``succeeds``, ``submits``, ``timeout``), plus ``optimizer``, ``lr``.
+    """
+    lr = check_number("lr", lr, low=0.0, low_open=True)
+    iterations = check_int("iterations", iterations, low=1)
+    eval_every = check_int("eval_every", eval_every, low=1)
+    check_choice("optimizer", optimizer, ("adam", "sgd"))
+    if max_grad_norm is not None:
+        max_grad_norm = check_number("max_grad_norm", max_grad_norm, low=0.0, low_open=True)
+    env = echo_world(**(world or {}))
+    policy = env.make_policy()
+    opt = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(policy.parameters(), lr=lr)
+    rows = []
+    for it in range(iterations + 1):
+        if it % eval_every == 0 or it == iterations:
+            rows.append({"iteration": it, **exact_outcomes(env, policy)})
+        if it == iterations:
+            break
+        opt.zero_grad()
+        policy.logits.grad = -env.truth(policy).grad.to(policy.logits.dtype)
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+        opt.step()
+    return pd.DataFrame(rows).assign(optimizer=optimizer, lr=lr)
+
+
+def loss_direction(*, probe_at: Sequence[int] = (1, 5, 10, 15, 20, 30), lr: float = 0.3, seed: int = 0,
+                   n_batches: int = 8, n_tasks: int = 8, group_size: int = 8,
+                   world: dict | None = None) -> pd.DataFrame:
+    """What each loss does with *exact* credit on the way into the safe loop.
+
+    Trains the exact-advantage oracle with the per-episode loss (``kind="grpo"``, Adam at
+    ``lr``, ``seed``) as ``echo_trap_runs`` does, keeping the policy at every iteration in
+    ``probe_at``. At each kept policy, ``n_batches`` fresh batches (``n_tasks`` x
+    ``group_size``) get their exact advantages and the gradient of both losses (``"grpo"``:
+    per-episode mean; ``"ppo_clip"``, one epoch: token mean) is summed over the batches. One
+    row per (iteration, loss): ``exact_outcomes`` of the policy, ``cos_true`` (cosine between
+    the loss's update and the exact dJ/dlogits) and ``submit_push`` (the update's summed
+    component on the submit logits over its summed |component|: < 0 pushes away from
+    submitting) next to ``true_submit_push``, the same share of the exact gradient.
+    """
+    probe_at = sorted({check_int("probe_at", i, low=1) for i in probe_at})
+    if not probe_at:
+        raise ValueError("probe_at: need at least one iteration")
+    n_batches = check_int("n_batches", n_batches, low=1)
+    env = echo_world(**(world or {}))
+    policy = env.make_policy()
+    oracle = exact_credit(env, policy)
+    kept: dict[int, torch.Tensor] = {}
+
+    def keep(rollouts: Rollouts) -> Credit:
+        # called once per iteration before the update: this is the policy that iteration trains
+        kept[len(kept) + 1] = policy.logits.detach().clone()
+        return oracle(rollouts)
+
+    train(ToolLearner(env, policy, n_tasks=n_tasks, group_size=group_size), keep, iterations=max(probe_at),
+          kind="grpo", lr=check_number("lr", lr, low=0.0, low_open=True), eval_every=max(probe_at),
+          seed=check_int("seed", seed), progress=False)
+    probe = env.make_policy()
+    rows = []
+    for it in probe_at:
+        with torch.no_grad():
+            probe.logits.copy_(kept[it])
+        truth = env.truth(probe)
+        true = truth.grad
+        outcomes = exact_outcomes(env, probe)
+        batches = [env.sample(probe, n_tasks, group_size=group_size, seed=seed * 1000 + it * 10 + b)
+                   for b in range(n_batches)]
+        for kind in ECHO_LOSSES:
+            update = torch.zeros_like(true)
+            for ro in batches:
+                probe.zero_grad()
+                loss, _ = policy_loss(probe.log_prob(ro.states, ro.tokens), ro.logprobs,
+                                      truth.advantage(ro).to(ro.rewards.dtype), ro.mask, kind)
+                loss.backward()
+                update -= probe.logits.grad.detach().to(true.dtype)
+            rows.append({"iteration": it, "kind": kind, **outcomes,
+                         "cos_true": float((update * true).sum() / (update.norm() * true.norm())),
+                         "submit_push": float(update[:, SUBMIT].sum() / update.abs().sum()),
+                         "true_submit_push": float(true[:, SUBMIT].sum() / true.abs().sum())})
+    return pd.DataFrame(rows)
+
+
+ECHO_CACHE_FILES = ("final", "curves", "exact_ascent", "loss_direction")
+
+
+def load_echo_trap() -> dict:
+    """The cached echo-trap sweep (``scripts/build_echo_trap.py`` writes ``data/echo_trap/``):
+    ``{"final", "curves", "exact_ascent", "loss_direction"}`` as DataFrames and ``"meta"`` (the
+    settings, seeds and wall times) as a dict."""
+    folder = require_data(data_path("echo_trap"), "notebook 05's cached echo-trap sweep")
+    out: dict = {}
+    for name in ECHO_CACHE_FILES:
+        out[name] = pd.read_csv(require_data(folder / f"{name}.csv", f"data/echo_trap/{name}.csv"))
+    out["meta"] = json.loads(require_data(folder / "meta.json", "data/echo_trap/meta.json").read_text())
+    return out
