@@ -181,3 +181,50 @@ def test_token_credit_dial_returns_what_token_credit_returns():
         lesson.token_credit(env, policy, gamma=0.9, truth=dial.truth(0.8), n_tasks=3, group_size=4)
     with pytest.raises(ValueError, match="^format_tokens"):
         dial.tokens(-1)
+
+
+def test_exact_outcomes_match_a_large_sampled_batch():
+    env = lesson.echo_world(n_files=3, max_turns=8)
+    policy = env.make_policy(init_std=0.5, seed=3)
+    got = lesson.exact_outcomes(env, policy)
+    ro = env.sample(policy, 500, group_size=8, seed=0)
+    assert got["J"] == pytest.approx(env.truth(policy).J)
+    assert got["succeeds"] == pytest.approx(float(ro.truth["success"].double().mean()), abs=0.02)
+    assert got["timeout"] == pytest.approx(float(ro.truth["timeout"].double().mean()), abs=0.02)
+    assert got["submits"] + got["timeout"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="^env"):
+        lesson.exact_outcomes(lesson.noisy_world(0.2, 8), policy)  # no wrong-submit penalty
+
+
+def test_exact_ascent_climbs_the_exact_objective_from_the_uniform_agent():
+    world = {"n_files": 3, "max_turns": 8}
+    run = lesson.exact_ascent(lr=0.1, iterations=6, eval_every=3, world=world)
+    assert run.iteration.tolist() == [0, 3, 6]
+    env = lesson.echo_world(**world)
+    assert run.J.iloc[0] == pytest.approx(lesson.exact_outcomes(env, env.make_policy())["J"])
+    assert run.J.is_monotonic_increasing and run.J.iloc[-1] > run.J.iloc[0]
+    with pytest.raises(ValueError, match="^optimizer"):
+        lesson.exact_ascent(optimizer="rmsprop", world=world)
+
+
+def test_loss_direction_token_mean_with_exact_credit_follows_the_exact_gradient():
+    d = lesson.loss_direction(probe_at=(1, 3), n_batches=6, world={"n_files": 3, "max_turns": 8})
+    assert len(d) == 4 and set(d.kind) == set(lesson.ECHO_LOSSES)
+    # both rows of one probe describe the same policy and the same exact gradient
+    for _, probe in d.groupby("iteration"):
+        assert probe.J.nunique() == 1 and probe.true_submit_push.nunique() == 1
+    # token mean + exact advantages: an unbiased estimate of the exact policy gradient
+    token = d[d.kind == "ppo_clip"]
+    assert (token.cos_true > 0.8).all(), token.cos_true.tolist()
+    with pytest.raises(ValueError, match="^probe_at"):
+        lesson.loss_direction(probe_at=(0,))
+
+
+def test_cached_echo_trap_sweep_is_reproduced_by_a_live_run():
+    cache = lesson.load_echo_trap()
+    final = cache["final"]
+    assert set(final.kind) == set(lesson.ECHO_LOSSES) and final.groupby(["kind", "lr", "label"]).size().eq(5).all()
+    _, live = lesson.echo_trap_runs(seeds=(1,), methods=("GRPO",), kind="grpo", lr=0.3, progress=False)
+    row = final[(final.kind == "grpo") & (final.lr == 0.3) & (final.label == "GRPO") & (final.seed == 1)].iloc[0]
+    assert live.J.iloc[0] == pytest.approx(row.J, abs=1e-4)
+    assert live.timeout_share.iloc[0] == pytest.approx(row.timeout_share, abs=1e-4)
