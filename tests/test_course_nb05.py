@@ -47,7 +47,11 @@ def test_credit_vs_truth_reports_grpo_against_the_exact_skill_and_luck():
     m = ro.mask
     expected = torch.corrcoef(torch.stack([grpo[m].double(), skill[m]]))[0, 1]
     assert row.corr_exact == pytest.approx(float(expected))
-    assert 0 <= row.sign_agree <= 1
+    # the course's one definition of sign agreement: turns with |A| > 0.05 only, zero credit disagrees
+    clear = m & (skill.abs() > 0.05)
+    assert 0 < int(clear.sum()) < int(m.sum())
+    agree = (torch.sign(grpo[clear].double()) == torch.sign(skill[clear])).double().mean()
+    assert row.sign_agree == pytest.approx(float(agree))
 
 
 def test_without_tool_noise_nothing_is_luck():
@@ -92,6 +96,33 @@ def test_group_spread_is_the_mean_within_group_std_and_the_flat_share():
     assert spread == pytest.approx(math.sqrt(0.5) / 2) and flat == 0.5
 
 
+def test_outcome_weights_splits_the_loss_weight_by_how_episodes_ended():
+    env = lesson.echo_world(n_files=3, max_turns=6)
+    ro = env.sample(env.make_policy(), 4, group_size=8, seed=0)
+    timeout, success = ro.truth["timeout"], ro.truth["success"]
+    assert bool(timeout.any()) and bool((~timeout).any())
+    ones = ro.mask.double()
+    lengths = ro.mask.sum(1).double()
+    # credit 1 on every turn: the per-episode mean gives every episode weight 1, the token mean
+    # gives it its length, so timeouts (the longest episodes) weigh more under the token mean
+    per_episode = lesson.outcome_weights(ro, ones, "grpo")
+    token_mean = lesson.outcome_weights(ro, ones, "ppo_clip")
+    assert per_episode["timeout_weight"] == pytest.approx(float(timeout.double().mean()))
+    assert token_mean["timeout_weight"] == pytest.approx(float(lengths[timeout].sum() / lengths.sum()))
+    assert token_mean["timeout_weight"] > per_episode["timeout_weight"]
+    assert per_episode["success_share"] == pytest.approx(float(success.double().mean()))
+    shares = sum(per_episode[f"{k}_share"] for k in ("success", "wrong_submit", "timeout"))
+    assert shares == pytest.approx(1.0)
+    # signed push: credit -1 on timeouts, +1 elsewhere
+    signed = torch.where(timeout[:, None], -ones, ones)
+    w = lesson.outcome_weights(ro, signed, "grpo")
+    assert w["timeout_push"] == pytest.approx(-w["timeout_weight"]) and w["timeout_push"] < 0
+    with pytest.raises(ValueError, match="^kind"):
+        lesson.outcome_weights(ro, ones, "token")
+    with pytest.raises(ValueError, match="^credit"):
+        lesson.outcome_weights(ro, ones[:, :2], "grpo")
+
+
 def test_echo_trap_runs_trains_three_methods_at_equal_sampling():
     curves, final = lesson.echo_trap_runs(seeds=(0,), iterations=3, eval_every=3, progress=False,
                                           world={"n_files": 3, "max_turns": 8})
@@ -101,6 +132,33 @@ def test_echo_trap_runs_trains_three_methods_at_equal_sampling():
     assert grpo > 0 and starpo > 0
     assert {"reward_spread", "zero_spread_share", "entropy"} <= set(curves.columns)
     assert final[["timeout_share", "success_rate", "repeat_share"]].apply(lambda c: c.between(0, 1).all()).all()
+    # every batch trained on has its outcome split; the untrained row 0 has none
+    trained = curves[curves.iteration > 0]
+    assert trained[["timeout_share", "timeout_weight"]].notna().all().all()
+    assert curves[curves.iteration == 0].timeout_share.isna().all()
+
+
+def test_echo_trap_sweep_crosses_losses_and_learning_rates_and_trap_table_counts_seeds():
+    curves, final = lesson.echo_trap_sweep(kinds=("grpo", "ppo_clip"), lrs=(0.1, 0.3), seeds=(0, 1), iterations=2,
+                                           eval_every=2, methods=("GRPO",), progress=False,
+                                           world={"n_files": 3, "max_turns": 6})
+    assert len(final) == 8 and set(zip(final.kind, final.lr)) == {(k, lr) for k in ("grpo", "ppo_clip")
+                                                                  for lr in (0.1, 0.3)}
+    assert set(curves.kind) == {"grpo", "ppo_clip"}
+    # the two losses train differently from the same seed
+    a = final[(final.kind == "grpo") & (final.lr == 0.3) & (final.seed == 0)].J.iloc[0]
+    b = final[(final.kind == "ppo_clip") & (final.lr == 0.3) & (final.seed == 0)].J.iloc[0]
+    assert a != b
+    fake = final.assign(timeout_share=[0.9, 0.1] * 4)
+    table = lesson.trap_table(fake)
+    assert len(table) == 4 and (table.seeds == 2).all() and (table.trapped == 1).all()
+    assert table.timeout_share.tolist() == pytest.approx([0.5] * 4)
+    with pytest.raises(ValueError, match="^kind"):
+        lesson.echo_trap_runs(kind="token", iterations=1, progress=False)
+    with pytest.raises(ValueError, match="^methods"):
+        lesson.echo_trap_runs(methods=("PPO",), iterations=1, progress=False)
+    with pytest.raises(ValueError, match="^final"):
+        lesson.trap_table(final.drop(columns="lr"))
 
 
 def test_token_credit_dial_returns_what_token_credit_returns():
@@ -123,3 +181,50 @@ def test_token_credit_dial_returns_what_token_credit_returns():
         lesson.token_credit(env, policy, gamma=0.9, truth=dial.truth(0.8), n_tasks=3, group_size=4)
     with pytest.raises(ValueError, match="^format_tokens"):
         dial.tokens(-1)
+
+
+def test_exact_outcomes_match_a_large_sampled_batch():
+    env = lesson.echo_world(n_files=3, max_turns=8)
+    policy = env.make_policy(init_std=0.5, seed=3)
+    got = lesson.exact_outcomes(env, policy)
+    ro = env.sample(policy, 500, group_size=8, seed=0)
+    assert got["J"] == pytest.approx(env.truth(policy).J)
+    assert got["succeeds"] == pytest.approx(float(ro.truth["success"].double().mean()), abs=0.02)
+    assert got["timeout"] == pytest.approx(float(ro.truth["timeout"].double().mean()), abs=0.02)
+    assert got["submits"] + got["timeout"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="^env"):
+        lesson.exact_outcomes(lesson.noisy_world(0.2, 8), policy)  # no wrong-submit penalty
+
+
+def test_exact_ascent_climbs_the_exact_objective_from_the_uniform_agent():
+    world = {"n_files": 3, "max_turns": 8}
+    run = lesson.exact_ascent(lr=0.1, iterations=6, eval_every=3, world=world)
+    assert run.iteration.tolist() == [0, 3, 6]
+    env = lesson.echo_world(**world)
+    assert run.J.iloc[0] == pytest.approx(lesson.exact_outcomes(env, env.make_policy())["J"])
+    assert run.J.is_monotonic_increasing and run.J.iloc[-1] > run.J.iloc[0]
+    with pytest.raises(ValueError, match="^optimizer"):
+        lesson.exact_ascent(optimizer="rmsprop", world=world)
+
+
+def test_loss_direction_token_mean_with_exact_credit_follows_the_exact_gradient():
+    d = lesson.loss_direction(probe_at=(1, 3), n_batches=6, world={"n_files": 3, "max_turns": 8})
+    assert len(d) == 4 and set(d.kind) == set(lesson.ECHO_LOSSES)
+    # both rows of one probe describe the same policy and the same exact gradient
+    for _, probe in d.groupby("iteration"):
+        assert probe.J.nunique() == 1 and probe.true_submit_push.nunique() == 1
+    # token mean + exact advantages: an unbiased estimate of the exact policy gradient
+    token = d[d.kind == "ppo_clip"]
+    assert (token.cos_true > 0.8).all(), token.cos_true.tolist()
+    with pytest.raises(ValueError, match="^probe_at"):
+        lesson.loss_direction(probe_at=(0,))
+
+
+def test_cached_echo_trap_sweep_is_reproduced_by_a_live_run():
+    cache = lesson.load_echo_trap()
+    final = cache["final"]
+    assert set(final.kind) == set(lesson.ECHO_LOSSES) and final.groupby(["kind", "lr", "label"]).size().eq(5).all()
+    _, live = lesson.echo_trap_runs(seeds=(1,), methods=("GRPO",), kind="grpo", lr=0.3, progress=False)
+    row = final[(final.kind == "grpo") & (final.lr == 0.3) & (final.label == "GRPO") & (final.seed == 1)].iloc[0]
+    assert live.J.iloc[0] == pytest.approx(row.J, abs=1e-4)
+    assert live.timeout_share.iloc[0] == pytest.approx(row.timeout_share, abs=1e-4)
