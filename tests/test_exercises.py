@@ -62,6 +62,39 @@ def rtg_leaves_out_own_reward(rewards, mask, gamma):
     return G
 
 
+# 11 trajectories with no GRPO gradient
+def nograd_whole_batch(scores, group_ids):
+    return torch.full(scores.shape, bool(scores.max() == scores.min()))
+
+
+def nograd_singletons_marked(scores, group_ids):
+    out = torch.zeros(len(scores), dtype=torch.bool)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        out[group_ids == g] = bool(s.max() == s.min())     # a group of one is "all equal" too
+    return out
+
+
+def nograd_std_threshold(scores, group_ids):
+    out = torch.zeros(len(scores), dtype=torch.bool)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        out[group_ids == g] = len(s) > 1 and bool(s.std() < 0.5)
+    return out
+
+
+def nograd_assumes_sorted(scores, group_ids):
+    # takes groups as consecutive runs of equal ids: a shuffled dump breaks it
+    out = torch.zeros(len(scores), dtype=torch.bool)
+    start = 0
+    for i in range(1, len(scores) + 1):
+        if i == len(scores) or group_ids[i] != group_ids[start]:
+            s = scores[start:i]
+            out[start:i] = len(s) >= 2 and bool(s.max() == s.min())
+            start = i
+    return out
+
+
 # 01 GRPO advantage
 def grpo_batch_mean(scores, group_ids):
     return (scores - scores.mean()) / (scores.std() + 1e-6)
@@ -500,14 +533,18 @@ WRONG = [
     ("10", rank_plain_ranks, "average rank"),
     ("10", rank_ignores_mask, "where mask is True"),
     ("10", rank_nan_on_constant, "return 0.0, not NaN"),
+    ("11", nograd_whole_batch, "its own GROUP"),
+    ("11", nograd_singletons_marked, "a group of one is not marked"),
+    ("11", nograd_std_threshold, "exact equality"),
+    ("11", nograd_assumes_sorted, "differs from the lab's"),
 ]
 
 
 # --------------------------------------------------------------------------- the tests
-def test_there_is_one_exercise_per_notebook_00_to_10():
-    assert sorted(EXERCISES) == [f"{i:02d}" for i in range(0, 11)]
+def test_there_is_one_exercise_per_notebook_00_to_11():
+    assert sorted(EXERCISES) == [f"{i:02d}" for i in range(0, 12)]
     assert sorted(SOLUTIONS) == sorted(EXERCISES)
-    assert len(list_exercises()) == 11
+    assert len(list_exercises()) == 12
 
 
 @pytest.mark.parametrize("notebook", sorted(EXERCISES))
@@ -596,7 +633,7 @@ def test_the_exercise_can_be_named_several_ways():
 
 @pytest.mark.parametrize("kwargs,name,error", [
     (dict(fn=42, exercise="01"), "fn", TypeError),
-    (dict(fn=solutions.gae, exercise="11"), "exercise", ValueError),
+    (dict(fn=solutions.gae, exercise="12"), "exercise", ValueError),
     (dict(fn=solutions.gae, exercise="nope"), "exercise", ValueError),
     (dict(fn=solutions.gae, exercise=2.0), "exercise", TypeError),
     (dict(fn=solutions.gae, exercise=True), "exercise", TypeError),
@@ -669,7 +706,7 @@ def test_the_nan_remark_is_made_only_for_a_nan_answer():
     assert "NaN" not in check(grpo_singleton_zero, "01", verbose=False).hint
 
 
-def test_every_notebook_from_00_to_10_ends_with_its_exercise():
+def test_every_notebook_from_00_to_11_ends_with_its_exercise():
     # the task, the reader's empty function and check(); the solution is named, not on the page
     import json
     from pathlib import Path

@@ -32,7 +32,7 @@ def widget_cells(cells: list[dict]) -> list[int]:
 
 
 def test_notebooks_found():
-    assert len(NOTEBOOKS) == 11, [p.name for p in NOTEBOOKS]
+    assert len(NOTEBOOKS) == 12, [p.name for p in NOTEBOOKS]
 
 
 def test_detector_sees_dashboards_and_not_imports():

@@ -44,6 +44,25 @@ def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Te
     return mean[inverse].to(values.dtype), std[inverse].to(values.dtype), size[inverse]
 
 
+def constant_groups(values: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """Per entry of 1-D ``values``: does its group have two or more members whose values are all
+    exactly equal? Group-relative estimators (GRPO, RLOO, Dr. GRPO) give every member of such a
+    group zero credit, so it adds no gradient. A group of one is not constant here: GRPO's
+    group-of-one rule (``group_normalize``) gives it its raw score. Exact equality (max == min),
+    not a small std, so 0.1 + 0.2 and 0.3 count as different scores."""
+    if values.dim() != 1 or values.shape != group_ids.shape:
+        raise ValueError(f"group_ids: expected the shape of values {tuple(values.shape)} (1-D), "
+                         f"got {tuple(group_ids.shape)}")
+    if values.numel() == 0:
+        return torch.zeros(0, dtype=torch.bool)
+    _, inverse, sizes = torch.unique(group_ids, return_inverse=True, return_counts=True)
+    v = values.to(torch.float64)
+    n = sizes.numel()
+    hi = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, v, "amax")
+    lo = torch.full((n,), torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, v, "amin")
+    return ((sizes >= 2) & (hi == lo))[inverse]
+
+
 class GroupNorm(NamedTuple):
     """What ``group_normalize`` returns, every field shaped like its ``values``."""
 

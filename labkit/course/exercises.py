@@ -30,6 +30,7 @@ import torch
 
 from labkit.core.checks import check_bool, check_int, check_number
 from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.stats import constant_groups
 from labkit.credit import episode, group, hindsight, mc, process, td
 from labkit.credit.entropy import carl
 from labkit.credit.multiagent import exact_shapley
@@ -1386,5 +1387,72 @@ _add(Exercise(
              "(a monotone credit that is not linear should score 1)", _looks_like(_rank_variant("pearson")), every=True),
         Rule("tied values must share their average rank (episode-level credit gives a whole row one value)",
              _looks_like(_rank_variant("plain_ranks")), every=True),
+    ),
+))
+
+
+# =========================================================================== 11 your own rollouts
+def _zero_grad_reference(scores, group_ids):
+    return constant_groups(torch.as_tensor(scores, dtype=F64), torch.as_tensor(group_ids))
+
+
+def _zero_grad_cases(gen):
+    cases = []
+    for i in range(5):
+        n_groups = _randint(gen, 2, 4)
+        sizes = [_randint(gen, 2, 5) for _ in range(n_groups)]
+        gids = torch.cat([torch.full((k,), g, dtype=torch.long) for g, k in enumerate(sizes)])
+        scores = (_rand(gen, len(gids)) < 0.5).to(F64)             # 0/1 outcomes: all-equal groups happen
+        if i % 2:
+            gids = gids[torch.randperm(len(gids), generator=gen)]  # a dump is not sorted by group
+        cases.append(Case(f"random #{i}", dict(scores=scores, group_ids=gids), frozenset({"order"})))
+    cases += [
+        Case("a group of one", dict(scores=torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=F64),
+                                    group_ids=torch.tensor([0, 0, 0, 1])), frozenset({"single"})),
+        Case("whole batch equal, two groups", dict(scores=torch.tensor([1.0, 1.0, 1.0, 1.0], dtype=F64),
+                                                    group_ids=torch.tensor([3, 3, 7, 7]))),
+        Case("equal but for round-off", dict(scores=torch.tensor([0.3, 0.1 + 0.2, 0.5, 0.5], dtype=F64),
+                                             group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"exact"})),
+        Case("groups interleaved", dict(scores=torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0], dtype=F64),
+                                        group_ids=torch.tensor([0, 1, 0, 1, 2, 2])), frozenset({"order"})),
+    ]
+    return cases
+
+
+def _zero_grad_variant(how):
+    def variant(scores, group_ids):
+        s = torch.as_tensor(scores, dtype=F64)
+        g = torch.as_tensor(group_ids)
+        if how == "batch":          # the whole batch compared, not each group
+            return torch.full_like(s, bool(s.max() == s.min()), dtype=torch.bool)
+        out = torch.zeros(len(s), dtype=torch.bool)
+        for gid in g.unique():
+            members = g == gid
+            vals = s[members]
+            if how == "singleton":  # a group of one counted as zero-variance
+                out[members] = bool(vals.max() == vals.min())
+            elif how == "std":      # a std threshold instead of equality
+                out[members] = len(vals) >= 2 and bool(vals.std() < 0.5)
+        return out
+    return variant
+
+
+_add(Exercise(
+    notebook="11", name="no_gradient_rows", title="Trajectories GRPO learns nothing from",
+    signature="no_gradient_rows(scores, group_ids) -> bool tensor (n,)",
+    prompt=(
+        "Mark the trajectories that get no GRPO gradient (Shao et al. 2024, arXiv 2402.03300).\n"
+        "They are those in a group of two or more whose scores are ALL equal, so that every advantage is 0.\n"
+        "  scores: (n,) float tensor, each trajectory's total reward;  group_ids: (n,) int tensor (any order)\n"
+        "Return a bool tensor (n,). A group of one is NOT marked: GRPO's group-of-one rule gives it its raw\n"
+        "score. Equal means exactly equal."),
+    cases=_zero_grad_cases, reference=_zero_grad_reference, output="bool",
+    rules=(
+        Rule("compare each trajectory with its own GROUP (same group id), not with the whole batch",
+             _looks_like(_zero_grad_variant("batch")), every=True),
+        Rule("a group of one is not marked: GRPO's group-of-one rule gives it its raw score, so it still "
+             "adds a gradient", _looks_like(_zero_grad_variant("singleton")), frozenset({"single"}), every=True),
+        Rule("use exact equality of the scores (max == min), not a threshold on the std",
+             _looks_like(_zero_grad_variant("std")), every=True),
     ),
 ))

@@ -16,7 +16,7 @@ import math
 import torch
 
 __all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
-           "carl_select", "hca_credit", "shapley3", "rank_correlation", "SOLUTIONS"]
+           "carl_select", "hca_credit", "shapley3", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
 
 
 def reward_to_go(rewards, mask, gamma):
@@ -356,5 +356,34 @@ def rank_correlation(credit, truth, mask):
 
 
 #: notebook -> its solution
+def no_gradient_rows(scores, group_ids):
+    """11 · Trajectories GRPO learns nothing from (Shao et al. 2024, arXiv 2402.03300).
+
+    Formula:
+        marked_i = |group(i)| >= 2  and  max_{j in group(i)} s_j == min_{j in group(i)} s_j
+
+    Defaults:
+        none.
+
+    Degenerate input:
+        a group of one is never marked (GRPO's group-of-one rule gives it its raw score).
+
+    Deviations from the reference:
+        none: equal to ``labkit.core.stats.constant_groups`` (checked by ``check(no_gradient_rows, "11")``).
+
+    Cost:
+        none beyond the scores.
+    """
+    scores = torch.as_tensor(scores, dtype=torch.float64)
+    group_ids = torch.as_tensor(group_ids)
+    marked = torch.zeros(len(scores), dtype=torch.bool)
+    for g in torch.unique(group_ids):
+        members = group_ids == g
+        s = scores[members]
+        marked[members] = len(s) >= 2 and bool(s.max() == s.min())  # exactly equal: every advantage is 0
+    return marked
+
+
 SOLUTIONS = {"00": reward_to_go, "01": grpo_advantage, "02": gae, "03": vineppo_advantage, "04": pure_min_form, "05": turn_returns,
-             "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": shapley3, "10": rank_correlation}
+             "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": shapley3, "10": rank_correlation,
+             "11": no_gradient_rows}

@@ -1,0 +1,181 @@
+"""Notebook 11, your own rollouts: a training run's trajectories read from a file (``labkit.io``),
+the setup classified from them and notebook 00's decision tree walked from the measured numbers
+(``labkit.diagnose``), and the estimators the data supports compared without any ground truth.
+
+The two shipped samples (``data/sample_rollouts/``, written by ``scripts/build_sample_rollouts.py``)
+stand in for "your file": the tiny LM on the arithmetic task (reasoning, one outcome per
+completion) and notebook 05's ToolWorld agent (turns, tool output, a noisy environment).
+Runners return DataFrames, charts, or the ``Diagnosis`` itself.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from labkit.core.checks import check_choice, check_int
+from labkit.core.paths import data_path, require_data
+from labkit.core.rollouts import Rollouts
+from labkit.diagnose import Diagnosis, diagnose, disagreement
+from labkit.io import read_rollouts, to_trl, to_verl_batch, write_rollouts
+from labkit.survey import decision_tree_graph
+from labkit import viz
+
+SAMPLES = {"arithmetic_lm": "the tiny LM on the arithmetic task (reasoning)",
+           "toolworld": "the ToolWorld agent of notebook 05 (tools, turns)"}
+
+
+# --------------------------------------------------------------------------- the files
+def sample_path(name: str) -> Path:
+    """The shipped sample ``name`` (a key of :data:`SAMPLES`), as a path to its JSONL file."""
+    check_choice("name", name, tuple(SAMPLES))
+    return require_data(data_path("sample_rollouts", f"{name}.jsonl"), f"the sample rollouts {name!r}", "name")
+
+
+def first_record(name: str, *, keep: int = 6) -> str:
+    """The first record of a sample, as it sits in the file, with every list cut to its first
+    ``keep`` entries (the real lines are a few hundred entries long)."""
+    keep = check_int("keep", keep, low=1)
+    with open(sample_path(name), encoding="utf-8") as fh:
+        record = json.loads(fh.readline())
+    shown = {k: (v[:keep] + ["..."] if isinstance(v, list) and len(v) > keep else v) for k, v in record.items()}
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def bad_record_message() -> str:
+    """The error ``read_rollouts`` gives for a small file whose second record puts a reward on a
+    token a tool wrote (the temporary folder's path shown as ``<tmp>``)."""
+    good = {"group_id": 0, "tokens": [5, 6, 7], "reward": 1.0}
+    bad = {"group_id": 0, "tokens": [5, 6, 7], "generated": [1, 0, 1], "rewards": [0.0, 0.5, 0.0], "reward": 0.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in (good, bad)) + "\n", encoding="utf-8")
+        try:
+            read_rollouts(path)
+        except ValueError as err:
+            return str(err).replace(str(path), "<tmp>/run.jsonl").replace(tmp, "<tmp>")
+    raise AssertionError("the malformed record was accepted")   # the reader lost a check: say so loudly
+
+
+@functools.lru_cache(maxsize=4)
+def diagnosis(name: str) -> Diagnosis:
+    """``labkit.diagnose.diagnose`` of a shipped sample (cached: the widget asks again)."""
+    return diagnose(sample_path(name), progress=False)
+
+
+# --------------------------------------------------------------------------- what was measured
+def measured_table(dx: Diagnosis) -> pd.DataFrame:
+    """The diagnosis's measured quantities as one (quantity, value) table, exact counts only."""
+    L, R, G, P, S = dx.lengths, dx.rewards, dx.groups, dx.positions, dx.stochasticity
+    rows = [
+        ("trajectories", f"{dx.n_trajectories:,}"),
+        ("generated tokens: min / median / max", f"{L.generated_min} / {L.generated_median:g} / {L.generated_max}"),
+        ("turns: min / median / max", "no turn structure" if L.turns_hist is None
+         else f"{L.turns_min} / {L.turns_median:g} / {L.turns_max}"),
+        ("tool-output share of positions", f"{P.tool_share:.1%}"),
+        ("trajectories with a non-zero reward", f"{R.share_nonzero:.1%}"),
+        ("trajectories with an intermediate reward", f"{R.share_intermediate:.1%}"),
+        ("groups (size)", f"{G.n_groups} ({G.size_min}-{G.size_max})"),
+        ("zero-variance groups", f"{G.n_zero_variance} of {G.n_groups}: "
+                                 f"{G.share_rows_zero_variance:.1%} of trajectories get no GRPO gradient"),
+        ("stochasticity", "not measurable (nothing repeats)" if not S.measurable else
+         f"{S.rate:.3f} ({S.varying_keys} of {S.repeated_keys} repeated situations varied)"),
+    ]
+    return pd.DataFrame(rows, columns=["quantity", "value"])
+
+
+def histogram_chart(hist, label: str, title: str):
+    """A bar chart of one of the diagnosis's histograms (lengths, turns, rewards)."""
+    df = pd.DataFrame(hist.rows(), columns=[label, "trajectories"])
+    return viz.bar_chart(df, label, "trajectories", title=title, sort=list(df[label]))
+
+
+def tree_path(dx: Diagnosis) -> pd.DataFrame:
+    """Each question the tree asked: the answer, the number behind it and whether it was
+    measured, given (an argument) or assumed."""
+    return pd.DataFrame([(a.question, a.answer, a.evidence, a.source) for a in dx.answers],
+                        columns=["question", "answer", "evidence", "source"])
+
+
+def tree_picture(dx: Diagnosis, title: str | None = None):
+    """Notebook 00's tree with this diagnosis's path lit."""
+    nodes, edges = decision_tree_graph(dx.recommendation.leaf)
+    return viz.tree_chart(nodes, edges, title=title or f"{dx.recommendation.method_class}")
+
+
+# --------------------------------------------------------------------------- estimators compared
+def agreement_long(dx: Diagnosis) -> pd.DataFrame:
+    """The agreement matrix (Spearman rank correlation of the credit over generated tokens) in
+    long form: one row per (estimator, estimator) pair."""
+    m = dx.comparison.agreement
+    return (m.rename_axis("estimator").reset_index()
+            .melt(id_vars="estimator", var_name="against", value_name="rank_corr"))
+
+
+def agreement_chart(dx: Diagnosis, title: str):
+    return viz.heat_table(agreement_long(dx).round(2), "estimator", "against", "rank_corr", title=title)
+
+
+def pair_disagreement(dx: Diagnosis, a: str, b: str) -> pd.DataFrame:
+    """Trajectories of the compared sample ordered by how much estimators ``a`` and ``b``
+    disagree on them (``labkit.diagnose.disagreement`` for the pair: the spread of their
+    RMS-scaled credit, averaged over the trajectory's generated tokens)."""
+    comp = dx.comparison
+    for arg, name in (("a", a), ("b", b)):
+        check_choice(arg, name, tuple(comp.ran))
+    return disagreement({a: comp.credit[a], b: comp.credit[b]}, comp.sample_rollouts.mask)
+
+
+def _scaled(credit: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Credit divided by its RMS over generated tokens: estimators differ in scale (GRPO divides
+    by a std, REINFORCE does not), and the heatmaps compare where credit lands, not how large."""
+    rms = credit[mask].double().pow(2).mean().sqrt()
+    return credit / rms if float(rms) > 0 else credit
+
+
+def disputed_heatmaps(dx: Diagnosis, a: str, b: str, *, rows: int = 6, width: int | None = None):
+    """Side-by-side heatmaps of ``a`` and ``b`` (RMS-scaled) on the ``rows`` trajectories where
+    they disagree most, with their rank correlation over the whole sample."""
+    rows = check_int("rows", rows, low=1, high=viz.MAX_ROWS)
+    comp = dx.comparison
+    order = pair_disagreement(dx, a, b)
+    pick = order["row"].head(rows).tolist()
+    ro = comp.sample_rollouts
+    panels = {f"{n} (RMS-scaled)": _scaled(comp.credit[n], ro.mask)[pick] for n in (a, b)}
+    labels = [f"#{r} R={float(ro.scores[r]):g}" for r in pick]
+    kw = {} if width is None else {"width": width}
+    chart = viz.compare_heatmaps(panels, [ro.text[r] for r in pick] if ro.text else None, row_labels=labels, **kw)
+    corr = float(comp.agreement.loc[a, b])
+    top = order.iloc[0]
+    summary = (f"rank correlation of {a} and {b} over the {len(ro)} compared trajectories: {corr:.3f}; "
+               f"most disputed trajectory #{int(top.row)}: disagreement {top.disagreement:.3f}, "
+               f"sign conflict on {top.sign_conflict:.0%} of its tokens")
+    return chart, summary
+
+
+# --------------------------------------------------------------------------- your own file
+def format_round_trip(rollouts: Rollouts) -> pd.DataFrame:
+    """Write ``rollouts`` in every format labkit reads and read it back: JSONL and Parquet files in
+    a temporary folder, a verl-style batch of tensors and TRL-style lists in memory. One row per
+    format: trajectories read back, and whether tokens, mask and rewards came back equal."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in ("jsonl", "parquet"):
+            path = write_rollouts(rollouts, Path(tmp) / f"rollouts.{fmt}")
+            back = read_rollouts(path)
+            rows.append((fmt, path.name, back))
+    rows.append(("verl", "to_verl_batch(rollouts)", read_rollouts(to_verl_batch(rollouts), fmt="verl")))
+    rows.append(("trl", "to_trl(rollouts)", read_rollouts(to_trl(rollouts), fmt="trl")))
+    out = []
+    for fmt, source, back in rows:
+        T = min(back.horizon, rollouts.horizon)
+        same = (back.batch_size == rollouts.batch_size
+                and bool(torch.equal(back.mask[:, :T], rollouts.mask[:, :T]))
+                and bool(torch.equal(back.tokens[:, :T][back.mask[:, :T]], rollouts.tokens[:, :T][rollouts.mask[:, :T]]))
+                and bool(torch.allclose(back.scores.double(), rollouts.scores.double())))
+        out.append({"format": fmt, "written as": source, "trajectories": back.batch_size, "same batch": same})
+    return pd.DataFrame(out)

@@ -1,0 +1,78 @@
+"""Notebook 11's runner module: the shipped samples read, diagnosed and compared; every format
+round-trips; bad arguments name themselves."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from labkit.core.stats import constant_groups
+from labkit.course import nb11_your_rollouts as lesson
+from labkit.io import read_rollouts
+
+
+def test_first_record_is_the_file_line_with_lists_cut():
+    shown = json.loads(lesson.first_record("toolworld", keep=3))
+    with open(lesson.sample_path("toolworld"), encoding="utf-8") as fh:
+        full = json.loads(fh.readline())
+    assert shown.keys() == full.keys()
+    assert shown["tokens"] == full["tokens"][:3] + ["..."] and shown["reward"] == full["reward"]
+
+
+def test_a_bad_record_is_refused_with_its_line_and_field():
+    msg = lesson.bad_record_message()
+    assert msg.startswith("source: line 2, field 'rewards'") and "<tmp>/run.jsonl" in msg
+
+
+def test_measured_table_counts_what_the_rollouts_hold():
+    dx = lesson.diagnosis("arithmetic_lm")
+    ro = read_rollouts(lesson.sample_path("arithmetic_lm"))
+    table = dict(lesson.measured_table(dx).values.tolist())
+    assert table["trajectories"] == f"{ro.batch_size:,}"
+    lengths = ro.lengths
+    assert table["generated tokens: min / median / max"].startswith(f"{int(lengths.min())} / ")
+    zero = constant_groups(ro.scores, ro.group_ids)
+    assert f"{zero.double().mean().item():.1%} of trajectories get no GRPO gradient" in table["zero-variance groups"]
+
+
+def test_the_tree_path_says_where_each_answer_came_from():
+    path = lesson.tree_path(lesson.diagnosis("toolworld"))
+    assert list(path.columns) == ["question", "answer", "evidence", "source"]
+    assert set(path.source) <= {"measured", "given", "assumed"} and (path.source == "measured").any()
+
+
+def test_pair_disagreement_orders_trajectories_and_checks_names():
+    dx = lesson.diagnosis("toolworld")
+    order = lesson.pair_disagreement(dx, "grpo", "gigpo")
+    assert order.disagreement.is_monotonic_decreasing and len(order) == len(dx.comparison.sample_rollouts)
+    # identical estimators never disagree
+    assert float(lesson.pair_disagreement(dx, "grpo", "grpo").disagreement.max()) == 0.0
+    with pytest.raises(ValueError, match="^b"):
+        lesson.pair_disagreement(lesson.diagnosis("arithmetic_lm"), "grpo", "gigpo")  # no anchor keys there
+
+
+def test_disputed_heatmaps_summarise_the_pair():
+    chart, summary = lesson.disputed_heatmaps(lesson.diagnosis("arithmetic_lm"), "grpo", "carl", rows=3)
+    assert "rank correlation of grpo and carl" in summary and chart is not None
+    with pytest.raises(ValueError, match="^rows"):
+        lesson.disputed_heatmaps(lesson.diagnosis("arithmetic_lm"), "grpo", "carl", rows=0)
+
+
+def test_every_format_round_trips_the_samples():
+    for name in lesson.SAMPLES:
+        table = lesson.format_round_trip(read_rollouts(lesson.sample_path(name)))
+        assert list(table.format) == ["jsonl", "parquet", "verl", "trl"] and table["same batch"].all()
+
+
+def test_an_unknown_sample_names_the_argument():
+    with pytest.raises(ValueError, match="^name"):
+        lesson.sample_path("my_run")
+
+
+def test_constant_groups_rule():
+    s = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.3, 0.1 + 0.2, 2.0], dtype=torch.float64)
+    g = torch.tensor([0, 0, 1, 1, 2, 2, 3])
+    assert constant_groups(s, g).tolist() == [True, True, False, False, False, False, False]
+    with pytest.raises(ValueError, match="^group_ids"):
+        constant_groups(s, g[:3])
