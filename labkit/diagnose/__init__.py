@@ -13,14 +13,14 @@ from labkit.diagnose.compare import (FEATURES, EstimatorComparison, agreement_ma
                                      compare_sample, data_features, disagreement, load_needs, sample_groups,
                                      sample_rows, supported_estimators, tally_features)
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
-from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, Diagnosis, diagnose
+from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, STREAM_BATCH_ROWS, Diagnosis, diagnose
 from labkit.diagnose.measure import (INTERMEDIATE_MIN_SHARE, STOCHASTIC_THRESHOLD, GroupStats, Histogram, Lengths,
                                      PositionStats, RewardStats, Situations, Stochasticity, Tally, measure_groups,
                                      measure_lengths, measure_positions, measure_rewards, measure_stochasticity,
                                      position_kinds)
 
 __all__ = [
-    "diagnose", "Diagnosis", "DEFAULT_SAMPLE",
+    "diagnose", "Diagnosis", "DEFAULT_SAMPLE", "STREAM_BATCH_ROWS",
     "measure_lengths", "measure_rewards", "measure_groups", "measure_positions", "measure_stochasticity",
     "position_kinds", "Tally", "Situations", "Lengths", "RewardStats", "GroupStats", "PositionStats",
     "Stochasticity", "Histogram",

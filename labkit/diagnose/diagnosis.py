@@ -13,19 +13,23 @@ from tqdm.auto import tqdm
 from labkit.core.checks import check_bool, check_int
 from labkit.core.rollouts import Rollouts
 from labkit.diagnose import report
-from labkit.io import DEFAULT_BATCH_ROWS, iter_rollouts, read_rollouts
+from labkit.io import iter_rollouts, read_rollouts
 from labkit.diagnose.compare import (EstimatorComparison, _check_names, compare_sample, sample_rows,
                                      supported_estimators, tally_features)
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
 from labkit.diagnose.measure import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity, Tally
 from labkit.survey.decision_tree import DecisionInputs, Recommendation
 
-__all__ = ["Diagnosis", "diagnose", "DEFAULT_SAMPLE", "PROGRESS_MIN_POSITIONS"]
+__all__ = ["Diagnosis", "diagnose", "DEFAULT_SAMPLE", "PROGRESS_MIN_POSITIONS", "STREAM_BATCH_ROWS"]
 
 #: Trajectories (whole groups) the estimator comparison runs on by default: the measured
 #: quantities always use every trajectory, the comparison a sample (its cost grows with the
 #: estimators run, and 2,048 trajectories already rank credit over about half a million positions).
 DEFAULT_SAMPLE = 2048
+#: Records per chunk when :func:`diagnose` streams a file: on 100,000 x 256 Parquet the peak
+#: resident memory is about 0.9 GB at 4,096 (0.37 GB of it the imports) and 1.0 GB at 8,192, with
+#: the same speed to within the machine's noise.
+STREAM_BATCH_ROWS = 4096
 #: ``progress=None`` shows progress bars from this many padded positions (B x T) on.
 PROGRESS_MIN_POSITIONS = 2_000_000
 
@@ -161,7 +165,7 @@ def _read_sample(path: Path, fmt, rows: torch.Tensor, names, horizon: int) -> Ro
 def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privileged_info: bool = False,
              stochastic_env: bool | None = None, estimators: Sequence[str] | None = None,
              sample: int | None = DEFAULT_SAMPLE, seed: int = 0, progress: bool | None = None,
-             batch_rows: int = DEFAULT_BATCH_ROWS) -> Diagnosis:
+             batch_rows: int = STREAM_BATCH_ROWS) -> Diagnosis:
     """Classify a training setup from its rollouts and walk notebook 00's decision tree.
 
     ``source``: a ``Rollouts``, or a path to a rollout file (``fmt``: its format, default from

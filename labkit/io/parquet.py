@@ -204,6 +204,7 @@ def iter_parquet(path: Path, *, batch_rows: int, progress: bool | None = None) -
             p.numbering = numbering
             p.info.update(offset=offset, first_record=offset)
             r.table = None
+            pa.default_memory_pool().release_unused()  # the decoded batch goes back, not into a cache
             chunk = assemble(p)
             del p
             yield chunk
