@@ -79,6 +79,22 @@ def test_a_streamed_file_diagnoses_exactly_as_the_batch_read_whole(dump):
     assert a.sample_rollouts.info.get("group_names") == b.sample_rollouts.info.get("group_names")
 
 
+def test_a_small_sample_read_back_is_padded_to_the_files_horizon(dump):
+    whole = read_rollouts(dump)
+    # a seed whose sample misses every longest record, so the rows read back are narrower
+    seed = next(s for s in range(200)
+                if read_rollouts(dump, rows=sample_groups(whole, 10, s).numpy()).horizon < whole.horizon)
+    kw = dict(sample=10, seed=seed, estimators=["grpo", "reinforce", "dr_grpo"], progress=False)
+    a = diagnose(dump, batch_rows=64, **kw).comparison
+    b = diagnose(whole, **kw).comparison
+    assert torch.equal(a.rows, b.rows) and a.rows.numel() < 20
+    assert a.sample_rollouts.horizon == whole.horizon
+    assert torch.equal(a.sample_rollouts.tokens, b.sample_rollouts.tokens)
+    for name in b.ran:
+        assert torch.equal(a.credit[name], b.credit[name]), name
+    pd.testing.assert_frame_equal(a.agreement, b.agreement, check_exact=True)
+
+
 def test_chunks_concatenate_to_the_file_read_whole(dump):
     whole = read_rollouts(dump)
     chunks = list(iter_rollouts(dump, batch_rows=40, progress=False))
