@@ -176,7 +176,11 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
     sample, plus 16 bytes per trajectory and the stochasticity counts (one row per distinct
     (situation, result) pair), whatever the file's size; a ``Rollouts`` is measured by the same
     tally in one pass. Either way the numbers, the recommendation and the comparison are the
-    ones the whole batch gives (tested on both shipped samples, JSONL and Parquet).
+    ones the whole batch gives (tested on both shipped samples, JSONL and Parquet), with two
+    limits: a file whose group ids are integers in its first chunk and strings later is refused
+    (``iter_rollouts`` cannot renumber chunks already measured; ``diagnose(read_rollouts(path))``
+    reads it), and a trajectory's total reward is summed over its chunk's width, so with several
+    non-zero rewards in a row it may differ from the whole batch's in the last bit.
 
     ``can_replay`` / ``privileged_info``: properties of the training rig that no file shows
     (reported as given). ``stochastic_env``: None to measure it (see

@@ -4,6 +4,11 @@ Per-position fields are list columns, per-record fields plain columns, with the 
 names. Rows are numbered **from 0**. The reader converts column by column, list arrays straight
 to numpy (no Python loop over rows), and holds one column's Arrow buffers at a time; a null list
 means "not given for this record" (the field's default, or an error for a field that has none).
+
+Streaming (:func:`iter_parquet`) converts the same way one Arrow record batch at a time, read
+without pre-buffering whole row groups, so a chunk's memory follows ``batch_rows``, not the row
+group's size; reading selected rows (``rows=``) decodes only the row groups that hold one. The
+writer writes row groups of :data:`ROW_GROUP_ROWS` rows so that a sample decodes little else.
 """
 from __future__ import annotations
 
