@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, diagnose
+from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, STREAM_BATCH_ROWS, diagnose
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
                    help=f"trajectories for the estimator comparison (default {DEFAULT_SAMPLE}; 0 = all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-rows", type=int, default=STREAM_BATCH_ROWS,
+                   help=f"records read at once: the file is streamed, so memory follows this, not the file's "
+                        f"size (default {STREAM_BATCH_ROWS})")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     stochastic = {"measure": None, "yes": True, "no": False}[args.stochastic]
     d = diagnose(args.file, fmt=args.fmt, can_replay=args.can_replay, privileged_info=args.privileged_info,
                  stochastic_env=stochastic, estimators=estimators, sample=args.sample or None, seed=args.seed,
-                 progress=False if args.no_progress else None)
+                 progress=False if args.no_progress else None, batch_rows=args.batch_rows)
     out = Path(args.out) if args.out else Path.cwd() / f"{Path(args.file).stem}_diagnosis"
     md, page = d.save(out)
     print(d.summary())

@@ -22,10 +22,10 @@ from labkit.core.checks import check_int
 from labkit.core.paths import data_path, require_data
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.credit import ESTIMATORS, estimate
-from labkit.diagnose.measure import INTERMEDIATE_MIN_SHARE, measure_rewards
+from labkit.diagnose.measure import INTERMEDIATE_MIN_SHARE, Tally, measure_rewards
 
-__all__ = ["FEATURES", "NEEDS_FILE", "check_needs", "load_needs", "data_features", "supported_estimators",
-           "sample_groups", "EstimatorComparison", "compare_estimators", "agreement_matrix",
+__all__ = ["FEATURES", "NEEDS_FILE", "check_needs", "load_needs", "data_features", "tally_features",
+           "supported_estimators", "sample_groups", "sample_rows", "compare_sample", "EstimatorComparison", "compare_estimators", "agreement_matrix",
            "disagreement", "average_ranks"]
 
 NEEDS_FILE = ("diagnose", "estimator_needs.csv")
@@ -86,19 +86,44 @@ def data_features(rollouts: Rollouts) -> dict[str, bool]:
     return {name: bool(test(rollouts)) for name, (_, test) in FEATURES.items()}
 
 
-def supported_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = None,
-                         needs: pd.DataFrame | None = None) -> tuple[list[str], dict[str, str]]:
+def tally_features(tally: Tally) -> dict[str, bool]:
+    """:func:`data_features` of everything a :class:`~labkit.diagnose.measure.Tally` measured
+    (e.g. every chunk of a file): the same answers as on the batch those chunks make up."""
+    if not isinstance(tally, Tally):
+        raise TypeError(f"tally: expected a Tally, got {type(tally).__name__}")
+    found = {
+        "groups": bool((tally.group_sizes() >= 2).any()),
+        "anchor_keys": "anchor_keys" in tally.fields,
+        "entropies": "entropies" in tally.fields,
+        "logprobs": "logprobs" in tally.fields,
+        "states": "states" in tally.fields,
+        "turns": tally.max_turns > 1,
+        "agents": tally.max_agent >= 1,
+        "intermediate_rewards": tally.rewards().intermediate,
+    }
+    return {name: found[name] for name in FEATURES}
+
+
+def supported_estimators(rollouts: Rollouts | None, estimators: Sequence[str] | None = None,
+                         needs: pd.DataFrame | None = None, *,
+                         features: dict[str, bool] | None = None) -> tuple[list[str], dict[str, str]]:
     """Split estimators into those the data supports and the others with the reason.
 
     ``estimators``: registered names to consider (default: every registered estimator, in
     registry order). ``needs``: the table (default :func:`load_needs`). An estimator missing
     from the table is not run ("not in the needs table"), so a newly registered one is never run
-    blind. Returns ``(runnable, {name: reason})``.
+    blind. ``features``: the data's features measured elsewhere (:func:`tally_features` of a
+    whole file, when ``rollouts`` is None or only a sample of it). Returns
+    ``(runnable, {name: reason})``.
     """
-    check_rollouts(rollouts)
+    if features is None:
+        feats = data_features(check_rollouts(rollouts))
+    else:
+        if not isinstance(features, dict) or set(features) != set(FEATURES):
+            raise ValueError(f"features: expected a dict with the keys {sorted(FEATURES)}, got {features!r}")
+        feats = features
     names = list(ESTIMATORS) if estimators is None else _check_names(estimators)
     table = (load_needs() if needs is None else check_needs(needs).fillna("")).set_index("estimator")
-    feats = data_features(rollouts)
     run, not_run = [], {}
     for name in names:
         if name not in table.index:
@@ -132,11 +157,23 @@ def sample_groups(rollouts: Rollouts, size: int | None, seed: int = 0) -> torch.
     in the batch's order; every row when ``size`` is None or at least the batch size. Whole
     groups, because group-relative estimators compare a trajectory with its group."""
     check_rollouts(rollouts)
-    B = rollouts.batch_size
+    return sample_rows(rollouts.group_ids, size, seed)
+
+
+def sample_rows(group_ids: torch.Tensor, size: int | None, seed: int = 0) -> torch.Tensor:
+    """:func:`sample_groups` from the group id of every trajectory alone (a (B,) integer
+    tensor), so a file can be sampled from what a streaming pass kept (``Tally.group_ids``).
+
+    The draw depends only on the multiset of groups and their sizes and on ``seed``: the
+    distinct ids in sorted order are shuffled by a seeded permutation and taken until their
+    sizes add up to ``size`` or more; which chunk a trajectory came in does not matter."""
+    if not isinstance(group_ids, torch.Tensor) or group_ids.dim() != 1:
+        raise TypeError(f"group_ids: expected a 1-D integer tensor, got {type(group_ids).__name__}")
+    B = group_ids.numel()
     if size is None or size >= B:
         return torch.arange(B)
     size = check_int("sample", size, low=1)
-    groups, inv = torch.unique(rollouts.group_ids, return_inverse=True)
+    groups, inv = torch.unique(group_ids, return_inverse=True)
     g = torch.Generator().manual_seed(int(seed))
     order = torch.randperm(groups.numel(), generator=g)
     sizes = torch.bincount(inv, minlength=groups.numel())[order]
@@ -246,6 +283,18 @@ def compare_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = No
     run, not_run = supported_estimators(rollouts, estimators, needs)
     rows = sample_groups(rollouts, sample, seed)
     sub = rollouts if rows.numel() == rollouts.batch_size else rollouts.select(rows)
+    return compare_sample(sub, rows, run, not_run, progress=progress)
+
+
+def compare_sample(sub: Rollouts, rows: torch.Tensor, run: Sequence[str], not_run: dict[str, str], *,
+                   progress=None) -> EstimatorComparison:
+    """Run the estimators ``run`` on the sample ``sub`` (rows ``rows`` of the diagnosed batch or
+    file) and compare them; ``not_run`` is passed through (:func:`supported_estimators`'s
+    reasons). What :func:`compare_estimators` does once the sample is drawn; a file's diagnosis
+    calls it on the sample read with ``read_rollouts(rows=...)``."""
+    check_rollouts(sub, "the compared sample")
+    if not isinstance(rows, torch.Tensor) or rows.numel() != sub.batch_size:
+        raise ValueError(f"rows: expected a tensor of {sub.batch_size} row numbers (one per sampled trajectory)")
     credit, skipped = {}, {}
     todo = progress(run) if progress is not None else run
     for name in todo:
@@ -260,4 +309,4 @@ def compare_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = No
         if dis is not None:
             dis.insert(1, "sample_row", dis["row"])
             dis["row"] = rows[torch.tensor(dis["sample_row"].to_numpy())].numpy()
-    return EstimatorComparison(list(credit), skipped, not_run, rows, credit, agree, dis, sub)
+    return EstimatorComparison(list(credit), skipped, dict(not_run), rows, credit, agree, dis, sub)

@@ -23,7 +23,7 @@ from labkit.core.rollouts import Rollouts, check_rollouts
 __all__ = [
     "INTERMEDIATE_MIN_SHARE", "STOCHASTIC_THRESHOLD", "Histogram", "Lengths", "RewardStats",
     "GroupStats", "PositionStats", "Stochasticity", "position_kinds", "histogram", "measure_lengths",
-    "measure_rewards", "measure_groups", "measure_positions", "measure_stochasticity",
+    "measure_rewards", "measure_groups", "measure_positions", "measure_stochasticity", "Tally", "Situations",
 ]
 
 #: Rewards count as per-step ("intermediate") when at least this share of trajectories receives a
@@ -199,12 +199,46 @@ def histogram(values, *, bins: int = 20, discrete_max: int = 20) -> Histogram:
     if not np.isfinite(x).all():
         raise ValueError("values: contains a non-finite value")
     distinct, counts = np.unique(x, return_counts=True)
+    return _histogram_of_counts(distinct, counts, bins, discrete_max)
+
+
+def _histogram_of_counts(distinct: np.ndarray, counts: np.ndarray, bins: int = 20,
+                         discrete_max: int = 20) -> Histogram:
+    """:func:`histogram` of the values ``distinct`` (sorted, float64) seen ``counts`` times each:
+    the same bins and counts as the histogram of the values themselves (np.histogram's range is
+    the values' min and max, and a value's bin depends on the value alone)."""
     if len(distinct) <= discrete_max:
         step = float(np.diff(distinct).min()) if len(distinct) > 1 else 1.0
         edges = tuple(float(v) for v in distinct) + (float(distinct[-1]) + step,)
         return Histogram(edges, tuple(int(c) for c in counts), discrete=True)
-    counts, edges = np.histogram(x, bins=bins)
-    return Histogram(tuple(float(e) for e in edges), tuple(int(c) for c in counts))
+    hist, edges = np.histogram(distinct, bins=bins, weights=counts)
+    return Histogram(tuple(float(e) for e in edges), tuple(int(c) for c in hist))
+
+
+def _bincount_histogram(counts: np.ndarray, bins: int) -> Histogram:
+    """:func:`histogram` of integers kept as a bincount (``counts[v]``: how often v was seen)."""
+    values = np.nonzero(counts)[0]
+    return _histogram_of_counts(values.astype(np.float64), counts[values], bins)
+
+
+def _bincount_summary(counts: np.ndarray) -> tuple[int, float, int, float]:
+    """(min, median, max, mean) of integers kept as a bincount; the same numbers as
+    :func:`_summary` of the integers themselves (the median of an even count is the midpoint of
+    the middle two; the mean is the exact sum divided once)."""
+    values = np.nonzero(counts)[0]
+    n = int(counts.sum())
+    cum = np.cumsum(counts)
+    below, above = (n - 1) // 2, n // 2  # 0-based ranks of the middle value(s)
+    a, b = (int(np.searchsorted(cum, k, side="right")) for k in (below, above))
+    total = int((np.arange(len(counts), dtype=np.int64) * counts).sum())
+    return int(values[0]), a + 0.5 * (b - a), int(values[-1]), total / n
+
+
+def _add_counts(counts: np.ndarray, values: torch.Tensor) -> np.ndarray:
+    """``counts`` (a bincount) with the non-negative integers ``values`` added."""
+    new = np.bincount(values.numpy(), minlength=len(counts))
+    new[:len(counts)] += counts
+    return new
 
 
 def _summary(x: torch.Tensor) -> tuple[float, float, float, float]:
@@ -218,69 +252,195 @@ def measure_lengths(rollouts: Rollouts, *, bins: int = 20) -> Lengths:
     """Trajectory lengths in generated tokens, in episode tokens (generated + environment
     output, no padding) and in turns where the data has turns (median: the midpoint of the two
     middle values for an even count)."""
-    check_rollouts(rollouts)
-    gen = rollouts.lengths
-    # everything up to the last generated position is generated or environment output
-    episode = _last_generated(rollouts.mask) + 1
-    g = _summary(gen)
-    e = _summary(episode)
-    turns = rollouts.n_turns
-    kw = {}
-    if int(turns.max()) > 1:
-        tm = _summary(turns)
-        kw = dict(turns_min=int(tm[0]), turns_median=tm[1], turns_max=int(tm[2]),
-                  turns_hist=histogram(turns, bins=bins))
-    return Lengths(int(g[0]), g[1], int(g[2]), g[3], int(e[0]), e[1], int(e[2]),
-                   histogram(gen, bins=bins), **kw)
+    return Tally().add(rollouts, stochasticity=False).lengths(bins=bins)
 
 
 def measure_rewards(rollouts: Rollouts, *, bins: int = 20) -> RewardStats:
     """Reward sparsity and distribution (see :class:`RewardStats`)."""
-    check_rollouts(rollouts)
-    r, mask = rollouts.rewards, rollouts.mask
-    per_row = (r != 0).sum(1)
-    # a non-zero reward anywhere but on the last generated position is an intermediate one
-    # (rewards are zero off the mask, so none lies after it)
-    last = _last_generated(mask)
-    on_last = (r.gather(1, last.clamp(min=0)[:, None]).squeeze(1) != 0) & (last >= 0)
-    share_nonzero = float((per_row > 0).to(torch.float64).mean())
-    share_inter = float((per_row - on_last.long() > 0).to(torch.float64).mean())
-    s = rollouts.scores.to(torch.float64)
-    return RewardStats(
-        share_nonzero=share_nonzero, share_intermediate=share_inter,
-        intermediate=share_inter >= INTERMEDIATE_MIN_SHARE,
-        total_mean=float(s.mean()), total_std=float(s.std()) if s.numel() > 1 else 0.0,
-        total_min=float(s.min()), total_max=float(s.max()), n_distinct=int(torch.unique(s).numel()),
-        hist=histogram(s, bins=bins))
+    return Tally().add(rollouts, stochasticity=False).rewards(bins=bins)
 
 
 def measure_groups(rollouts: Rollouts) -> GroupStats:
     """Group sizes and zero-variance groups (see :class:`GroupStats`)."""
-    check_rollouts(rollouts)
-    gid = rollouts.group_ids
-    _, inv, sizes = torch.unique(gid, return_inverse=True, return_counts=True)
-    n = sizes.numel()
-    s = rollouts.scores.to(torch.float64)
-    hi = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amax")
-    lo = torch.full((n,), torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amin")
-    multi = sizes >= 2
-    zero = multi & (hi == lo)
-    n_multi = int(multi.sum())
-    size_summary = _summary(sizes)
-    return GroupStats(
-        n_groups=n, size_min=int(size_summary[0]), size_median=size_summary[1], size_max=int(size_summary[2]),
-        n_singletons=int((sizes == 1).sum()), n_zero_variance=int(zero.sum()),
-        share_zero_variance=int(zero.sum()) / n_multi if n_multi else float("nan"),
-        share_rows_zero_variance=float(sizes[zero].sum()) / rollouts.batch_size,
-        size_hist=histogram(sizes))
+    return Tally().add(rollouts, stochasticity=False).groups()
 
 
 def measure_positions(rollouts: Rollouts) -> PositionStats:
     """Count generated, environment-output and padding positions (module docstring's rule)."""
-    check_rollouts(rollouts)
-    used = int((_last_generated(rollouts.mask) + 1).sum())
-    generated = int(rollouts.lengths.sum())
-    return PositionStats(generated, used - generated, rollouts.batch_size * rollouts.horizon - used)
+    return Tally().add(rollouts, stochasticity=False).positions()
+
+
+class Tally:
+    """Every measurement of this module, accumulated over a batch or over a stream of batches
+    (the chunks of a file, ``labkit.io.iter_rollouts``) and mergeable (:meth:`merge`).
+
+    ``add(chunk)`` reduces a chunk to what the measurements need, so a tally's memory does not
+    grow with the chunks' (rows, T) tensors: bincounts of the generated and episode lengths and
+    of the turn counts (lengths are integers: their min, median, max, mean and histogram are
+    exact from the counts); per trajectory its total reward (float64) and group id (int64),
+    16 bytes a trajectory, from which the reward distribution, the zero-variance groups and
+    the comparison's sample of whole groups are computed exactly as from the whole batch; a few
+    counters (trajectories with a non-zero / an intermediate reward; generated and used
+    positions; the widest chunk); which optional fields appeared; and the stochasticity
+    estimate's (situation, result) visit counts, one row per distinct pair, compacted as they
+    grow. The results (:meth:`lengths`, :meth:`rewards`, :meth:`groups`, :meth:`positions`,
+    :meth:`stochasticity`) equal the ``measure_*`` functions on the concatenated batch, padded
+    to the widest chunk (the ``measure_*`` functions are this class on one batch), provided the
+    chunks number their groups alike, as ``iter_rollouts`` does.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.horizon = 0
+        self.generated = 0
+        self.used = 0
+        self.nonzero = 0
+        self.intermediate = 0
+        self._gen = np.zeros(1, dtype=np.int64)
+        self._episode = np.zeros(1, dtype=np.int64)
+        self._turns = np.zeros(1, dtype=np.int64)
+        self._scores: list[np.ndarray] = []
+        self._groups: list[np.ndarray] = []
+        self.max_agent = -1
+        self.fields: set[str] = set()
+        self.situations = Situations()
+
+    def add(self, rollouts: Rollouts, *, stochasticity: bool = True, chunk_rows: int = CHUNK_ROWS,
+            progress=None) -> "Tally":
+        """Measure one batch into the tally; returns the tally. ``stochasticity``: also collect
+        its (situation, result) visits (:func:`measure_stochasticity`), ``chunk_rows`` rows at a
+        time (``progress``: a tqdm-like wrapper for that loop)."""
+        check_rollouts(rollouts)
+        chunk_rows = check_int("chunk_rows", chunk_rows, low=1)
+        B, T = rollouts.batch_size, rollouts.horizon
+        mask, r = rollouts.mask, rollouts.rewards
+        gen = rollouts.lengths.long()
+        # everything up to the last generated position is generated or environment output
+        last = _last_generated(mask)
+        episode = last + 1
+        self._gen = _add_counts(self._gen, gen)
+        self._episode = _add_counts(self._episode, episode)
+        self._turns = _add_counts(self._turns, rollouts.n_turns.long())
+        self.generated += int(gen.sum())
+        self.used += int(episode.sum())
+        # a non-zero reward anywhere but on the last generated position is an intermediate one
+        # (rewards are zero off the mask, so none lies after it)
+        per_row = (r != 0).sum(1)
+        on_last = (r.gather(1, last.clamp(min=0)[:, None]).squeeze(1) != 0) & (last >= 0)
+        self.nonzero += int((per_row > 0).sum())
+        self.intermediate += int((per_row - on_last.long() > 0).sum())
+        self._scores.append(rollouts.scores.to(torch.float64).numpy().copy())
+        self._groups.append(rollouts.group_ids.long().numpy().copy())
+        self.max_agent = max(self.max_agent, int(rollouts.agent_ids.max()))
+        self.fields |= {name for name in ("anchor_keys", "entropies", "logprobs", "states", "prompts")
+                        if getattr(rollouts, name) is not None}
+        if stochasticity:
+            self.situations.add_rollouts(rollouts, chunk_rows=chunk_rows, progress=progress)
+        self.n += B
+        self.horizon = max(self.horizon, T)
+        return self
+
+    def merge(self, other: "Tally") -> "Tally":
+        """Add another tally's batches (measured after this one's); returns this tally."""
+        if not isinstance(other, Tally):
+            raise TypeError(f"other: expected a Tally, got {type(other).__name__}")
+        for name in ("_gen", "_episode", "_turns"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            out = np.zeros(max(len(mine), len(theirs)), dtype=np.int64)
+            out[:len(mine)] += mine
+            out[:len(theirs)] += theirs
+            setattr(self, name, out)
+        for name in ("n", "generated", "used", "nonzero", "intermediate"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.horizon = max(self.horizon, other.horizon)
+        self.max_agent = max(self.max_agent, other.max_agent)
+        self._scores += other._scores
+        self._groups += other._groups
+        self.fields |= other.fields
+        self.situations.merge(other.situations)
+        return self
+
+    def _need(self) -> None:
+        if self.n == 0:
+            raise ValueError("tally: no trajectories added yet")
+
+    @property
+    def scores(self) -> torch.Tensor:
+        """Total reward per trajectory, float64, in the order added."""
+        self._need()
+        if len(self._scores) > 1:
+            self._scores = [np.concatenate(self._scores)]
+        return torch.from_numpy(self._scores[0])
+
+    @property
+    def group_ids(self) -> torch.Tensor:
+        """Group id per trajectory, int64, in the order added."""
+        self._need()
+        if len(self._groups) > 1:
+            self._groups = [np.concatenate(self._groups)]
+        return torch.from_numpy(self._groups[0])
+
+    @property
+    def max_turns(self) -> int:
+        """The largest number of turns of a trajectory."""
+        return int(np.nonzero(self._turns)[0][-1])
+
+    def lengths(self, *, bins: int = 20) -> Lengths:
+        """:func:`measure_lengths` of everything added."""
+        self._need()
+        bins = check_int("bins", bins, low=1)
+        g, e = _bincount_summary(self._gen), _bincount_summary(self._episode)
+        kw = {}
+        if self.max_turns > 1:
+            tm = _bincount_summary(self._turns)
+            kw = dict(turns_min=tm[0], turns_median=tm[1], turns_max=tm[2],
+                      turns_hist=_bincount_histogram(self._turns, bins))
+        return Lengths(g[0], g[1], g[2], g[3], e[0], e[1], e[2], _bincount_histogram(self._gen, bins), **kw)
+
+    def rewards(self, *, bins: int = 20) -> RewardStats:
+        """:func:`measure_rewards` of everything added."""
+        self._need()
+        s = self.scores
+        share_inter = self.intermediate / self.n
+        return RewardStats(
+            share_nonzero=self.nonzero / self.n, share_intermediate=share_inter,
+            intermediate=share_inter >= INTERMEDIATE_MIN_SHARE,
+            total_mean=float(s.mean()), total_std=float(s.std()) if s.numel() > 1 else 0.0,
+            total_min=float(s.min()), total_max=float(s.max()), n_distinct=int(torch.unique(s).numel()),
+            hist=histogram(s, bins=bins))
+
+    def group_sizes(self) -> torch.Tensor:
+        """Trajectories per group, in the order of the sorted group ids."""
+        return torch.unique(self.group_ids, return_counts=True)[1]
+
+    def groups(self) -> GroupStats:
+        """:func:`measure_groups` of everything added."""
+        self._need()
+        _, inv, sizes = torch.unique(self.group_ids, return_inverse=True, return_counts=True)
+        n = sizes.numel()
+        s = self.scores
+        hi = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amax")
+        lo = torch.full((n,), torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amin")
+        multi = sizes >= 2
+        zero = multi & (hi == lo)
+        n_multi = int(multi.sum())
+        size_summary = _summary(sizes)
+        return GroupStats(
+            n_groups=n, size_min=int(size_summary[0]), size_median=size_summary[1], size_max=int(size_summary[2]),
+            n_singletons=int((sizes == 1).sum()), n_zero_variance=int(zero.sum()),
+            share_zero_variance=int(zero.sum()) / n_multi if n_multi else float("nan"),
+            share_rows_zero_variance=float(sizes[zero].sum()) / self.n,
+            size_hist=histogram(sizes))
+
+    def positions(self) -> PositionStats:
+        """:func:`measure_positions` of everything added, padded to the widest batch."""
+        self._need()
+        return PositionStats(self.generated, self.used - self.generated, self.n * self.horizon - self.used)
+
+    def stochasticity(self) -> Stochasticity:
+        """:func:`measure_stochasticity` of everything added (with ``stochasticity=True``)."""
+        self._need()
+        return self.situations.result("turn" if self.max_turns > 1 else "action")
 
 
 # --------------------------------------------------------------------------- stochasticity
@@ -422,39 +582,83 @@ def measure_stochasticity(rollouts: Rollouts, *, chunk_rows: int = CHUNK_ROWS,
     bug), so equal (observation, action) pairs differ for reasons that are not randomness; the
     whole history with the prompt determines a deterministic environment's next result.
     """
-    check_rollouts(rollouts)
-    chunk_rows = check_int("chunk_rows", chunk_rows, low=1)
-    B = rollouts.batch_size
-    seed = _mix(rollouts.group_ids.long() * 2 + 1)
-    if rollouts.prompts is not None:
-        seed = _mix(seed ^ torch.tensor([_string_hash(str(p)) for p in rollouts.prompts], dtype=torch.long))
-    keys, results = [], []
-    starts = range(0, B, chunk_rows)
-    if progress is not None:
-        starts = progress(starts)
-    for start in starts:
-        rows = slice(start, min(B, start + chunk_rows))
-        k, r = _chunk_events(rollouts, rows, seed[rows])
-        keys.append(k)
-        results.append(r)
-    keys, results = torch.cat(keys), torch.cat(results)
-    n_actions = keys.numel()
-    uk, kinv, kcount = torch.unique(keys, return_inverse=True, return_counts=True)
-    repeated = kcount >= 2
-    if not bool(repeated.any()):
-        return Stochasticity(n_actions, 0, 0, 0, None, unit=_unit(rollouts))
-    # (situation, result) pairs, as one hash each; each distinct pair remembers its situation
-    pairs = _mix(keys ^ _mix(results))
-    _, pinv, pcount = torch.unique(pairs, return_inverse=True, return_counts=True)
-    pair_key = torch.zeros(pcount.numel(), dtype=torch.long).scatter_(0, pinv, kinv)
-    n = kcount.to(torch.float64)
-    total_pairs = float((n * (n - 1)).sum())
-    same = float((pcount.to(torch.float64) * (pcount - 1)).sum())
-    distinct_results = torch.bincount(pair_key, minlength=uk.numel())
-    varying = int((repeated & (distinct_results >= 2)).sum())
-    return Stochasticity(n_actions, int(repeated.sum()), int(kcount[repeated].sum()), varying,
-                         (total_pairs - same) / total_pairs, unit=_unit(rollouts))
+    return Tally().add(rollouts, chunk_rows=chunk_rows, progress=progress).stochasticity()
 
 
-def _unit(rollouts: Rollouts) -> str:
-    return "turn" if int(rollouts.n_turns.max()) > 1 else "action"
+class Situations:
+    """The (situation, result) visits of :func:`measure_stochasticity`, counted and mergeable.
+
+    Held as one row per distinct (situation, result) pair: its hash, its situation's hash and
+    its number of visits. New visits are appended as they come and folded in (equal pairs
+    summed) once they outnumber the folded rows, so the memory is about two rows per distinct
+    pair and the folding costs O(N log N) over a whole stream."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._folded = 0
+        self._pending = 0
+
+    def add(self, keys: torch.Tensor, results: torch.Tensor) -> None:
+        """Count one visit per (keys[i], results[i]) (int64 hashes)."""
+        pairs = _mix(keys ^ _mix(results))
+        self._parts.append((pairs, keys, torch.ones_like(keys)))
+        self._pending += keys.numel()
+        if self._pending > max(1 << 20, self._folded):
+            self._fold()
+
+    def add_rollouts(self, rollouts: Rollouts, *, chunk_rows: int = CHUNK_ROWS, progress=None) -> None:
+        """Count every action of a batch (see :func:`measure_stochasticity`), ``chunk_rows``
+        rows at a time."""
+        B = rollouts.batch_size
+        seed = _mix(rollouts.group_ids.long() * 2 + 1)
+        if rollouts.prompts is not None:
+            # "" is no prompt (a reader gives "" to the records without one when others have
+            # one): a row reads the same whether its batch has prompts or not
+            given = torch.tensor([p != "" for p in rollouts.prompts], dtype=torch.bool)
+            hashed = torch.tensor([_string_hash(str(p)) if p != "" else 0 for p in rollouts.prompts], dtype=torch.long)
+            seed = torch.where(given, _mix(seed ^ hashed), seed)
+        starts = range(0, B, chunk_rows)
+        if progress is not None:
+            starts = progress(starts)
+        for start in starts:
+            rows = slice(start, min(B, start + chunk_rows))
+            self.add(*_chunk_events(rollouts, rows, seed[rows]))
+
+    def merge(self, other: "Situations") -> None:
+        """Add another counter's visits."""
+        self._parts += other._parts
+        self._pending += other._folded + other._pending
+        self._fold()
+
+    def _fold(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not self._parts:
+            empty = torch.zeros(0, dtype=torch.long)
+            return empty, empty, empty
+        if len(self._parts) > 1 or self._pending:
+            pairs = torch.cat([p[0] for p in self._parts])
+            keys = torch.cat([p[1] for p in self._parts])
+            counts = torch.cat([p[2] for p in self._parts])
+            u, inv = torch.unique(pairs, return_inverse=True)
+            summed = torch.zeros(u.numel(), dtype=torch.long).scatter_add_(0, inv, counts)
+            # each distinct pair remembers its situation (equal pairs have equal situations)
+            pair_key = torch.zeros(u.numel(), dtype=torch.long).scatter_(0, inv, keys)
+            self._parts = [(u, pair_key, summed)]
+            self._folded, self._pending = u.numel(), 0
+        return self._parts[0]
+
+    def result(self, unit: str = "turn") -> Stochasticity:
+        """The estimate from every visit counted (``unit`` names an action in the summary)."""
+        _, pair_key, pcount = self._fold()
+        n_actions = int(pcount.sum())
+        uk, kinv = torch.unique(pair_key, return_inverse=True)
+        kcount = torch.zeros(uk.numel(), dtype=torch.long).scatter_add_(0, kinv, pcount)
+        repeated = kcount >= 2
+        if not bool(repeated.any()):
+            return Stochasticity(n_actions, 0, 0, 0, None, unit=unit)
+        n = kcount.to(torch.float64)
+        total_pairs = float((n * (n - 1)).sum())
+        same = float((pcount.to(torch.float64) * (pcount - 1)).sum())
+        distinct_results = torch.bincount(kinv, minlength=uk.numel())
+        varying = int((repeated & (distinct_results >= 2)).sum())
+        return Stochasticity(n_actions, int(repeated.sum()), int(kcount[repeated].sum()), varying,
+                             (total_pairs - same) / total_pairs, unit=unit)

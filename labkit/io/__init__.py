@@ -1,7 +1,9 @@
 """labkit.io: trajectories in and out of the lab, through the one validated ``Rollouts`` boundary.
 
 Read a training run's dump (JSON Lines, Parquet, a verl batch, TRL rows) with
-:func:`read_rollouts`; write the lab's own rollouts with :func:`write_rollouts` (JSON Lines,
+:func:`read_rollouts` (whole, or only some records: ``rows=``), or a file too large to load in
+chunks of ``batch_rows`` records with :func:`iter_rollouts` (group ids keep the file's identity
+across chunks; errors keep the file's record numbers); write the lab's own rollouts with :func:`write_rollouts` (JSON Lines,
 Parquet), :func:`to_verl_batch` or :func:`to_trl`. Every reader checks each record and then the
 batch as a ``Rollouts``; a bad record raises :class:`RecordError` with the record's number
 (1-based **line** for JSONL, 0-based **row** for Parquet, verl and TRL) and the field, and
@@ -55,10 +57,11 @@ In-memory shapes (``fmt="verl"``, ``fmt="trl"``): see ``labkit.io.verl`` (``resp
 ``old_log_probs``, ``entropys``) and ``labkit.io.trl`` (``prompt``, ``completion``, ``reward``,
 optional ``completion_ids``; text without ids is split into Unicode code points).
 """
-from labkit.io.api import FORMATS, read_rollouts, write_rollouts
+from labkit.io.api import DEFAULT_BATCH_ROWS, FORMATS, iter_rollouts, read_rollouts, write_rollouts
 from labkit.io.errors import RecordError
 from labkit.io.record import load_schema
 from labkit.io.trl import to_trl
 from labkit.io.verl import to_verl_batch
 
-__all__ = ["FORMATS", "RecordError", "load_schema", "read_rollouts", "to_trl", "to_verl_batch", "write_rollouts"]
+__all__ = ["DEFAULT_BATCH_ROWS", "FORMATS", "RecordError", "iter_rollouts", "load_schema", "read_rollouts", "to_trl",
+           "to_verl_batch", "write_rollouts"]

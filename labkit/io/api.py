@@ -3,15 +3,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
-from labkit.core.checks import check_bool, check_choice
+import numpy as np
+import torch
+
+from labkit.core.checks import check_bool, check_choice, check_int
 from labkit.core.rollouts import Rollouts, check_rollouts
 
-__all__ = ["FORMATS", "FILE_FORMATS", "read_rollouts", "write_rollouts", "format_of"]
+__all__ = ["FORMATS", "FILE_FORMATS", "DEFAULT_BATCH_ROWS", "read_rollouts", "iter_rollouts", "write_rollouts",
+           "format_of", "check_rows"]
 
 FORMATS = ("jsonl", "parquet", "verl", "trl")
 FILE_FORMATS = ("jsonl", "parquet")
+#: Records per chunk of :func:`iter_rollouts` by default: a 256-position chunk of this many rows
+#: holds about 70 MB of tensors.
+DEFAULT_BATCH_ROWS = 8192
 SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -49,7 +56,38 @@ def format_of(source: Any, fmt: str | None = None, argument: str = "source") -> 
                      f"TRL rows (with 'completion'), got {type(source).__name__}; pass fmt= to say which")
 
 
-def read_rollouts(source: Any, fmt: str | None = None, *, progress: bool | None = None) -> Rollouts:
+def check_rows(rows: Any) -> np.ndarray:
+    """``rows`` as a 1-D int64 array of sorted, distinct, non-negative record indices (or an
+    error that starts with ``rows:``)."""
+    if isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__len__"):
+        raise TypeError(f"rows: expected a sorted sequence of record indices, got {type(rows).__name__}")
+    if isinstance(rows, torch.Tensor):
+        rows = rows.detach().cpu().numpy()
+    arr = np.asarray(rows)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"rows: expected a non-empty 1-D sequence of record indices, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"rows: expected integer record indices, got {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if int(arr.min()) < 0:
+        raise ValueError(f"rows: record indices start at 0, got {int(arr.min())}")
+    if arr.size > 1 and not bool((np.diff(arr) > 0).all()):
+        i = int((np.diff(arr) <= 0).argmax())
+        raise ValueError(f"rows: must be sorted and distinct, got {int(arr[i])} before {int(arr[i + 1])}")
+    return arr
+
+
+def _check_file(source: Any, fmt: str) -> Path:
+    if not _is_path(source):
+        raise TypeError(f"source: fmt={fmt!r} reads a file; expected a path, got {type(source).__name__}")
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"source: no such file {path}")
+    return path
+
+
+def read_rollouts(source: Any, fmt: str | None = None, *, rows: Sequence[int] | None = None,
+                  progress: bool | None = None) -> Rollouts:
     """Read trajectories into a validated ``Rollouts``: a file in the record format or a batch
     in a training engine's shape.
 
@@ -62,29 +100,84 @@ def read_rollouts(source: Any, fmt: str | None = None, *, progress: bool | None 
     with its number and field; nothing is returned half-read. ``info`` of the result says where
     it came from (``source``, ``format``), which fields were ignored (``ignored_fields``) and the
     original group ids when they were not non-negative integers (``group_names``).
+
+    ``rows``: read only these records, a sorted sequence of distinct 0-based record indices (the
+    rows of the batch this function returns without ``rows``; for JSONL, blank lines are not
+    records). A file is then read without holding the rest: JSONL skips the other lines
+    unparsed, Parquet decodes only the row groups holding a wanted row, a batch at a time.
+    Errors still name the record's line / row in the file. String group ids are numbered
+    among the records read (their names in ``info['group_names']``); integer ids are kept.
     """
     fmt = format_of(source, fmt)
     if progress is not None:
         progress = check_bool("progress", progress)
+    if rows is not None:
+        rows = check_rows(rows)
     if fmt in FILE_FORMATS:
-        if not _is_path(source):
-            raise TypeError(f"source: fmt={fmt!r} reads a file; expected a path, got {type(source).__name__}")
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"source: no such file {path}")
+        path = _check_file(source, fmt)
         if fmt == "jsonl":
             from labkit.io.jsonl import read_jsonl
-            return read_jsonl(path, progress=progress)
+            return read_jsonl(path, rows=rows, progress=progress)
         from labkit.io.parquet import read_parquet
-        return read_parquet(path, progress=progress)
+        return read_parquet(path, rows=rows, progress=progress)
     if _is_path(source):
         raise TypeError(f"source: fmt={fmt!r} reads an in-memory batch, got a path; write it as .jsonl or "
                         f".parquet, or load it first")
     if fmt == "verl":
         from labkit.io.verl import read_verl
-        return read_verl(source)
-    from labkit.io.trl import read_trl
-    return read_trl(source, progress=progress)
+        out = read_verl(source)
+    else:
+        from labkit.io.trl import read_trl
+        out = read_trl(source, progress=progress)
+    if rows is None:
+        return out
+    if int(rows[-1]) >= out.batch_size:
+        raise ValueError(f"rows: record {int(rows[-1])} is past the last record ({out.batch_size:,} records)")
+    return out.select(torch.from_numpy(rows))
+
+
+def iter_rollouts(source: Any, fmt: str | None = None, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+                  progress: bool | None = None) -> Iterator[Rollouts]:
+    """Read a rollout file in consecutive chunks of at most ``batch_rows`` records, each a
+    validated ``Rollouts``, holding one chunk at a time.
+
+    Memory is bounded by ``batch_rows`` (a chunk is padded to its own longest record), not by
+    the file: the way to measure a dump too large to load (``labkit.diagnose`` does). Parquet is
+    decoded a record batch at a time (only the row group's pages in use are held); JSONL is read
+    line by line. Every chunk is checked as ``read_rollouts`` checks a file, and a bad record
+    raises ``RecordError`` with its **line / row in the file** when its chunk is reached (the
+    chunks before it have been handed out). Across chunks: **group ids** keep the file's
+    identity (integer ids are kept; string ids are numbered by first appearance in the file,
+    every chunk's ``info['group_names']`` holding the names numbered so far, so equal codes in
+    two chunks are one group; a file mixing integer and string ids is refused when its first
+    chunk had only integers); JSONL's all-or-none fields are checked across chunks too. Each
+    chunk's ``info``: ``offset`` (index of its first record in the file, 0-based: what
+    ``read_rollouts(rows=...)`` takes) and ``first_record`` (that record's number as errors
+    count it: line for JSONL, row for Parquet), with ``source``, ``format``, ``ignored_fields``.
+
+    ``source`` may also be a verl batch or TRL rows (``fmt``): they are read whole, then handed
+    out in chunks. ``progress``: a tqdm bar over the file; None shows one for large files.
+    """
+    fmt = format_of(source, fmt)
+    batch_rows = check_int("batch_rows", batch_rows, low=1)
+    if progress is not None:
+        progress = check_bool("progress", progress)
+    if fmt in FILE_FORMATS:
+        path = _check_file(source, fmt)
+        if fmt == "jsonl":
+            from labkit.io.jsonl import iter_jsonl
+            return iter_jsonl(path, batch_rows=batch_rows, progress=progress)
+        from labkit.io.parquet import iter_parquet
+        return iter_parquet(path, batch_rows=batch_rows, progress=progress)
+    whole = read_rollouts(source, fmt, progress=progress)
+    return _slices(whole, batch_rows)
+
+
+def _slices(rollouts: Rollouts, batch_rows: int) -> Iterator[Rollouts]:
+    for start in range(0, rollouts.batch_size, batch_rows):
+        chunk = rollouts.select(torch.arange(start, min(rollouts.batch_size, start + batch_rows)))
+        chunk.info.update(offset=start, first_record=start)
+        yield chunk
 
 
 def write_rollouts(rollouts: Rollouts, path: str | os.PathLike, fmt: str | None = None) -> Path:

@@ -19,7 +19,7 @@ import torch
 from labkit.core.rollouts import Rollouts
 from labkit.io.errors import record_error
 
-__all__ = ["Padded", "assemble", "pad_flat", "pad_rows", "group_codes"]
+__all__ = ["Padded", "GroupNumbering", "assemble", "pad_flat", "pad_rows", "group_codes"]
 
 LABELS = ("step_ids", "turn_ids", "agent_ids")
 
@@ -36,6 +36,8 @@ class Padded:
     generated position), ``rewards`` per-position rewards (intermediate ones for the record
     format, all of them for verl); their sum is stored as ``reward_dtype`` (a source's float
     type is kept: float64 for JSON numbers, the column's or tensor's type otherwise).
+    ``numbering``: the file's :class:`GroupNumbering` when the batch is one chunk of a file read
+    in chunks (None: the group ids are numbered within this batch, :func:`group_codes`).
     """
 
     argument: str
@@ -58,6 +60,7 @@ class Padded:
     prompts: list | None = None
     reward_dtype: Any = np.float64
     info: dict = field(default_factory=dict)
+    numbering: "GroupNumbering | None" = None
 
     def error(self, row: int | None, rollouts_field: str | None, detail: str):
         """A RecordError for ``row`` (an index into the batch) and a Rollouts field name."""
@@ -101,6 +104,48 @@ def group_codes(raw: Sequence) -> tuple[np.ndarray, tuple | None]:
     for i, key in enumerate(raw):
         out[i] = codes.setdefault(key, len(codes))
     return out, tuple(codes)
+
+
+class GroupNumbering:
+    """Group ids numbered alike across the chunks of one file (``labkit.io.iter_rollouts``).
+
+    The rule is :func:`group_codes`'s, applied to the whole file as it streams by: when the ids
+    are non-negative integers they are kept; otherwise every id is numbered 0, 1, 2, ... in
+    order of first appearance *in the file*, and each chunk's ``info['group_names']`` holds the
+    names numbered so far (names[code] = original id), so a chunk's codes mean the same as in
+    the file read whole. Which rule applies is fixed by the first chunk: an id that is not a
+    non-negative integer in a later chunk of an integer-id file is refused (a RecordError naming
+    the record), since the chunks already handed out kept their integer ids.
+    """
+
+    def __init__(self) -> None:
+        self.kind: str | None = None  # "int" (ids kept) or "names" (numbered by first appearance)
+        self.names: dict = {}
+
+    def codes(self, p: "Padded") -> tuple[np.ndarray, tuple | None]:
+        """(int64 codes, names so far or None) of batch ``p``'s group ids; RecordError on a
+        string id in an integer-id file."""
+        raw = p.group
+        if isinstance(raw, np.ndarray) and raw.dtype.kind in "iu" and raw.ndim == 1 and (
+                raw.size == 0 or int(raw.min()) >= 0):
+            ints = np.ones(raw.size, dtype=bool)
+        else:
+            raw = raw.tolist() if isinstance(raw, np.ndarray) else list(raw)
+            ints = np.array([type(x) is int and x >= 0 for x in raw], dtype=bool)
+        if self.kind is None:
+            self.kind = "int" if ints.all() else "names"
+        if self.kind == "int":
+            if not ints.all():
+                row = int((~ints).argmax())
+                raise p.error(row, "group_ids", f"is {raw[row]!r}, but the file's earlier records have integer ids; a "
+                                                f"file read in chunks (iter_rollouts, diagnose of a file) needs integer "
+                                                f"ids throughout or none (read_rollouts reads it whole)")
+            return np.array(raw, dtype=np.int64), None  # a copy: Arrow buffers are read-only
+        out = np.empty(len(raw), dtype=np.int64)
+        names = self.names
+        for i, key in enumerate(raw):
+            out[i] = names.setdefault(key, len(names))
+        return out, tuple(names)
 
 
 def _first(bad: np.ndarray) -> tuple[int, int]:
@@ -172,7 +217,7 @@ def assemble(p: Padded) -> Rollouts:
             kw[name] = np.asarray(x)
     if p.states is not None:
         kw["states"] = p.states
-    codes, names = group_codes(p.group)
+    codes, names = group_codes(p.group) if p.numbering is None else p.numbering.codes(p)
     kw["group_ids"] = codes
     tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in kw.items()}
     if p.text is not None:

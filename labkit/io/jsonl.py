@@ -10,15 +10,17 @@ import gzip
 import json
 import re
 from pathlib import Path
+from typing import Iterator
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from labkit.core.rollouts import Rollouts
-from labkit.io.assemble import assemble
+from labkit.io.assemble import GroupNumbering, assemble
 from labkit.io.errors import record_error
-from labkit.io.record import FIELDS, parse_record, records_to_padded, rollout_records
+from labkit.io.record import ALL_OR_NONE, FIELDS, parse_record, records_to_padded, rollout_records
 
-__all__ = ["read_jsonl", "write_jsonl", "LARGE_BYTES"]
+__all__ = ["read_jsonl", "iter_jsonl", "write_jsonl", "LARGE_BYTES"]
 
 #: Files at least this large get a progress bar when ``progress=None``.
 LARGE_BYTES = 32 * 2 ** 20
@@ -40,32 +42,105 @@ def _bad_json(line: str, err: json.JSONDecodeError, number: int, where: str):
                         f"not valid JSON at character {err.pos + 1}: {err.msg}{cut}", where)
 
 
-def read_jsonl(path: Path, *, progress: bool | None = None) -> Rollouts:
-    """Read a JSON Lines file of records into a validated Rollouts (RecordError on a bad line)."""
-    path = Path(path)
+def _lines(path: Path, progress: bool | None, want: np.ndarray | None = None):
+    """(record index, line number, parsed record, ignored field names) of each record of the
+    file, in order; with ``want`` (sorted record indices) only those records are parsed."""
     size = path.stat().st_size
     show_bar = size >= LARGE_BYTES if progress is None else progress
-    records, numbers, ignored = [], [], set()
     where = str(path)
+    index, k = 0, 0
     with _open(path, "r") as f, tqdm(total=size, unit="B", unit_scale=True, desc=path.name,
                                      disable=not show_bar) as bar:
         for number, line in enumerate(f, 1):
             bar.update(len(line))
             if not line.strip():
                 continue
+            if want is not None:
+                if k == len(want):
+                    return
+                if want[k] != index:  # a record not asked for: counted, not parsed
+                    index += 1
+                    continue
+                k += 1
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise _bad_json(line, err, number, where) from None
-            records.append(parse_record(obj, "source", "line", number, where))
-            numbers.append(number)
-            ignored.update(obj.keys() - _FIELD_SET)
+            yield index, number, parse_record(obj, "source", "line", number, where), obj.keys() - _FIELD_SET
+            index += 1
+    if want is not None and k < len(want):
+        raise ValueError(f"rows: record {int(want[k])} is past the file's last record ({index:,} records)")
+
+
+def read_jsonl(path: Path, *, rows: np.ndarray | None = None, progress: bool | None = None) -> Rollouts:
+    """Read a JSON Lines file of records into a validated Rollouts (RecordError on a bad line).
+
+    ``rows``: sorted, distinct 0-based record indices (blank lines are not records; checked by
+    the caller) to read only those records; the other lines are skipped without parsing.
+    String group ids are then numbered within the records read."""
+    path = Path(path)
+    records, numbers, ignored = [], [], set()
+    for _, number, rec, extra in _lines(path, progress, rows):
+        records.append(rec)
+        numbers.append(number)
+        ignored.update(extra)
     if not records:
-        raise record_error("source", "line", None, None, "empty file: no records", where)
-    info = {"source": where, "format": "jsonl"}
+        raise record_error("source", "line", None, None, "empty file: no records", str(path))
+    return assemble(records_to_padded(records, numbers, "source", "line", str(path), _info(path, ignored)))
+
+
+def _info(path: Path, ignored: set) -> dict:
+    info = {"source": str(path), "format": "jsonl"}
     if ignored:
         info["ignored_fields"] = tuple(sorted(ignored))
-    return assemble(records_to_padded(records, numbers, "source", "line", where, info))
+    return info
+
+
+def iter_jsonl(path: Path, *, batch_rows: int, progress: bool | None = None) -> Iterator[Rollouts]:
+    """Read a JSON Lines file as consecutive Rollouts of at most ``batch_rows`` records each.
+
+    Errors name the line in the file. Group ids are numbered alike in every chunk
+    (:class:`labkit.io.assemble.GroupNumbering`); the all-or-none fields (``text``, ``logprobs``,
+    ...) are checked across chunks as well as within one: a chunk that lacks (or has) one that
+    the first chunk had (or lacked) is refused at the record that differs.
+    ``info['offset']``: the chunk's first record index (0-based, blank lines not counted);
+    ``info['first_record']``: its line number."""
+    path = Path(path)
+    where = str(path)
+    numbering = GroupNumbering()
+    first: dict | None = None  # all-or-none field -> the first line that has it (None: absent)
+    first_line = None
+    records, numbers, ignored, offset = [], [], set(), 0
+
+    def chunk():
+        nonlocal first, first_line
+        here = {name: next((n for r, n in zip(records, numbers) if name in r), None) for name in ALL_OR_NONE}
+        if first is None:
+            first, first_line = here, numbers[0]
+        for name in ALL_OR_NONE:
+            if first[name] is not None and here[name] is None:
+                raise record_error("source", "line", numbers[0], name, f"missing, but line {first[name]} has it "
+                                   f"(give {name!r} in every record or in none)", where)
+            if first[name] is None and here[name] is not None:
+                raise record_error("source", "line", first_line, name, f"missing, but line {here[name]} has it "
+                                   f"(give {name!r} in every record or in none)", where)
+        p = records_to_padded(records, numbers, "source", "line", where, _info(path, ignored))
+        p.numbering = numbering
+        p.info.update(offset=offset, first_record=numbers[0])
+        return assemble(p)
+
+    for index, number, rec, extra in _lines(path, progress):
+        records.append(rec)
+        numbers.append(number)
+        ignored.update(extra)
+        if len(records) == batch_rows:
+            out = chunk()
+            records, numbers, ignored, offset = [], [], set(), index + 1
+            yield out
+    if records:
+        yield chunk()
+    elif first is None:
+        raise record_error("source", "line", None, None, "empty file: no records", where)
 
 
 def write_jsonl(rollouts: Rollouts, path: Path) -> Path:

@@ -4,52 +4,93 @@ Per-position fields are list columns, per-record fields plain columns, with the 
 names. Rows are numbered **from 0**. The reader converts column by column, list arrays straight
 to numpy (no Python loop over rows), and holds one column's Arrow buffers at a time; a null list
 means "not given for this record" (the field's default, or an error for a field that has none).
+
+Streaming (:func:`iter_parquet`) converts the same way one Arrow record batch at a time, read
+without pre-buffering whole row groups, so a chunk's memory follows ``batch_rows``, not the row
+group's size; reading selected rows (``rows=``) decodes only the row groups that hold one. The
+writer writes row groups of :data:`ROW_GROUP_ROWS` rows so that a sample decodes little else.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from labkit.core.rollouts import Rollouts, check_rollouts
-from labkit.io.assemble import Padded, assemble, pad_flat
+from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat
 from labkit.io.errors import record_error
 from labkit.io.record import ALL_OR_NONE, FIELDS, LOWEST, PER_POSITION, REQUIRED, default_labels, record_lengths
 
-__all__ = ["read_parquet", "write_parquet", "LARGE_ROWS"]
+__all__ = ["read_parquet", "iter_parquet", "write_parquet", "LARGE_ROWS", "ROW_GROUP_ROWS"]
 
 #: Files with at least this many rows get a progress bar when ``progress=None``.
 LARGE_ROWS = 50_000
+#: Rows per row group written by :func:`write_parquet`: small enough that reading a sample of
+#: rows (``read_rollouts(rows=...)``) decodes little beyond it, large enough to compress well.
+ROW_GROUP_ROWS = 16_384
+#: Rows decoded at once when reading selected rows (``rows=``); bytes read at once when streaming.
+STREAM_ROWS = 8192
+STREAM_BUFFER = 1 << 20
 NAMES = {"tokens": "tokens", "mask": "generated", "rewards": "rewards", "group_ids": "group_id", "prompts": "prompt",
          **{n: n for n in ("step_ids", "turn_ids", "agent_ids", "logprobs", "entropies", "states", "anchor_keys", "text")}}
 
 
 class _Reader:
-    """One file's columns, checked and converted; errors name the row and the column."""
+    """One file's columns, checked and converted; errors name the row and the column.
 
-    def __init__(self, path: Path):
+    Whole-file mode reads one column at a time from the file. Chunk mode (``table`` set, by
+    :func:`iter_parquet` and by ``rows=``) converts the columns of an Arrow table holding some
+    of the file's rows; ``numbers[i]`` is then the file row of the table's row i, so every
+    error names the row in the file, not in the chunk.
+    """
+
+    def __init__(self, path: Path, stream: bool = False):
         import pyarrow.parquet as pq
 
         self.where = str(path)
         try:
-            self.file = pq.ParquetFile(path)
+            # streaming: no pre-buffering, so a reader holds a page's bytes, not a row group's
+            kw = dict(pre_buffer=False, buffer_size=STREAM_BUFFER) if stream else {}
+            self.file = pq.ParquetFile(path, **kw)
         except Exception as err:  # pyarrow raises its own ArrowInvalid for a file that is not Parquet
             raise record_error("source", "row", None, None, f"not a readable Parquet file ({err})", self.where) from None
         self.n = self.file.metadata.num_rows
+        self.total = self.n
         self.columns = set(self.file.schema_arrow.names)
+        self.table = None
+        self.numbers: np.ndarray | None = None
+
+    def check(self) -> list[str]:
+        """Refuse an empty file or a missing required column; the record fields present."""
+        if self.total == 0:
+            raise self.error(None, None, "empty file: no rows")
+        for name in REQUIRED:
+            if name not in self.columns:
+                raise record_error("source", "row", 0, name, "missing (a required column)", self.where)
+        return [n for n in FIELDS if n in self.columns]
+
+    def use(self, table, numbers: np.ndarray) -> None:
+        """Convert ``table`` (some of the file's rows; ``numbers``: their rows in the file) next."""
+        self.table, self.numbers, self.n = table, numbers, table.num_rows
 
     def error(self, row, name, detail):
+        if row is not None and self.numbers is not None:
+            row = int(self.numbers[row])
         return record_error("source", "row", row, name, detail, self.where)
 
     def read(self, name: str):
         import pyarrow as pa
 
-        # Arrow's allocator keeps freed buffers for reuse: hand the previous column's back to the
-        # system first, so the peak holds one column's Arrow buffers, not all of them
-        pa.default_memory_pool().release_unused()
-        col = self.file.read(columns=[name]).column(0)
+        if self.table is not None:
+            col = self.table.column(name)
+        else:
+            # Arrow's allocator keeps freed buffers for reuse: hand the previous column's back to
+            # the system first, so the peak holds one column's Arrow buffers, not all of them
+            pa.default_memory_pool().release_unused()
+            col = self.file.read(columns=[name]).column(0)
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
         if pa.types.is_dictionary(col.type):
             col = col.dictionary_decode()
@@ -110,22 +151,78 @@ class _Reader:
         return row, i - int(ends[row] - lengths[row])
 
 
-def read_parquet(path: Path, *, progress: bool | None = None) -> Rollouts:
-    """Read a Parquet file of records into a validated Rollouts (RecordError on a bad row)."""
+def read_parquet(path: Path, *, rows: np.ndarray | None = None, progress: bool | None = None) -> Rollouts:
+    """Read a Parquet file of records into a validated Rollouts (RecordError on a bad row).
+
+    ``rows``: sorted, distinct 0-based row indices (checked by the caller) to read only those
+    rows: only the row groups that hold one are decoded, a batch at a time, and only the wanted
+    rows are kept; errors still name the row in the file."""
     import pyarrow as pa
 
-    r = _Reader(Path(path))
-    if r.n == 0:
-        raise r.error(None, None, "empty file: no rows")
-    for name in REQUIRED:
-        if name not in r.columns:
-            raise r.error(0, name, "missing (a required column)")
-    present = [n for n in FIELDS if n in r.columns]
-    show_bar = r.n >= LARGE_ROWS if progress is None else progress
-    bar = tqdm(present, desc=Path(path).name, unit="column", disable=not show_bar)
+    if rows is None:
+        r = _Reader(Path(path))
+        present = r.check()
+        show_bar = r.n >= LARGE_ROWS if progress is None else progress
+        with tqdm(present, desc=Path(path).name, unit="column", disable=not show_bar) as bar:
+            p = _padded(r, present, bar.update)
+        pa.default_memory_pool().release_unused()
+        return assemble(p)
+    r = _Reader(Path(path), stream=True)
+    present = r.check()
+    if rows.size and int(rows[-1]) >= r.total:
+        raise ValueError(f"rows: row {int(rows[-1])} is past the file's last row ({r.total:,} rows)")
+    starts = np.concatenate([[0], np.cumsum([r.file.metadata.row_group(i).num_rows
+                                             for i in range(r.file.metadata.num_row_groups)])])
+    parts = []
+    show_bar = len(rows) >= LARGE_ROWS if progress is None else progress
+    with tqdm(total=len(rows), desc=Path(path).name, unit="row", disable=not show_bar) as bar:
+        for g in np.unique(np.searchsorted(starts, rows, side="right") - 1).tolist():
+            offset = int(starts[g])
+            for batch in r.file.iter_batches(batch_size=STREAM_ROWS, row_groups=[g], columns=present):
+                lo, hi = np.searchsorted(rows, [offset, offset + batch.num_rows])
+                if hi > lo:
+                    parts.append(batch.take(pa.array(rows[lo:hi] - offset)))
+                    bar.update(int(hi - lo))
+                offset += batch.num_rows
+    r.use(pa.Table.from_batches(parts), np.asarray(rows, dtype=np.int64))
+    return assemble(_padded(r, present))
+
+
+def iter_parquet(path: Path, *, batch_rows: int, progress: bool | None = None) -> Iterator[Rollouts]:
+    """Read a Parquet file as consecutive Rollouts of at most ``batch_rows`` rows each (Arrow
+    record batches of the file's row groups, decoded as they are needed). Group ids are numbered
+    alike in every chunk (:class:`labkit.io.assemble.GroupNumbering`); ``info['offset']`` and
+    ``info['first_record']`` are the chunk's first row in the file."""
+    import pyarrow as pa
+
+    r = _Reader(Path(path), stream=True)
+    present = r.check()
+    numbering = GroupNumbering()
+    show_bar = r.total >= LARGE_ROWS if progress is None else progress
+    offset = 0
+    with tqdm(total=r.total, desc=Path(path).name, unit="row", disable=not show_bar) as bar:
+        for batch in r.file.iter_batches(batch_size=batch_rows, columns=present):
+            n = batch.num_rows
+            r.use(pa.Table.from_batches([batch]), np.arange(offset, offset + n))
+            del batch
+            p = _padded(r, present)
+            p.numbering = numbering
+            p.info.update(offset=offset, first_record=offset)
+            r.table = None
+            pa.default_memory_pool().release_unused()  # the decoded batch goes back, not into a cache
+            chunk = assemble(p)
+            del p
+            yield chunk
+            offset += n
+            bar.update(n)
+
+
+def _padded(r: _Reader, present: list[str], tick=lambda: None) -> Padded:
+    """The reader's rows (the whole file, or its current table) as a checked ``Padded`` batch."""
+    import pyarrow as pa
 
     flat, lengths, given = r.list_column("tokens")
-    bar.update()
+    tick()
     if not given.all():
         raise r.error(int((~given).argmax()), "tokens", "missing (null; a required field)")
     T = int(lengths.max())
@@ -145,7 +242,7 @@ def read_parquet(path: Path, *, progress: bool | None = None) -> Rollouts:
     if not np.isfinite(reward).all():
         row = int((~np.isfinite(reward)).argmax())
         raise r.error(row, "reward", f"must be finite, got {reward[row]}")
-    bar.update()
+    tick()
 
     group = r.read("group_id")
     nulls = r.nulls(group)
@@ -160,13 +257,14 @@ def read_parquet(path: Path, *, progress: bool | None = None) -> Rollouts:
         group = group.to_pylist()
     else:
         raise r.error(0, "group_id", f"expected integers or strings, the column's type is {group.type}")
-    bar.update()
+    tick()
 
     ignored = sorted(r.columns - set(FIELDS))
     info = {"source": r.where, "format": "parquet"}
     if ignored:
         info["ignored_fields"] = tuple(ignored)
-    p = Padded(argument="source", unit="row", numbers=np.arange(r.n), names=NAMES, where=r.where, tokens=tokens,
+    numbers = np.arange(r.n) if r.numbers is None else r.numbers
+    p = Padded(argument="source", unit="row", numbers=numbers, names=NAMES, where=r.where, tokens=tokens,
                valid=valid, group=group, reward=reward, reward_dtype=reward_dtype, info=info)
     for name in present:
         if name in REQUIRED:
@@ -180,10 +278,8 @@ def read_parquet(path: Path, *, progress: bool | None = None) -> Rollouts:
             p.anchor_keys = _anchor_keys(r)
         else:
             _position_field(r, p, name, lengths, valid)
-        bar.update()
-    bar.close()
-    pa.default_memory_pool().release_unused()
-    return assemble(p)
+        tick()
+    return p
 
 
 def _anchor_keys(r: _Reader) -> list:
@@ -300,5 +396,5 @@ def write_parquet(rollouts: Rollouts, path: Path) -> Path:
                                                            for s in row[:n]], type=pa.string()))
     table = pa.table(cols).replace_schema_metadata({"labkit.record_format": "1"})
     path = Path(path)
-    pq.write_table(table, path, compression="zstd")
+    pq.write_table(table, path, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     return path
