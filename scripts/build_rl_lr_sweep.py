@@ -10,8 +10,8 @@ data/rl_runs/lr_sweep_meta.json; the notebook loads them (``load_lr_sweep``) and
 
 Usage: python scripts/build_rl_lr_sweep.py --lrs 3e-5 1e-4 [--methods GRPO VinePPO] [--seeds 0 1 2]
        [--iterations 24]
-Runs of the named (lr, method) pairs replace their rows in an existing lr_sweep.csv, so pieces
-can be built in separate processes (one thread each). One seed of 24 iterations takes about one
+Each (lr, method, seed) run is saved as it finishes and replaces an earlier run of the same
+kind in lr_sweep.csv, so pieces can be built in separate processes (one thread each). One seed of 24 iterations takes about one
 minute for GRPO, two for PPO and four for VinePPO (K = 9) on one core.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,31 +59,41 @@ def main(argv: list[str]) -> None:
                  "setup": "lm_rl_setup(): as data/rl_runs/meta.json", "settings": settings, "k": args.k,
                  "torch_threads": 1, "torch": torch.__version__})
     for lr in args.lrs:
-        start = time.perf_counter()
-        curves = compare(nb03.lm_rl_setup(), nb03.lm_rl_runs(k=args.k, methods=args.methods), seeds=args.seeds,
-                         lr=lr, iterations=args.iterations, progress=False, **settings)
-        curves.insert(1, "lr", lr)
-        curves.insert(2, "iterations", args.iterations)
-        # re-read: another process may have written its pieces meanwhile
+        for method in args.methods:
+            for seed in args.seeds:  # one run at a time, saved as it finishes: a long sweep can stop part way
+                start = time.perf_counter()
+                run = compare(nb03.lm_rl_setup(), nb03.lm_rl_runs(k=args.k, methods=[method]), seeds=[seed],
+                              lr=lr, iterations=args.iterations, progress=False, **settings)
+                run.insert(1, "lr", lr)
+                run.insert(2, "iterations", args.iterations)
+                save(run, meta, csv, meta_file)
+                end = run.dropna(subset=["success"]).success
+                print(f"lr {lr:g} {method} seed {seed}: success {end.iloc[0]:.3f} -> {end.iloc[-1]:.3f} "
+                      f"({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+def save(run: pd.DataFrame, meta: dict, csv: Path, meta_file: Path) -> None:
+    """Merge one run into the cache, replacing an earlier run of the same (lr, iterations,
+    method, seed); a lock keeps two processes building pieces side by side from losing rows."""
+    import fcntl
+
+    lr, iterations, method, seed = (run[c].iloc[0] for c in ("lr", "iterations", "label", "seed"))
+    with open(Path(tempfile.gettempdir()) / "labkit_lr_sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        curves = run
         if csv.is_file():
             old = pd.read_csv(csv)
-            keep = ~((old.lr == lr) & (old.iterations == args.iterations) & old.label.isin(args.methods)
-                     & old.seed.isin(args.seeds))
-            curves = pd.concat([old[keep], curves], ignore_index=True)
+            same = (old.lr == lr) & (old.iterations == iterations) & (old.label == method) & (old.seed == seed)
+            curves = pd.concat([old[~same], run], ignore_index=True)
         curves = curves.sort_values(["lr", "iterations", "label", "seed", "iteration"], kind="stable")
         curves.to_csv(csv, index=False, float_format="%.6g")
         fresh = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-        fresh.update({k: v for k, v in meta.items() if k != "seconds"})
-        for m in args.methods:
-            done = curves[(curves.lr == lr) & (curves.iterations == args.iterations) & (curves.label == m)]
-            key = f"{m} lr={lr:g} iterations={args.iterations}"
-            fresh.setdefault("seconds", {})[key] = round(float(done.groupby("seed").seconds.max().sum()), 1)
-            fresh.setdefault("seeds", {})[key] = sorted(int(s) for s in done.seed.unique())
+        fresh.update({k: v for k, v in meta.items() if k not in ("seconds", "seeds")})
+        key = f"{method} lr={lr:g} iterations={iterations}"
+        done = curves[(curves.lr == lr) & (curves.iterations == iterations) & (curves.label == method)]
+        fresh.setdefault("seconds", {})[key] = round(float(done.groupby("seed").seconds.max().sum()), 1)
+        fresh.setdefault("seeds", {})[key] = sorted(int(s) for s in done.seed.unique())
         meta_file.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n")
-        last = curves[(curves.lr == lr) & (curves.iterations == args.iterations)].groupby(["label", "seed"]).tail(1)
-        print(f"lr {lr:g} ({time.perf_counter() - start:.0f} s):")
-        print(last[["label", "seed", "iteration", "success"]].to_string(index=False))
-
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -9,7 +9,7 @@ sample size and costs to data/vine_hits/meta.json; the notebook loads them and c
 intervals itself.
 
 Usage: python scripts/build_vine_hits.py [--problems 256] [--truth-k 64] [--seed 3]
-Measured: TIMING. The 64-vine reference (not the 256 vines of data/lm_truth) keeps it affordable:
+Measured: 85 s of CPU (756 s wall on a shared, overloaded 2-core machine). The 64-vine reference (not the 256 vines of data/lm_truth) keeps it affordable:
 its values have a standard error up to 0.06, enough to rank the steps of a rollout. Rerun whenever data/tiny_lm changes.
 """
 from __future__ import annotations

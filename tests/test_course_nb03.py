@@ -1,5 +1,6 @@
 """Notebook 03's runners (labkit.course.nb03_vineppo): token-level truth, vine value error and the RL
 runs on the tiny LM."""
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -170,3 +171,22 @@ def test_cached_hits_and_sweep_load_and_are_consistent():
         lesson.load_vine_hits("/nonexistent")
     with pytest.raises(FileNotFoundError, match="^path"):
         lesson.load_lr_sweep("/nonexistent")
+
+
+def test_summarise_lr_sweep_pairs_each_run_with_grpo_at_its_lr_and_seed():
+    def run(label, lr, seed, before, after):
+        return pd.DataFrame({"label": label, "lr": lr, "iterations": 2, "seed": seed, "iteration": [0, 1, 2],
+                             "success": [before, float("nan"), after], "env_steps": 1, "policy_tokens": 1,
+                             "aux_calls": 0, "seconds": 1.0})
+    curves = pd.concat([run("GRPO", 1e-5, 0, 0.5, 0.6), run("GRPO", 1e-5, 1, 0.5, 0.4),
+                        run("VinePPO", 1e-5, 0, 0.5, 0.7), run("VinePPO", 1e-5, 1, 0.5, 0.5),
+                        run("VinePPO", 1e-4, 0, 0.5, 0.1)])
+    table = lesson.summarise_lr_sweep(curves).set_index(["lr", "label"])
+    assert table.loc[(1e-5, "GRPO"), "change_mean"] == pytest.approx(0.0)
+    assert table.loc[(1e-5, "VinePPO"), "change_mean"] == pytest.approx(0.1)
+    assert table.loc[(1e-5, "VinePPO"), "vs_grpo"] == pytest.approx(0.1)  # +0.1 on both seeds
+    assert table.loc[(1e-5, "GRPO"), "vs_grpo"] == 0
+    assert table.loc[(1e-4, "VinePPO"), "change_mean"] == pytest.approx(-0.4)
+    assert np.isnan(table.loc[(1e-4, "VinePPO"), "vs_grpo"]) and table.loc[(1e-4, "VinePPO"), "seeds"] == 1
+    with pytest.raises(ValueError, match="^curves"):
+        lesson.summarise_lr_sweep(curves.drop(columns="lr"))

@@ -322,3 +322,31 @@ def load_lr_sweep(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     meta = json.loads(meta_file.read_text())
     _check_model(meta, folder, "build_rl_lr_sweep.py")
     return pd.read_csv(csv), meta
+
+
+def summarise_lr_sweep(curves: pd.DataFrame) -> pd.DataFrame:
+    """``labkit.learn.loop.summarise`` per learning rate: one row per (``lr``, ``iterations``,
+    ``label``) of ``curves`` (``load_lr_sweep``'s, or any curves given those two columns) with the
+    seeds run, held-out success before training and the change it made (mean, std, min, max over
+    the seeds), plus ``vs_grpo``: the mean over shared seeds of the run's change minus GRPO's
+    change at the same lr and seed (evaluations share problems and random numbers, so this
+    pairing removes what the seeds have in common; NaN without a GRPO run)."""
+    from labkit.learn.loop import summarise
+
+    if not {"lr", "iterations"} <= set(curves.columns):
+        raise ValueError("curves: need lr and iterations columns (load_lr_sweep's curves)")
+    rows = []
+    for (lr, iterations), group in curves.groupby(["lr", "iterations"], sort=True):
+        table = summarise(group)
+        first = group[group.iteration == 0].set_index(["label", "seed"]).success
+        last_it = group.groupby(["label", "seed"]).iteration.transform("max")
+        change = group[group.iteration == last_it].set_index(["label", "seed"]).success - first
+        for _, row in table.iterrows():
+            mine = change.loc[row.label]
+            grpo = change.loc["GRPO"] if "GRPO" in change.index.get_level_values(0) else pd.Series(dtype=float)
+            shared = mine.index.intersection(grpo.index)
+            rows.append({"lr": lr, "iterations": int(iterations), "label": row.label, "seeds": int(row.seeds),
+                         "success_before": row.success_before, "change_mean": row.change_mean,
+                         "change_std": row.change_std, "change_min": row.change_min, "change_max": row.change_max,
+                         "vs_grpo": float((mine[shared] - grpo[shared]).mean()) if len(shared) else float("nan")})
+    return pd.DataFrame(rows)
