@@ -2,15 +2,16 @@
 
 The reference set has only 8 rollouts with a wrong step, so its hit rates move by 0.125 per hit.
 This samples one rollout of each of 256 distinct held-out 4-operand problems (a seeded sample
-separate from the reference rollouts), keeps the rollouts with a wrong step, and scores GRPO,
+drawn independently of the reference rollouts), keeps the rollouts with a wrong step, and scores GRPO,
 VinePPO with K = 1, 3, 9, 16 vines and a 64-vine Monte Carlo reference on them
 (``labkit.course.nb03_vineppo.vine_hit_sample``). Per-rollout hits go to data/vine_hits/hits.csv,
 sample size and costs to data/vine_hits/meta.json; the notebook loads them and computes the
 intervals itself.
 
 Usage: python scripts/build_vine_hits.py [--problems 256] [--truth-k 64] [--seed 3]
-Measured: 85 s of CPU (756 s wall on a shared, overloaded 2-core machine). The 64-vine reference (not the 256 vines of data/lm_truth) keeps it affordable:
-its values have a standard error up to 0.06, enough to rank the steps of a rollout. Rerun whenever data/tiny_lm changes.
+Measured: 85 s of CPU (756 s wall on a shared, overloaded 2-core machine). The 64-vine
+reference (not the 256 vines of data/lm_truth) keeps it affordable: its values have a standard
+error up to 0.06, enough to rank the steps of a rollout. Rerun whenever data/tiny_lm changes.
 """
 from __future__ import annotations
 
