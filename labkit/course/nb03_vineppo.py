@@ -3,8 +3,11 @@ real model's prefixes, what do they cost, and does step credit from them train b
 GRPO's outcome credit or PPO's learned critic?
 
 Runners on the tiny arithmetic LM: the vine values' error against the cached 256-vine truth,
-the token-level truth, the RL runs the notebook compares (trained by ``scripts/build_rl_runs.py``
-and loaded from ``data/rl_runs``). Each runner is seeded and returns plain data.
+the token-level truth, first-wrong-step hits per rollout with their intervals (Wilson over
+rollouts, paired bootstrap for a difference; a 119-rollout sample cached by
+``scripts/build_vine_hits.py`` in ``data/vine_hits``), the RL runs the notebook compares (trained
+by ``scripts/build_rl_runs.py``) and their learning-rate sweep (``scripts/build_rl_lr_sweep.py``),
+both loaded from ``data/rl_runs``. Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
 
