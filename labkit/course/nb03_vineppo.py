@@ -3,20 +3,24 @@ real model's prefixes, what do they cost, and does step credit from them train b
 GRPO's outcome credit or PPO's learned critic?
 
 Runners on the tiny arithmetic LM: the vine values' error against the cached 256-vine truth,
-the token-level truth, the RL runs the notebook compares (trained by ``scripts/build_rl_runs.py``
-and loaded from ``data/rl_runs``). Each runner is seeded and returns plain data.
+the token-level truth, first-wrong-step hits per rollout with their intervals (Wilson over
+rollouts, paired bootstrap for a difference; a 119-rollout sample cached by
+``scripts/build_vine_hits.py`` in ``data/vine_hits``), the RL runs the notebook compares (trained
+by ``scripts/build_rl_runs.py``) and their learning-rate sweep (``scripts/build_rl_lr_sweep.py``),
+both loaded from ``data/rl_runs``. Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from labkit.core.paths import data_path
-from labkit.core.checks import check_int
+from labkit.core.checks import check_int, check_number
 from labkit.core.rollouts import Credit, Rollouts
 # Defined in nb02 (the notebook calls them as lesson.<name> too)
 from labkit.course.nb02_critics_gae import first_error_hit_rate, step_table, truth_step_advantage  # noqa: F401
@@ -99,6 +103,139 @@ def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16),
     return pd.DataFrame(rows)
 
 
+# --------------------------------------------------------------------------- hit rates with their noise
+def first_error_hits(credit: torch.Tensor, rollouts: Rollouts) -> pd.DataFrame:
+    """``first_error_hit_rate`` rollout by rollout: one row per rollout with a wrong step (and
+    that step present), with ``row`` (its index in ``rollouts``), ``hit`` (1 if the most
+    negative step credit is on the first wrong step; a tie of m steps counts 1/m) and
+    ``chance`` (1 / its number of steps). The mean of ``hit`` is ``first_error_hit_rate``."""
+    if credit.shape != rollouts.mask.shape:
+        raise ValueError(f"credit: expected shape {tuple(rollouts.mask.shape)} (per token), got {tuple(credit.shape)}")
+    rows = []
+    for b in (rollouts.truth["first_error_step"] >= 0).nonzero().flatten().tolist():
+        one = first_error_hit_rate(credit[b:b + 1], rollouts.select([b]))  # nb02's rule, on one row
+        if one["rollouts"]:
+            rows.append({"row": b, "hit": one["hit_rate"], "chance": one["chance"]})
+    return pd.DataFrame(rows, columns=["row", "hit", "chance"])
+
+
+def wilson_interval(successes: float, n: int, *, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a rate of ``successes`` out of ``n`` (fractional successes,
+    such as shared ties, are allowed): unlike rate ± z·SE it stays inside [0, 1] and is not
+    empty at a rate of 0 or 1, which matters for small samples."""
+    from statistics import NormalDist
+
+    n = check_int("n", n, low=1)
+    successes = check_number("successes", successes, low=0.0, high=float(n))
+    level = check_number("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    # at a rate of exactly 0 or 1 the bound is exactly 0 or 1 (the formula leaves rounding dust)
+    return (0.0 if p == 0 else max(0.0, centre - half)), (1.0 if p == 1 else min(1.0, centre + half))
+
+
+def hit_rate_intervals(hits: Mapping[str, pd.DataFrame], *, level: float = 0.95) -> pd.DataFrame:
+    """One row per method of ``hits`` (method -> ``first_error_hits`` table): the hit rate, its
+    Wilson interval at ``level`` over the rollouts scored, the chance rate and the number of
+    rollouts. The interval says how far the rate could move on another sample of rollouts."""
+    if not hits:
+        raise ValueError("hits: need at least one method")
+    rows = []
+    for name, table in hits.items():
+        n = len(table)
+        if n == 0:
+            raise ValueError(f"hits: {name!r} scored no rollout")
+        lo, hi = wilson_interval(float(table.hit.sum()), n, level=level)
+        rows.append({"method": name, "hit_rate": float(table.hit.mean()), "low": lo, "high": hi,
+                     "chance": float(table.chance.mean()), "rollouts": n})
+    return pd.DataFrame(rows)
+
+
+def paired_difference(a: pd.DataFrame, b: pd.DataFrame, *, level: float = 0.95, n_boot: int = 4000,
+                      seed: int = 0) -> dict[str, float]:
+    """Hit rate of ``a`` minus that of ``b`` (two ``first_error_hits`` tables on the same
+    rollouts) with a paired bootstrap interval: rollouts are resampled with replacement
+    ``n_boot`` times (numpy, seeded ``seed``) and the ``level`` percentile interval of the
+    difference is returned. Pairing removes the rollout-to-rollout spread both methods share,
+    so it is narrower than comparing two separate intervals. Keys: diff, low, high, rollouts."""
+    n_boot = check_int("n_boot", n_boot, low=1)
+    level = check_number("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+    if list(a.row) != list(b.row):
+        raise ValueError("b: must score the same rollouts as a, in the same order")
+    d = a.hit.to_numpy(float) - b.hit.to_numpy(float)
+    if len(d) == 0:
+        raise ValueError("a: scored no rollout")
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
+    boot = d[idx].mean(1)
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return {"diff": float(d.mean()), "low": float(lo), "high": float(hi), "rollouts": len(d)}
+
+
+VINE_HITS_DIR = data_path("vine_hits")
+
+
+def vine_hit_sample(env, *, n_problems: int = 256, n_operands: int = LM_OPERANDS, ks: Iterable[int] = (1, 3, 9, 16),
+                    truth_k: int = 64, seed: int = 3, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """First-wrong-step hits on a larger sample than the 32 reference rollouts (what
+    ``scripts/build_vine_hits.py`` caches): one rollout of each of ``n_problems`` distinct
+    held-out ``n_operands``-operand problems (sampling seed ``seed``); the rollouts with a wrong
+    step are scored with GRPO (one group of all rollouts), VinePPO with each k of ``ks`` (vines
+    seeded ``seed + k``, as ``vine_credits``) and a ``truth_k``-vine Monte Carlo "truth" (seed
+    ``seed + truth_k + 1``). Returns (hits, meta): hits in long form (``method``, ``k`` (0 for
+    GRPO), then ``first_error_hits``' columns plus ``first_error_step`` and ``reward``), meta
+    the sample size and each method's vines and token positions."""
+    from labkit.credit import get_estimator
+
+    n_problems = check_int("n_problems", n_problems, low=1)
+    truth_k = check_int("truth_k", truth_k, low=1)
+    ks = [check_int("ks", k, low=1) for k in ks]
+    if truth_k in ks:
+        raise ValueError(f"truth_k: {truth_k} is also in ks; the truth needs its own vines")
+    problems = env.task.sample_prompts(n_problems, n_operands, split="held_out", seed=seed, unique=True)
+    ro = env.rollouts(problems, seed=seed)
+    wrong = (ro.truth["first_error_step"] >= 0).nonzero().flatten().tolist()
+    if not wrong:
+        raise ValueError("n_problems: no rollout of the sample has a wrong step")
+    grpo = get_estimator("grpo")(ro.with_(group_ids=torch.zeros(len(ro), dtype=torch.long)))
+    sub = ro.select(wrong)  # vines only where a hit can be scored
+    credits = {("GRPO", 0): grpo.token[wrong]}
+    costs = {"GRPO": {"vines": 0, "policy_tokens": 0}}
+    vines = vine_credits(env, sub, ks, seed=seed, progress=progress)
+    vines[truth_k] = vine_credits(env, sub, [truth_k], seed=seed + 1, progress=False)[truth_k]
+    for k, credit in vines.items():
+        name = f"truth K={k}" if k == truth_k else f"VinePPO K={k}"
+        credits[(name, k)] = credit.token
+        costs[name] = {"vines": credit.cost.policy_forwards, "policy_tokens": credit.cost.policy_tokens}
+    tables = []
+    for (name, k), token in credits.items():
+        table = first_error_hits(token, sub)
+        table.insert(0, "k", k)
+        table.insert(0, "method", name)
+        table["first_error_step"] = sub.truth["first_error_step"][table.row].tolist()
+        table["reward"] = sub.rewards.sum(1)[table.row].tolist()
+        table["row"] = [wrong[r] for r in table.row]  # index in the whole sample
+        tables.append(table)
+    meta = {"n_problems": n_problems, "n_operands": n_operands, "seed": seed, "success": float(ro.scores.mean()),
+            "with_wrong_step": len(wrong), "truth_k": truth_k, "ks": ks, "cost": costs}
+    return pd.concat(tables, ignore_index=True), meta
+
+
+def load_vine_hits(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
+    """The hits cached by ``scripts/build_vine_hits.py`` (``vine_hit_sample``'s output):
+    (hits, meta). Raises if the cache is missing or was built with a different model."""
+    import json
+
+    folder = Path(path) if path is not None else VINE_HITS_DIR
+    csv, meta_file = folder / "hits.csv", folder / "meta.json"
+    if not csv.is_file() or not meta_file.is_file():
+        raise FileNotFoundError(f"path: no cached hits in {folder}; run python scripts/build_vine_hits.py")
+    meta = json.loads(meta_file.read_text())
+    _check_model(meta, folder, "build_vine_hits.py")
+    return pd.read_csv(csv), meta
+
+
 # --------------------------------------------------------------------------- RL on the tiny LM: GRPO, PPO and VinePPO
 def lm_rl_setup(*, n_operands: int = LM_OPERANDS, train_pool: int = 512, eval_problems: int = 256,
                 prompts_per_batch: int = 8, n_per_prompt: int = 8, task_seed: int = 0):
@@ -155,7 +292,6 @@ RL_RUNS_DIR = data_path("rl_runs")
 def load_rl_runs(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """Learning curves cached by ``scripts/build_rl_runs.py``: (curves, meta). Raises if the
     cache is missing or was built with a different model than the shipped one."""
-    import hashlib
     import json
 
     folder = Path(path) if path is not None else RL_RUNS_DIR
@@ -163,8 +299,57 @@ def load_rl_runs(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     if not csv.is_file() or not meta_file.is_file():
         raise FileNotFoundError(f"path: no cached runs in {folder}; run python scripts/build_rl_runs.py")
     meta = json.loads(meta_file.read_text())
+    _check_model(meta, folder, "build_rl_runs.py")
+    return pd.read_csv(csv), meta
+
+
+def _check_model(meta: dict, folder: Path, script: str) -> None:
+    """Raise if the cache in ``folder`` was built from another model than the shipped one."""
+    import hashlib
+
     weights = data_path("tiny_lm", "model.safetensors")
     if weights.is_file() and meta.get("model_sha256") != hashlib.sha256(weights.read_bytes()).hexdigest():
-        raise ValueError(f"path: the runs in {folder} were trained from a different model; "
-                         "rerun python scripts/build_rl_runs.py")
+        raise ValueError(f"path: the cache in {folder} was built from a different model; "
+                         f"rerun python scripts/{script}")
+
+
+def load_lr_sweep(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
+    """The learning-rate sweep cached by ``scripts/build_rl_lr_sweep.py``: (curves with ``lr``
+    and ``iterations`` columns, meta). Raises if missing or built from a different model."""
+    import json
+
+    folder = Path(path) if path is not None else RL_RUNS_DIR
+    csv, meta_file = folder / "lr_sweep.csv", folder / "lr_sweep_meta.json"
+    if not csv.is_file() or not meta_file.is_file():
+        raise FileNotFoundError(f"path: no cached sweep in {folder}; run python scripts/build_rl_lr_sweep.py")
+    meta = json.loads(meta_file.read_text())
+    _check_model(meta, folder, "build_rl_lr_sweep.py")
     return pd.read_csv(csv), meta
+
+
+def summarise_lr_sweep(curves: pd.DataFrame) -> pd.DataFrame:
+    """``labkit.learn.loop.summarise`` per learning rate: one row per (``lr``, ``iterations``,
+    ``label``) of ``curves`` (``load_lr_sweep``'s, or any curves given those two columns) with the
+    seeds run, held-out success before training and the change it made (mean, std, min, max over
+    the seeds), plus ``vs_grpo``: the mean over shared seeds of the run's change minus GRPO's
+    change at the same lr and seed (evaluations share problems and random numbers, so this
+    pairing removes what the seeds have in common; NaN without a GRPO run)."""
+    from labkit.learn.loop import summarise
+
+    if not {"lr", "iterations"} <= set(curves.columns):
+        raise ValueError("curves: need lr and iterations columns (load_lr_sweep's curves)")
+    rows = []
+    for (lr, iterations), group in curves.groupby(["lr", "iterations"], sort=True):
+        table = summarise(group)
+        first = group[group.iteration == 0].set_index(["label", "seed"]).success
+        last_it = group.groupby(["label", "seed"]).iteration.transform("max")
+        change = group[group.iteration == last_it].set_index(["label", "seed"]).success - first
+        for _, row in table.iterrows():
+            mine = change.loc[row.label]
+            grpo = change.loc["GRPO"] if "GRPO" in change.index.get_level_values(0) else pd.Series(dtype=float)
+            shared = mine.index.intersection(grpo.index)
+            rows.append({"lr": lr, "iterations": int(iterations), "label": row.label, "seeds": int(row.seeds),
+                         "success_before": row.success_before, "change_mean": row.change_mean,
+                         "change_std": row.change_std, "change_min": row.change_min, "change_max": row.change_max,
+                         "vs_grpo": float((mine[shared] - grpo[shared]).mean()) if len(shared) else float("nan")})
+    return pd.DataFrame(rows)
