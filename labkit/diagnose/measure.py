@@ -19,6 +19,7 @@ import torch
 
 from labkit.core.checks import check_int
 from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.stats import constant_groups
 
 __all__ = [
     "INTERMEDIATE_MIN_SHARE", "STOCHASTIC_THRESHOLD", "Histogram", "Lengths", "RewardStats",
@@ -416,20 +417,18 @@ class Tally:
     def groups(self) -> GroupStats:
         """:func:`measure_groups` of everything added."""
         self._need()
-        _, inv, sizes = torch.unique(self.group_ids, return_inverse=True, return_counts=True)
+        sizes = torch.unique(self.group_ids, return_counts=True)[1]
         n = sizes.numel()
-        s = self.scores
-        hi = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amax")
-        lo = torch.full((n,), torch.inf, dtype=torch.float64).scatter_reduce(0, inv, s, "amin")
-        multi = sizes >= 2
-        zero = multi & (hi == lo)
-        n_multi = int(multi.sum())
+        # the zero-variance rule lives once, in core.stats (GRPO's group-of-one rule beside it)
+        zero_rows = constant_groups(self.scores, self.group_ids)
+        n_zero = int(torch.unique(self.group_ids[zero_rows]).numel())
+        n_multi = int((sizes >= 2).sum())
         size_summary = _summary(sizes)
         return GroupStats(
             n_groups=n, size_min=int(size_summary[0]), size_median=size_summary[1], size_max=int(size_summary[2]),
-            n_singletons=int((sizes == 1).sum()), n_zero_variance=int(zero.sum()),
-            share_zero_variance=int(zero.sum()) / n_multi if n_multi else float("nan"),
-            share_rows_zero_variance=float(sizes[zero].sum()) / self.n,
+            n_singletons=int((sizes == 1).sum()), n_zero_variance=n_zero,
+            share_zero_variance=n_zero / n_multi if n_multi else float("nan"),
+            share_rows_zero_variance=float(zero_rows.sum()) / self.n,
             size_hist=histogram(sizes))
 
     def positions(self) -> PositionStats:
