@@ -225,15 +225,7 @@ def vine_hit_sample(env, *, n_problems: int = 256, n_operands: int = LM_OPERANDS
 def load_vine_hits(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """The hits cached by ``scripts/build_vine_hits.py`` (``vine_hit_sample``'s output):
     (hits, meta). Raises if the cache is missing or was built with a different model."""
-    import json
-
-    folder = Path(path) if path is not None else VINE_HITS_DIR
-    csv, meta_file = folder / "hits.csv", folder / "meta.json"
-    if not csv.is_file() or not meta_file.is_file():
-        raise FileNotFoundError(f"path: no cached hits in {folder}; run python scripts/build_vine_hits.py")
-    meta = json.loads(meta_file.read_text())
-    _check_model(meta, folder, "build_vine_hits.py")
-    return pd.read_csv(csv), meta
+    return _load_cache(path, VINE_HITS_DIR, "hits.csv", "meta.json", "hits", "build_vine_hits.py")
 
 
 # --------------------------------------------------------------------------- RL on the tiny LM: GRPO, PPO and VinePPO
@@ -292,39 +284,32 @@ RL_RUNS_DIR = data_path("rl_runs")
 def load_rl_runs(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """Learning curves cached by ``scripts/build_rl_runs.py``: (curves, meta). Raises if the
     cache is missing or was built with a different model than the shipped one."""
+    return _load_cache(path, RL_RUNS_DIR, "curves.csv", "meta.json", "runs", "build_rl_runs.py")
+
+
+def _load_cache(path: Path | None, default: Path, csv_name: str, meta_name: str, what: str,
+                script: str) -> tuple[pd.DataFrame, dict]:
+    """(table, meta) of a cache a script in scripts/ wrote; raises, naming ``path``, if it is
+    missing or was built from another model than the shipped one (its meta's model_sha256)."""
+    import hashlib
     import json
 
-    folder = Path(path) if path is not None else RL_RUNS_DIR
-    csv, meta_file = folder / "curves.csv", folder / "meta.json"
+    folder = Path(path) if path is not None else default
+    csv, meta_file = folder / csv_name, folder / meta_name
     if not csv.is_file() or not meta_file.is_file():
-        raise FileNotFoundError(f"path: no cached runs in {folder}; run python scripts/build_rl_runs.py")
+        raise FileNotFoundError(f"path: no cached {what} in {folder}; run python scripts/{script}")
     meta = json.loads(meta_file.read_text())
-    _check_model(meta, folder, "build_rl_runs.py")
-    return pd.read_csv(csv), meta
-
-
-def _check_model(meta: dict, folder: Path, script: str) -> None:
-    """Raise if the cache in ``folder`` was built from another model than the shipped one."""
-    import hashlib
-
     weights = data_path("tiny_lm", "model.safetensors")
     if weights.is_file() and meta.get("model_sha256") != hashlib.sha256(weights.read_bytes()).hexdigest():
         raise ValueError(f"path: the cache in {folder} was built from a different model; "
                          f"rerun python scripts/{script}")
+    return pd.read_csv(csv), meta
 
 
 def load_lr_sweep(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """The learning-rate sweep cached by ``scripts/build_rl_lr_sweep.py``: (curves with ``lr``
     and ``iterations`` columns, meta). Raises if missing or built from a different model."""
-    import json
-
-    folder = Path(path) if path is not None else RL_RUNS_DIR
-    csv, meta_file = folder / "lr_sweep.csv", folder / "lr_sweep_meta.json"
-    if not csv.is_file() or not meta_file.is_file():
-        raise FileNotFoundError(f"path: no cached sweep in {folder}; run python scripts/build_rl_lr_sweep.py")
-    meta = json.loads(meta_file.read_text())
-    _check_model(meta, folder, "build_rl_lr_sweep.py")
-    return pd.read_csv(csv), meta
+    return _load_cache(path, RL_RUNS_DIR, "lr_sweep.csv", "lr_sweep_meta.json", "sweep", "build_rl_lr_sweep.py")
 
 
 def summarise_lr_sweep(curves: pd.DataFrame) -> pd.DataFrame:
