@@ -220,10 +220,12 @@ def test_loss_direction_token_mean_with_exact_credit_follows_the_exact_gradient(
         lesson.loss_direction(probe_at=(0,))
 
 
-def test_cached_echo_trap_sweep_is_reproduced_by_a_live_run():
+def test_cached_echo_trap_sweep_is_reproduced_by_a_live_run(torch_is_locked):
     cache = lesson.load_echo_trap()
     final = cache["final"]
     assert set(final.kind) == set(lesson.ECHO_LOSSES) and final.groupby(["kind", "lr", "label"]).size().eq(5).all()
+    if not torch_is_locked:
+        pytest.skip("the cache was sampled under the lock's torch; another torch draws other episodes")
     _, live = lesson.echo_trap_runs(seeds=(1,), methods=("GRPO",), kind="grpo", lr=0.3, progress=False)
     row = final[(final.kind == "grpo") & (final.lr == 0.3) & (final.label == "GRPO") & (final.seed == 1)].iloc[0]
     assert live.J.iloc[0] == pytest.approx(row.J, abs=1e-4)
