@@ -20,7 +20,7 @@ import torch
 from labkit.core.checks import check_choice, check_int
 from labkit.core.paths import data_path, require_data
 from labkit.core.rollouts import Rollouts
-from labkit.diagnose import Diagnosis, diagnose, disagreement
+from labkit.diagnose import Diagnosis, diagnose, disagreement, rms_scaled
 from labkit.io import read_rollouts, to_trl, to_verl_batch, write_rollouts
 from labkit.survey import decision_tree_graph
 from labkit import viz
@@ -130,13 +130,6 @@ def pair_disagreement(dx: Diagnosis, a: str, b: str) -> pd.DataFrame:
     return disagreement({a: comp.credit[a], b: comp.credit[b]}, comp.sample_rollouts.mask)
 
 
-def _scaled(credit: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Credit divided by its RMS over generated tokens: estimators differ in scale (GRPO divides
-    by a std, REINFORCE does not), and the heatmaps compare where credit lands, not how large."""
-    rms = credit[mask].double().pow(2).mean().sqrt()
-    return credit / rms if float(rms) > 0 else credit
-
-
 def disputed_heatmaps(dx: Diagnosis, a: str, b: str, *, rows: int = 6, width: int | None = None):
     """Side-by-side heatmaps of ``a`` and ``b`` (RMS-scaled) on the ``rows`` trajectories where
     they disagree most, with their rank correlation over the whole sample."""
@@ -145,7 +138,7 @@ def disputed_heatmaps(dx: Diagnosis, a: str, b: str, *, rows: int = 6, width: in
     order = pair_disagreement(dx, a, b)
     pick = order["row"].head(rows).tolist()
     ro = comp.sample_rollouts
-    panels = {f"{n} (RMS-scaled)": _scaled(comp.credit[n], ro.mask)[pick] for n in (a, b)}
+    panels = {f"{n} (RMS-scaled)": rms_scaled(comp.credit[n], ro.mask)[pick] for n in (a, b)}
     labels = [f"#{r} R={float(ro.scores[r]):g}" for r in pick]
     kw = {} if width is None else {"width": width}
     chart = viz.compare_heatmaps(panels, [ro.text[r] for r in pick] if ro.text else None, row_labels=labels, **kw)

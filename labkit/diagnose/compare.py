@@ -212,6 +212,17 @@ def agreement_matrix(credits: dict[str, torch.Tensor], mask: torch.Tensor) -> pd
     return pd.DataFrame(out, index=names, columns=names)
 
 
+def rms_scaled(credit: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``credit`` (float64, 0 off ``mask``) divided by its root mean square over the generated
+    positions: estimators differ in scale (GRPO divides by a std, REINFORCE does not), so the
+    comparisons look at where credit lands, not how large it is. An all-zero credit (or a batch
+    with nothing generated) stays as it is."""
+    c = torch.where(mask, credit.to(torch.float64), 0.0)
+    n_pos = float(mask.sum())
+    rms = math.sqrt(float((c ** 2).sum()) / n_pos) if n_pos else 0.0
+    return c / rms if rms > 0 else c
+
+
 def disagreement(credits: dict[str, torch.Tensor], mask: torch.Tensor) -> pd.DataFrame:
     """Per-trajectory disagreement between estimators.
 
@@ -225,15 +236,8 @@ def disagreement(credits: dict[str, torch.Tensor], mask: torch.Tensor) -> pd.Dat
     below -0.05 after scaling). Returns one row per trajectory (``row`` = position in the
     batch), sorted by disagreement, largest first; rows with nothing generated are left out.
     """
-    names = list(credits)
-    scaled = []
     m = mask.to(torch.float64)
-    n_pos = float(m.sum())
-    for n in names:
-        c = torch.where(mask, credits[n].to(torch.float64), 0.0)
-        rms = math.sqrt(float((c ** 2).sum()) / n_pos) if n_pos else 0.0
-        scaled.append(c / rms if rms > 0 else c)
-    s = torch.stack(scaled)  # (E, B, T)
+    s = torch.stack([rms_scaled(c, mask) for c in credits.values()])  # (E, B, T)
     spread = s.std(0, unbiased=False) * m
     conflict = ((s > 0.05).any(0) & (s < -0.05).any(0) & mask).to(torch.float64)
     length = m.sum(1)

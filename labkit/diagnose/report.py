@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from labkit import viz
 from labkit.survey.decision_tree import QUESTIONS, decision_tree_graph
+from labkit.diagnose.compare import rms_scaled
 
 __all__ = ["Block", "blocks", "render_markdown", "render_html", "HEATMAP_POSITIONS", "HEATMAP_ROWS"]
 
@@ -188,9 +188,7 @@ def _heatmap(c, sub, rows: list[int]):
     labels = [f"row {int(c.rows[r])}" for r in rows]
     panels = {}
     for name, credit in c.credit.items():
-        x = credit.to(torch.float64)
-        rms = float(x[sub.mask].pow(2).mean().sqrt())
-        panels[name] = (x[rows, :W] / (rms if rms > 0 else 1.0)).numpy()
+        panels[name] = rms_scaled(credit, sub.mask)[rows, :W].numpy()
     return viz.compare_heatmaps(panels, tokens=tokens, mask=mask[:, :W].numpy(), row_labels=labels,
                                 cell_size=18, show_text=tokens is not None, value_label="credit / RMS")
 
