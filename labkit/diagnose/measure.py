@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from labkit.core.checks import check_int
-from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts, last_generated
 from labkit.core.stats import constant_groups
 
 __all__ = [
@@ -176,17 +176,10 @@ def position_kinds(rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
     Padding: after the row's last generated position; environment output: every other position
     with ``mask`` False (see the module docstring)."""
     check_rollouts(rollouts)
-    last = _last_generated(rollouts.mask)
+    last = last_generated(rollouts.mask)
     t = torch.arange(rollouts.horizon)
     padding = t[None, :] > last[:, None]
     return ~rollouts.mask & ~padding, padding
-
-
-def _last_generated(mask: torch.Tensor) -> torch.Tensor:
-    """Index of each row's last generated position, (B,) int64; -1 for a row with none."""
-    # int32 positions: half the memory traffic of int64 on a (B, T) pass
-    t = torch.arange(mask.shape[1], dtype=torch.int32)
-    return torch.where(mask, t, torch.tensor(-1, dtype=torch.int32)).amax(1).long()
 
 
 def histogram(values, *, bins: int = 20, discrete_max: int = 20) -> Histogram:
@@ -317,7 +310,7 @@ class Tally:
         mask, r = rollouts.mask, rollouts.rewards
         gen = rollouts.lengths.long()
         # everything up to the last generated position is generated or environment output
-        last = _last_generated(mask)
+        last = last_generated(mask)
         episode = last + 1
         self._gen = _add_counts(self._gen, gen)
         self._episode = _add_counts(self._episode, episode)

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts, default_labels
 from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat
 from labkit.io.errors import record_error
-from labkit.io.record import ALL_OR_NONE, FIELDS, LOWEST, PER_POSITION, REQUIRED, default_labels, record_lengths
+from labkit.io.record import ALL_OR_NONE, FIELDS, LOWEST, PER_POSITION, REQUIRED, record_lengths
 
 __all__ = ["read_parquet", "iter_parquet", "write_parquet", "LARGE_ROWS", "ROW_GROUP_ROWS"]
 

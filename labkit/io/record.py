@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from labkit.core.paths import data_path, require_data
+from labkit.core.rollouts import default_labels, last_generated
 from labkit.io.errors import record_error, show
 
 __all__ = ["SCHEMA_FILE", "REQUIRED", "PER_POSITION", "PER_RECORD", "ALL_OR_NONE", "FIELDS",
@@ -226,17 +227,8 @@ def records_to_padded(records: list[dict], numbers: list[int], argument: str, un
 def record_lengths(rollouts) -> tuple[np.ndarray, np.ndarray]:
     """(length, last generated position) per trajectory of a Rollouts: a record keeps positions
     up to its last generated one (what follows is padding); length 0 when nothing was generated."""
-    mask = rollouts.mask
-    T = mask.shape[1]
-    has = mask.any(1)
-    last = (T - 1 - mask.flip(1).to(torch.uint8).argmax(1)).numpy()
-    return np.where(has.numpy(), last + 1, 0), last
-
-
-def default_labels(mask: torch.Tensor) -> dict:
-    """The labels a record without step / turn / agent ids gets (as Rollouts builds them)."""
-    return {"step_ids": torch.where(mask, mask.long().cumsum(1) - 1, -1),
-            "turn_ids": torch.where(mask, 0, -1), "agent_ids": torch.where(mask, 0, -1)}
+    last = last_generated(rollouts.mask).numpy()
+    return last + 1, last
 
 
 def rollout_records(rollouts, argument: str = "rollouts") -> list[dict]:
