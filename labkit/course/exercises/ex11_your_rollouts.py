@@ -1,0 +1,76 @@
+"""Exercise 11 (notebook 11_your_rollouts): the trajectories of a dump that give GRPO no gradient.
+
+Graded against ``labkit.core.stats.constant_groups``; the reference solution is
+``labkit.course.solutions.no_gradient_rows``.
+"""
+from __future__ import annotations
+
+import torch
+
+from labkit.core.stats import constant_groups
+from labkit.course.exercises.cases import group_members, rand, random_group_ids
+from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
+from labkit.course.exercises.mistakes import looks_like
+
+
+def _reference(scores, group_ids):
+    return constant_groups(torch.as_tensor(scores, dtype=F64), torch.as_tensor(group_ids))
+
+
+def _cases(gen):
+    cases = []
+    for i in range(5):
+        gids = random_group_ids(gen, 2, 4)
+        scores = (rand(gen, len(gids)) < 0.5).to(F64)             # 0/1 outcomes: all-equal groups happen
+        if i % 2:
+            gids = gids[torch.randperm(len(gids), generator=gen)]  # a dump is not sorted by group
+        cases.append(Case(f"random #{i}", dict(scores=scores, group_ids=gids), frozenset({"order"})))
+    cases += [
+        Case("a group of one", dict(scores=torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=F64),
+                                    group_ids=torch.tensor([0, 0, 0, 1])), frozenset({"single"})),
+        Case("whole batch equal, two groups", dict(scores=torch.tensor([1.0, 1.0, 1.0, 1.0], dtype=F64),
+                                                    group_ids=torch.tensor([3, 3, 7, 7]))),
+        Case("equal but for round-off", dict(scores=torch.tensor([0.3, 0.1 + 0.2, 0.5, 0.5], dtype=F64),
+                                             group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"exact"})),
+        Case("groups interleaved", dict(scores=torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0], dtype=F64),
+                                        group_ids=torch.tensor([0, 1, 0, 1, 2, 2])), frozenset({"order"})),
+    ]
+    return cases
+
+
+def _variant(how):
+    def variant(scores, group_ids):
+        s = torch.as_tensor(scores, dtype=F64)
+        g = torch.as_tensor(group_ids)
+        if how == "batch":          # the whole batch compared, not each group
+            return torch.full_like(s, bool(s.max() == s.min()), dtype=torch.bool)
+        out = torch.zeros(len(s), dtype=torch.bool)
+        for members in group_members(g):
+            vals = s[members]
+            if how == "singleton":  # a group of one counted as zero-variance
+                out[members] = bool(vals.max() == vals.min())
+            elif how == "std":      # a std threshold instead of equality
+                out[members] = len(vals) >= 2 and bool(vals.std() < 0.5)
+        return out
+    return variant
+
+
+EXERCISE = register(Exercise(
+    notebook="11", name="no_gradient_rows", title="Trajectories GRPO learns nothing from",
+    signature="no_gradient_rows(scores, group_ids) -> bool tensor (n,)",
+    prompt=(
+        "Mark the trajectories that get no GRPO gradient (Shao et al. 2024, arXiv 2402.03300).\n"
+        "They are those in a group of two or more whose scores are ALL equal, so that every advantage is 0.\n"
+        "  scores: (n,) float tensor, each trajectory's total reward;  group_ids: (n,) int tensor (any order)\n"
+        "Return a bool tensor (n,). A group of one is NOT marked: GRPO's group-of-one rule gives it its raw\n"
+        "score. Equal means exactly equal."),
+    cases=_cases, reference=_reference, output="bool",
+    rules=(
+        Rule("compare each trajectory with its own GROUP (same group id), not with the whole batch",
+             looks_like(_variant("batch")), every=True),
+        Rule("a group of one is not marked: GRPO's group-of-one rule gives it its raw score, so it still "
+             "adds a gradient", looks_like(_variant("singleton")), frozenset({"single"}), every=True),
+        Rule("use exact equality of the scores (max == min), not a threshold on the std",
+             looks_like(_variant("std")), every=True),
+    ),
+))
