@@ -1,0 +1,32 @@
+"""Reference solutions to the course's exercises (``labkit.course.exercises``), one per notebook.
+
+Kept apart from the chapters on purpose: try the exercise first, then compare. Each solution is
+written the way a reader would write it (a loop where a loop is clearer, the formula next to the
+code), not the way the lab's vectorised estimators are; ``check(solution, exercise)`` passes for
+every one (tests/course/exercises/). One module per notebook, named like its exercise's module
+(``ex00_map`` ... ``ex11_your_rollouts``); every solution is re-exported here.
+
+    >>> from labkit.course import solutions
+    >>> from labkit.course.exercises import check
+    >>> check(solutions.grpo_advantage, "01")
+"""
+from labkit.course.solutions.ex00_map import reward_to_go
+from labkit.course.solutions.ex01_reinforce_variance import grpo_advantage
+from labkit.course.solutions.ex02_critics_gae import gae
+from labkit.course.solutions.ex03_vineppo import vineppo_advantage
+from labkit.course.solutions.ex04_process_rewards import pure_min_form
+from labkit.course.solutions.ex05_why_agents_harder import turn_returns
+from labkit.course.solutions.ex06_gigpo import gigpo_step_term
+from labkit.course.solutions.ex07_critical_actions import carl_select
+from labkit.course.solutions.ex08_hindsight_counterfactual import hca_credit
+from labkit.course.solutions.ex09_multiagent import shapley3
+from labkit.course.solutions.ex10_benchmark import rank_correlation
+from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows
+
+__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
+           "carl_select", "hca_credit", "shapley3", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
+
+#: notebook -> its solution
+SOLUTIONS = {"00": reward_to_go, "01": grpo_advantage, "02": gae, "03": vineppo_advantage, "04": pure_min_form, "05": turn_returns,
+             "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": shapley3, "10": rank_correlation,
+             "11": no_gradient_rows}

@@ -1,0 +1,41 @@
+"""Solution to exercise 00 (notebook 00_map): the reward-to-go.
+
+Checked by ``check(reward_to_go, "00")``; the exercise is ``labkit.course.exercises.ex00_map``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["reward_to_go"]
+
+
+def reward_to_go(rewards, mask, gamma):
+    """00 · Reward-to-go (Williams 1992): the credit an outcome reward gives each generated token.
+
+    Formula:
+        G_t = r_t + gamma * G_{t'},  t' the next generated position (tool output does not discount);
+        G = 0 after the last generated position; 0 off the mask.
+
+    Defaults:
+        none: gamma is given.
+
+    Degenerate input:
+        a row with nothing generated gets all zeros; gamma = 0 leaves each token its own reward.
+
+    Deviations from the reference:
+        none: equal to ``Rollouts.returns(gamma)`` (checked by ``check(reward_to_go, "00")``).
+
+    Cost:
+        none beyond the rewards.
+    """
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    B, T = rewards.shape
+    G = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        running = 0.0                      # G after the last generated token
+        for t in reversed(range(T)):
+            if mask[b, t]:                 # tool output and padding: skipped, no discount step
+                running = float(rewards[b, t]) + gamma * running
+                G[b, t] = running
+    return G
+

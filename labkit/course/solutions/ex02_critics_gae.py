@@ -1,0 +1,43 @@
+"""Solution to exercise 02 (notebook 02_critics_gae): GAE's backward loop.
+
+Checked by ``check(gae, "02")``; the exercise is ``labkit.course.exercises.ex02_critics_gae``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["gae"]
+
+
+def gae(rewards, values, mask, gamma, lam):
+    """02 · GAE's backward loop (Schulman et al. 2016, arXiv 1506.02438): discounted TD errors.
+
+    Formula:
+        delta_t = r_t + gamma V_{t'} - V_t,   A_t = delta_t + gamma lam A_{t'}
+        t' the next generated position (tool output skipped).
+
+    Defaults:
+        none: gamma and lam are arguments.
+
+    Degenerate input:
+        V = A = 0 after the last generated token (no bootstrap past the end), so a one-token
+        trajectory gets r - V; positions off the mask get 0.
+
+    Deviations from the reference:
+        none: equal to ``labkit.credit.gae`` (no whitening).
+
+    Cost:
+        none beyond the critic's values.
+    """
+    B, T = rewards.shape
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        next_value, next_adv = 0.0, 0.0  # nothing after the end: no bootstrap
+        for t in reversed(range(T)):
+            if not mask[b, t]:
+                continue  # tool output / padding: skipped, gets no credit
+            delta = rewards[b, t] + gamma * next_value - values[b, t]
+            adv[b, t] = delta + gamma * lam * next_adv
+            next_value, next_adv = values[b, t], adv[b, t]
+    return adv
+

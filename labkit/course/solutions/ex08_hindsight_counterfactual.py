@@ -1,0 +1,33 @@
+"""Solution to exercise 08 (notebook 08_hindsight_counterfactual): HCA's hindsight ratio.
+
+Checked by ``check(hca_credit, "08")``; the exercise is ``labkit.course.exercises.ex08_hindsight_counterfactual``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["hca_credit"]
+
+
+def hca_credit(pi, h, z):
+    """08 · HCA's hindsight ratio (Harutyunyan et al. 2019, arXiv 1912.02503): return-conditioned credit.
+
+    Formula:
+        credit_t = (1 - pi(a_t | s_t) / h(a_t | s_t, Z)) * Z
+
+    Defaults:
+        none.
+
+    Degenerate input:
+        a failed episode (Z = 0) gets 0 on every turn, even where h = 0.
+
+    Deviations from the reference:
+        none: equal to ``labkit.credit.hca`` (no ratio clipping).
+
+    Cost:
+        none beyond the hindsight model's probabilities.
+    """
+    if z == 0:
+        return torch.zeros(len(pi), dtype=torch.float64)
+    return (1 - pi / h) * z
+
