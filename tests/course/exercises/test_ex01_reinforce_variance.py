@@ -1,0 +1,115 @@
+"""Exercise 01 (notebook 01_reinforce_variance): GRPO's advantage.
+
+The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from labkit.course.exercises import check
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exercise_checks as checks  # noqa: E402
+
+NOTEBOOK = "01"
+
+
+# --------------------------------------------------------------------------- typical wrong answers
+def grpo_batch_mean(scores, group_ids):
+    return (scores - scores.mean()) / (scores.std() + 1e-6)
+
+
+def grpo_biased_std(scores, group_ids):
+    adv = torch.zeros_like(scores)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        adv[group_ids == g] = s / 1.000001 if len(s) == 1 else (s - s.mean()) / (s.std(unbiased=False) + 1e-6)
+    return adv
+
+
+def grpo_no_singleton_rule(scores, group_ids):
+    adv = torch.zeros_like(scores)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        adv[group_ids == g] = (s - s.mean()) / (s.std() + 1e-6)  # std of one value: NaN
+    return adv
+
+
+def grpo_singleton_zero(scores, group_ids):
+    adv = torch.zeros_like(scores)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        if len(s) > 1:
+            adv[group_ids == g] = (s - s.mean()) / (s.std() + 1e-6)
+    return adv
+
+
+def grpo_no_eps(scores, group_ids):
+    adv = torch.zeros_like(scores)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        adv[group_ids == g] = s / 1.000001 if len(s) == 1 else (s - s.mean()) / s.std()
+    return adv
+
+
+def grpo_no_std(scores, group_ids):
+    adv = torch.zeros_like(scores)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        adv[group_ids == g] = s if len(s) == 1 else s - s.mean()
+    return adv
+
+
+WRONG = [
+    (grpo_batch_mean, 'do not sum to zero within a group'),
+    (grpo_biased_std, 'biased std'),
+    (grpo_no_singleton_rule, 'group-of-one rule'),
+    (grpo_singleton_zero, 'group-of-one rule'),
+    (grpo_no_eps, 'add eps outside the std'),
+    (grpo_no_std, 'Dr. GRPO'),
+]
+
+
+# --------------------------------------------------------------------------- the tests
+def test_the_exercise_states_what_to_write():
+    checks.assert_states_what_to_write(NOTEBOOK)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_solution_passes(seed, capsys):
+    checks.assert_solution_passes(NOTEBOOK, seed, capsys)
+
+
+def test_the_solution_docstring_follows_the_house_order():
+    checks.assert_solution_docstring_in_house_order(NOTEBOOK)
+
+
+def test_the_template_runs_and_fails_the_check():
+    checks.assert_template_fails_cleanly(NOTEBOOK)
+
+
+def test_there_are_at_least_three_typical_wrong_answers():
+    assert len(WRONG) >= 3
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_a_typical_wrong_answer_fails_with_its_hint(fn, hint, capsys):
+    checks.assert_fails_with_hint(NOTEBOOK, fn, hint, capsys)
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_the_hint_does_not_depend_on_the_seed(fn, hint):
+    checks.assert_hint_does_not_depend_on_the_seed(NOTEBOOK, fn, hint)
+
+
+def test_the_nan_remark_is_made_only_for_a_nan_answer():
+    assert "NaN" in check(grpo_no_singleton_rule, NOTEBOOK, verbose=False).hint
+    assert "NaN" not in check(grpo_singleton_zero, NOTEBOOK, verbose=False).hint
+
+
+def test_a_float32_wrong_answer_gets_the_same_hint():
+    assert "biased std" in check(checks.as_float32(grpo_biased_std), NOTEBOOK, verbose=False).hint

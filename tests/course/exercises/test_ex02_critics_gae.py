@@ -1,0 +1,122 @@
+"""Exercise 02 (notebook 02_critics_gae): GAE's backward loop.
+
+The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exercise_checks as checks  # noqa: E402
+
+NOTEBOOK = "02"
+
+
+# --------------------------------------------------------------------------- typical wrong answers
+def gae_bootstrap_past_end(rewards, values, mask, gamma, lam):
+    B, T = rewards.shape
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        running = 0.0
+        for t in reversed(range(T)):
+            if not mask[b, t]:
+                continue
+            nxt = t + 1
+            while nxt < T and not mask[b, nxt]:
+                nxt += 1
+            v_next = values[b, nxt] if nxt < T else values[b, t]  # "the value stays after the end"
+            delta = rewards[b, t] + gamma * v_next - values[b, t]
+            running = delta + gamma * lam * running
+            adv[b, t] = running
+    return adv
+
+
+def gae_forgot_lambda(rewards, values, mask, gamma, lam):
+    return _gae_with(rewards, values, mask, gamma, gamma)  # A_t = delta_t + gamma A_{t'}
+
+
+def _gae_with(rewards, values, mask, gamma, discount):
+    B, T = rewards.shape
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        nv, na = 0.0, 0.0
+        for t in reversed(range(T)):
+            if mask[b, t]:
+                adv[b, t] = rewards[b, t] + gamma * nv - values[b, t] + discount * na
+                nv, na = values[b, t], adv[b, t]
+    return adv
+
+
+def gae_tool_tokens_as_steps(rewards, values, mask, gamma, lam):
+    B, T = rewards.shape
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        if not mask[b].any():
+            continue
+        last = int(mask[b].nonzero().max())
+        running, v_next = 0.0, 0.0
+        for t in reversed(range(last + 1)):  # stops at the end, but walks through tool output as steps
+            delta = rewards[b, t] + gamma * v_next - values[b, t]
+            running = delta + gamma * lam * running
+            adv[b, t] = running
+            v_next = values[b, t]
+    return adv * mask
+
+
+def gae_credit_off_mask(rewards, values, mask, gamma, lam):
+    # verl-style: the running advantage is carried through tool output AND written there
+    B, T = rewards.shape
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        nv, na = 0.0, 0.0
+        for t in reversed(range(T)):
+            if mask[b, t]:
+                adv[b, t] = rewards[b, t] + gamma * nv - values[b, t] + gamma * lam * na
+                nv, na = values[b, t], adv[b, t]
+            else:
+                adv[b, t] = na
+    return adv
+
+
+WRONG = [
+    (gae_bootstrap_past_end, 'bootstrapped past the end'),
+    (gae_forgot_lambda, 'gamma * lam'),
+    (gae_tool_tokens_as_steps, 'tool output is not a step'),
+    (gae_credit_off_mask, 'credit off the mask must be 0'),
+]
+
+
+# --------------------------------------------------------------------------- the tests
+def test_the_exercise_states_what_to_write():
+    checks.assert_states_what_to_write(NOTEBOOK)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_solution_passes(seed, capsys):
+    checks.assert_solution_passes(NOTEBOOK, seed, capsys)
+
+
+def test_the_solution_docstring_follows_the_house_order():
+    checks.assert_solution_docstring_in_house_order(NOTEBOOK)
+
+
+def test_the_template_runs_and_fails_the_check():
+    checks.assert_template_fails_cleanly(NOTEBOOK)
+
+
+def test_there_are_at_least_three_typical_wrong_answers():
+    assert len(WRONG) >= 3
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_a_typical_wrong_answer_fails_with_its_hint(fn, hint, capsys):
+    checks.assert_fails_with_hint(NOTEBOOK, fn, hint, capsys)
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_the_hint_does_not_depend_on_the_seed(fn, hint):
+    checks.assert_hint_does_not_depend_on_the_seed(NOTEBOOK, fn, hint)

@@ -1,0 +1,99 @@
+"""Exercise 04 (notebook 04_process_rewards): PURE's min-form returns.
+
+The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from labkit.course.exercises import check
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exercise_checks as checks  # noqa: E402
+
+NOTEBOOK = "04"
+
+
+# --------------------------------------------------------------------------- typical wrong answers
+def pure_sum_form(step_scores, outcome, temperature):
+    r = 2 * step_scores - 1
+    r[-1] += outcome
+    return r.flip(0).cumsum(0).flip(0)
+
+
+def pure_soft_max(step_scores, outcome, temperature):
+    r = 2 * step_scores - 1
+    shaped = torch.softmax(r / temperature, 0) * r
+    shaped[-1] += outcome
+    return shaped.flip(0).cumsum(0).flip(0)
+
+
+def pure_p_not_r(step_scores, outcome, temperature):
+    p = step_scores.clone()
+    shaped = torch.softmax(-p / temperature, 0) * p
+    shaped[-1] += outcome
+    return shaped.flip(0).cumsum(0).flip(0)
+
+
+def pure_forward_cumsum(step_scores, outcome, temperature):
+    r = 2 * step_scores - 1
+    shaped = torch.softmax(-r / temperature, 0) * r
+    shaped[-1] += outcome
+    return shaped.cumsum(0)
+
+
+def pure_naive_exp(step_scores, outcome, temperature):
+    r = 2 * step_scores - 1
+    e = torch.exp(-r / temperature)
+    shaped = e / e.sum() * r
+    shaped[-1] += outcome
+    return shaped.flip(0).cumsum(0).flip(0)
+
+
+WRONG = [
+    (pure_sum_form, 'sum form'),
+    (pure_soft_max, 'WORST step'),
+    (pure_p_not_r, '2p - 1'),
+    (pure_forward_cumsum, 'reverse cumulative sum'),
+    (pure_naive_exp, 'torch.softmax'),
+]
+
+
+# --------------------------------------------------------------------------- the tests
+def test_the_exercise_states_what_to_write():
+    checks.assert_states_what_to_write(NOTEBOOK)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_solution_passes(seed, capsys):
+    checks.assert_solution_passes(NOTEBOOK, seed, capsys)
+
+
+def test_the_solution_docstring_follows_the_house_order():
+    checks.assert_solution_docstring_in_house_order(NOTEBOOK)
+
+
+def test_the_template_runs_and_fails_the_check():
+    checks.assert_template_fails_cleanly(NOTEBOOK)
+
+
+def test_there_are_at_least_three_typical_wrong_answers():
+    assert len(WRONG) >= 3
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_a_typical_wrong_answer_fails_with_its_hint(fn, hint, capsys):
+    checks.assert_fails_with_hint(NOTEBOOK, fn, hint, capsys)
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_the_hint_does_not_depend_on_the_seed(fn, hint):
+    checks.assert_hint_does_not_depend_on_the_seed(NOTEBOOK, fn, hint)
+
+
+def test_a_float32_wrong_answer_gets_the_same_hint():
+    assert "sum form" in check(checks.as_float32(pure_sum_form), NOTEBOOK, verbose=False).hint

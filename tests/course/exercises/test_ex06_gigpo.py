@@ -1,0 +1,106 @@
+"""Exercise 06 (notebook 06_gigpo): GiGPO's anchor-group step term.
+
+The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exercise_checks as checks  # noqa: E402
+
+NOTEBOOK = "06"
+
+
+# --------------------------------------------------------------------------- typical wrong answers
+def _turn_returns(turn_rewards, present, gamma):
+    R = torch.zeros_like(turn_rewards, dtype=torch.float64)
+    for b in range(len(R)):
+        running = 0.0
+        for k in reversed(range(R.shape[1])):
+            if present[b, k]:
+                running = turn_rewards[b, k] + gamma * running
+                R[b, k] = running
+    return R
+
+
+def _anchor_centre(R, present, anchors, singleton_raw=False, std=False, pool_all=False):
+    out = torch.zeros_like(R)
+    keys = {int(a) for a in anchors[present]}
+    for key in keys:
+        sel = present & ((anchors == key) | pool_all)
+        vals = R[present & (anchors == key)]
+        pool = R[sel]
+        if len(vals) == 1 and not singleton_raw:
+            continue
+        centred = R - pool.mean() if len(vals) > 1 or not singleton_raw else R
+        if std:
+            centred = centred / (vals.std() + 1e-6)
+        out = torch.where(present & (anchors == key), centred, out)
+    return out
+
+
+def gigpo_singleton_raw(turn_rewards, present, anchors, gamma):
+    return _anchor_centre(_turn_returns(turn_rewards, present, gamma), present, anchors, singleton_raw=True)
+
+
+def gigpo_batch_mean(turn_rewards, present, anchors, gamma):
+    R = _turn_returns(turn_rewards, present, gamma)
+    return torch.where(present, R - R[present].mean(), 0.0)
+
+
+def gigpo_reward_not_return(turn_rewards, present, anchors, gamma):
+    return _anchor_centre(torch.where(present, turn_rewards, 0.0).double(), present, anchors)
+
+
+def gigpo_undiscounted(turn_rewards, present, anchors, gamma):
+    return _anchor_centre(_turn_returns(turn_rewards, present, 1.0), present, anchors)
+
+
+def gigpo_std_normalised(turn_rewards, present, anchors, gamma):
+    return _anchor_centre(_turn_returns(turn_rewards, present, gamma), present, anchors, std=True)
+
+
+WRONG = [
+    (gigpo_singleton_raw, 'anchor group of one'),
+    (gigpo_batch_mean, 'sum to zero within an anchor group'),
+    (gigpo_reward_not_return, "not the turn's own reward"),
+    (gigpo_undiscounted, 'discount the returns by gamma'),
+    (gigpo_std_normalised, 'do not divide by the std'),
+]
+
+
+# --------------------------------------------------------------------------- the tests
+def test_the_exercise_states_what_to_write():
+    checks.assert_states_what_to_write(NOTEBOOK)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_solution_passes(seed, capsys):
+    checks.assert_solution_passes(NOTEBOOK, seed, capsys)
+
+
+def test_the_solution_docstring_follows_the_house_order():
+    checks.assert_solution_docstring_in_house_order(NOTEBOOK)
+
+
+def test_the_template_runs_and_fails_the_check():
+    checks.assert_template_fails_cleanly(NOTEBOOK)
+
+
+def test_there_are_at_least_three_typical_wrong_answers():
+    assert len(WRONG) >= 3
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_a_typical_wrong_answer_fails_with_its_hint(fn, hint, capsys):
+    checks.assert_fails_with_hint(NOTEBOOK, fn, hint, capsys)
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_the_hint_does_not_depend_on_the_seed(fn, hint):
+    checks.assert_hint_does_not_depend_on_the_seed(NOTEBOOK, fn, hint)

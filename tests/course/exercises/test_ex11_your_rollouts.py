@@ -1,0 +1,89 @@
+"""Exercise 11 (notebook 11_your_rollouts): the trajectories GRPO learns nothing from.
+
+The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exercise_checks as checks  # noqa: E402
+
+NOTEBOOK = "11"
+
+
+# --------------------------------------------------------------------------- typical wrong answers
+def nograd_whole_batch(scores, group_ids):
+    return torch.full(scores.shape, bool(scores.max() == scores.min()))
+
+
+def nograd_singletons_marked(scores, group_ids):
+    out = torch.zeros(len(scores), dtype=torch.bool)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        out[group_ids == g] = bool(s.max() == s.min())     # a group of one is "all equal" too
+    return out
+
+
+def nograd_std_threshold(scores, group_ids):
+    out = torch.zeros(len(scores), dtype=torch.bool)
+    for g in group_ids.unique():
+        s = scores[group_ids == g]
+        out[group_ids == g] = len(s) > 1 and bool(s.std() < 0.5)
+    return out
+
+
+def nograd_assumes_sorted(scores, group_ids):
+    # takes groups as consecutive runs of equal ids: a shuffled dump breaks it
+    out = torch.zeros(len(scores), dtype=torch.bool)
+    start = 0
+    for i in range(1, len(scores) + 1):
+        if i == len(scores) or group_ids[i] != group_ids[start]:
+            s = scores[start:i]
+            out[start:i] = len(s) >= 2 and bool(s.max() == s.min())
+            start = i
+    return out
+
+
+WRONG = [
+    (nograd_whole_batch, 'its own GROUP'),
+    (nograd_singletons_marked, 'a group of one is not marked'),
+    (nograd_std_threshold, 'exact equality'),
+    (nograd_assumes_sorted, "differs from the lab's"),
+]
+
+
+# --------------------------------------------------------------------------- the tests
+def test_the_exercise_states_what_to_write():
+    checks.assert_states_what_to_write(NOTEBOOK)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_solution_passes(seed, capsys):
+    checks.assert_solution_passes(NOTEBOOK, seed, capsys)
+
+
+def test_the_solution_docstring_follows_the_house_order():
+    checks.assert_solution_docstring_in_house_order(NOTEBOOK)
+
+
+def test_the_template_runs_and_fails_the_check():
+    checks.assert_template_fails_cleanly(NOTEBOOK)
+
+
+def test_there_are_at_least_three_typical_wrong_answers():
+    assert len(WRONG) >= 3
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_a_typical_wrong_answer_fails_with_its_hint(fn, hint, capsys):
+    checks.assert_fails_with_hint(NOTEBOOK, fn, hint, capsys)
+
+
+@pytest.mark.parametrize("fn,hint", WRONG, ids=checks.ids(WRONG))
+def test_the_hint_does_not_depend_on_the_seed(fn, hint):
+    checks.assert_hint_does_not_depend_on_the_seed(NOTEBOOK, fn, hint)
