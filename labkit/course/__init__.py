@@ -5,9 +5,10 @@ One runner module per notebook, named after it (``nb01_reinforce_variance`` ...
 ``presets``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
 measured band) and the thread setting the test matrix can override.
 
-``exercises`` holds one autograded exercise per notebook (``check(fn, "01")``) and ``solutions``
-their reference solutions, kept apart from the chapters; neither is imported here (import them
-by name), so ``import labkit.course`` stays as light as it was.
+``exercises`` holds one autograded exercise per notebook (``check(fn, "01")``): the grader and one
+module per notebook (``ex00_map`` ... ``ex11_your_rollouts``); ``solutions`` their reference
+solutions, one module per notebook likewise, kept apart from the chapters. Neither is imported
+here (import them by name), so ``import labkit.course`` stays as light as it was.
 """
 from labkit.course.bands import NotebookChecks, tidy, use_threads
 
