@@ -1,7 +1,7 @@
 """Run nbval over every notebook under several CPU configurations (``make test-matrix``).
 
-    python scripts/test_matrix.py                      # default:1 avx2:2 native:4
-    python scripts/test_matrix.py default:1 avx512:2   # any KERNELS:THREADS list
+    python scripts/run_matrix.py                      # default:1 avx2:2 native:4
+    python scripts/run_matrix.py default:1 avx512:2   # any KERNELS:THREADS list
 
 Every configuration must pass with the same stored outputs: exact numbers are compared as
 text, learned ones within the bands in data/notebook_checks/ (see labkit/course/bands.py).
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from matrix_configs import DEFAULT_MATRIX, environment, parse
+from lib.matrix_configs import DEFAULT_MATRIX, environment, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 NBVAL = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
