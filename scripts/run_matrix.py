@@ -9,6 +9,7 @@ Prints one row per configuration (tests passed / failed, wall time) and exits 1 
 """
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -42,6 +43,14 @@ def run(config: str, notebooks: list[str]) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("items", nargs="*", metavar="CONFIG_OR_NOTEBOOK",
+                        help=f"KERNELS:THREADS configurations (default: {' '.join(DEFAULT_MATRIX)}) and "
+                             "notebooks (default: every one)")
+    argv = parser.parse_args(argv).items
+    for a in argv:  # anything else would be dropped silently, and the default matrix run instead
+        if ":" not in a and not a.endswith(".ipynb"):
+            parser.error(f"{a!r}: expected a KERNELS:THREADS configuration or a notebook (.ipynb)")
     configs = [a for a in argv if ":" in a] or list(DEFAULT_MATRIX)
     for c in configs:
         parse(c)

@@ -17,6 +17,7 @@ and thread counts (scripts/run_matrix.py).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -71,4 +72,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # no options: --help describes the run; anything else is refused rather than ignored
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     sys.exit(main())
