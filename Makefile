@@ -40,21 +40,21 @@ test: $(STAMP)
 	$(PY) scripts/run_tests.py
 
 # nbval over every notebook under other CPU kernels and thread counts, with the same stored
-# outputs (scripts/test_matrix.py): MATRIX="default:1 avx2:2 native:4" by default.
+# outputs (scripts/run_matrix.py): MATRIX="default:1 avx2:2 native:4" by default.
 MATRIX ?= default:1 avx2:2 native:4
 test-matrix: $(STAMP)
-	$(PY) scripts/test_matrix.py $(MATRIX)
+	$(PY) scripts/run_matrix.py $(MATRIX)
 
 # labkit as a wheel in a second environment at the other end of pyproject.toml's ranges (Python
 # 3.12, the lower ends in requirements-oldest.txt), running the unit tests there (not nbval).
 test-other-end: $(STAMP)
-	$(PY) scripts/test_other_end.py
+	$(PY) scripts/run_other_end.py
 
 # labkit's estimators inside verl (labkit.bridges.verl): builds .venv-verl from requirements-verl.txt
 # (verl pins transformers < 5.11, so it gets its own environment), runs the parity tests against
 # verl's own functions there, then prints labkit / verl speed ratios (benchmarks/verl_speed.py).
 test-verl: $(STAMP)
-	$(PY) scripts/test_verl.py
+	$(PY) scripts/run_verl.py
 
 # dist/labkit-<version>-py3-none-any.whl, carrying data/ (setup.py): what a Colab notebook's first
 # cell installs when it is uploaded next to the notebook (README, "Other ways to run it").
@@ -68,7 +68,7 @@ notebooks: $(STAMP)
 # The course as static HTML in site/ (one page per notebook, charts as the pictures stored by
 # `make notebooks`, an index in course order), from the stored outputs: no kernel, no network.
 site: $(STAMP)
-	$(PY) scripts/build_site.py
+	$(PY) scripts/render_site.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

@@ -1,6 +1,6 @@
 """labkit's estimators against verl's own on one batch: 1024 responses (groups of 8) x 512 tokens, 2 threads.
 
-Runs in `make test-verl`'s environment (.venv-verl, where verl is installed; scripts/test_verl.py
+Runs in `make test-verl`'s environment (.venv-verl, where verl is installed; scripts/run_verl.py
 runs it after the tests). For every estimator verl also has, it prints the best of ``--repeat``
 timings of
 

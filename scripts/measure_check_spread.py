@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from matrix_configs import DEFAULT_MATRIX, environment, parse
+from lib.matrix_configs import DEFAULT_MATRIX, environment, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "data" / "notebook_checks"

@@ -4,7 +4,7 @@
 
 1. unit, property and widget tests plus nbval over every notebook, on two workers (nbval
    needs ``--dist loadfile``), each on one thread (configuration ``native:1`` of
-   scripts/matrix_configs.py: this CPU's kernels, ``LABKIT_THREADS=1``; two notebooks asking
+   scripts/lib/matrix_configs.py: this CPU's kernels, ``LABKIT_THREADS=1``; two notebooks asking
    for two threads each on a 2-core machine were measured 10x slower), with banded notebook
    checks strict (``LABKIT_STRICT_CHECKS=1``);
 2. alone, the real-browser checks (the course in JupyterLab; the static site offline): a
@@ -13,10 +13,11 @@
    (``bash .ci/install_browser.sh`` installs it).
 
 Exits 1 if any part failed. ``make test-matrix`` runs the notebooks under other CPU kernels
-and thread counts (scripts/test_matrix.py).
+and thread counts (scripts/run_matrix.py).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -24,10 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-from matrix_configs import environment
+from lib.matrix_configs import environment
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = (  # (name, pytest arguments, CPU configuration (scripts/matrix_configs.py) or None: as is)
+PARTS = (  # (name, pytest arguments, CPU configuration (scripts/lib/matrix_configs.py) or None: as is)
     ("unit tests + notebooks (nbval)",
      ["-n", "2", "--dist", "loadfile", "--durations=12", "-m", "not browser", "--nbval-lax", "--nbval-current-env",
       "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "tests", "notebooks"], "native:1"),
@@ -71,4 +72,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # no options: --help describes the run; anything else is refused rather than ignored
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     sys.exit(main())

@@ -100,7 +100,7 @@ def test_lock_torch_is_the_cpu_pin():
 
 
 @pytest.mark.skipif(os.environ.get("LABKIT_EXPECT_INSTALLED") != "1",
-                    reason="only in scripts/test_other_end.py's environment (labkit installed as a wheel)")
+                    reason="only in scripts/run_other_end.py's environment (labkit installed as a wheel)")
 def test_installed_wheel_reads_its_own_data():
     import labkit
     from labkit.core import paths

@@ -33,7 +33,7 @@ def _load(name: str):
     return mod
 
 
-site = _load("build_site")
+site = _load("render_site")
 execute = _load("execute_notebooks")
 PATHS = site.course_notebooks(NOTEBOOKS)
 

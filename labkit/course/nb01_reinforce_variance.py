@@ -22,6 +22,7 @@ from labkit.envs import BifurcationChain
 from labkit.envs.tabular import Truth, exact_truth
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import gradient_study, score_credit
+from labkit.viz import credit_panels
 
 
 EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
@@ -51,10 +52,8 @@ def chain_setup(horizon: int, *, n_bifurcations: int = NB01_CHAIN.n_bifurcations
 
 def episode_credit_panels(rollouts: Rollouts, truth: Truth, estimators: Sequence[str]) -> dict[str, torch.Tensor]:
     """Per-position credit of each estimator next to the exact advantage, for a heatmap."""
-    panels = {"exact advantage": truth.advantage(rollouts)}
-    for name in estimators:
-        panels[name] = get_estimator(name)(rollouts).token
-    return panels
+    credits = {name: get_estimator(name)(rollouts) for name in estimators}
+    return credit_panels(credits, truth=truth.advantage(rollouts), truth_title="exact advantage")
 
 
 def credit_scores(rollouts: Rollouts, truth: Truth, estimators: Sequence[str]) -> pd.DataFrame:

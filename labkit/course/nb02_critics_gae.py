@@ -21,6 +21,7 @@ from labkit.course.presets import LM_OPERANDS, NB02_CHAIN
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import Truth
 from labkit.scoring import gradient_study, pearson
+from labkit.viz import credit_panels
 
 
 # --------------------------------------------------------------------------- GAE on the chain
@@ -97,11 +98,9 @@ def gae_panels(rollouts: Rollouts, truth: Truth, critics: dict, lams: Sequence[f
     from labkit.credit.td import gae
 
     lams = [check_number("lams", lam, low=0.0, high=1.0) for lam in lams]
-    panels = {"exact advantage": truth.advantage(rollouts)}
-    for name, critic in critics.items():
-        for lam in lams:
-            panels[f"GAE λ={lam:g}, {name} critic"] = gae(rollouts, values=critic, lam=lam).token
-    return panels
+    credits = {f"GAE λ={lam:g}, {name} critic": gae(rollouts, values=critic, lam=lam)
+               for name, critic in critics.items() for lam in lams}
+    return credit_panels(credits, truth=truth.advantage(rollouts), truth_title="exact advantage")
 
 
 def _study_precomputed(policy, batches: list[Rollouts], token: torch.Tensor, exact_grad: torch.Tensor) -> dict:

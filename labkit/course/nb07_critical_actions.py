@@ -37,6 +37,7 @@ from labkit.credit.information import igpo
 from labkit.envs.toolworld import success_prob as exact_success_prob
 from labkit.envs.toolworld.labels import turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.scoring import pearson, rank_correlation, recall_at_k
+from labkit.viz import credit_panels
 
 
 RULES = ("entropy", "exact_advantage", "random")
@@ -158,25 +159,16 @@ def entropy_vs_truth(rollouts: Rollouts, truth, *, top_fraction: float = 0.3) ->
             "carl_overlap_top_A": _overlap(kept, top_A)[0]}
 
 
-def _rows(rollouts: Rollouts, rows) -> list[int]:
-    if rows is None:
-        return list(range(rollouts.batch_size))
-    rows = [check_int("rows", r, low=0, high=rollouts.batch_size - 1) for r in rows]
-    if not rows:
-        raise ValueError("rows: need at least one trajectory to show")
-    return rows
-
-
 def entropy_panels(rollouts: Rollouts, truth, *, top_fraction: float = 0.3,
                    rows: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
     """Two (len(rows), T) panels for ``viz.compare_heatmaps``: each turn's policy entropy minus
     CARL's cut on the WHOLE batch (positive = CARL updates the turn, negative = it skips it),
     and exact A. ``rows`` picks the trajectories to show (default all)."""
-    rows = _rows(rollouts, rows)
     credit = carl(rollouts, top_fraction=top_fraction)
     H = torch.where(rollouts.mask, rollouts.entropies.to(torch.float64) - credit.info["entropy_threshold"], 0.0)
-    return {f"entropy minus CARL's cut (> 0: in the top {top_fraction:.0%}, updated)": H[rows],
-            "exact advantage A": truth.advantage(rollouts)[rows]}
+    # exact A second here: the entropy is the panel this figure is about
+    return credit_panels({f"entropy minus CARL's cut (> 0: in the top {top_fraction:.0%}, updated)": H,
+                          "exact advantage A": truth.advantage(rollouts)}, rows=rows)
 
 
 def where_carl_looks(env, rollouts: Rollouts, truth, *, top_fraction: float = 0.3) -> pd.DataFrame:
@@ -458,20 +450,16 @@ def turn_credit_panels(rollouts: Rollouts, truth, success_prob: torch.Tensor, *,
     Credit is computed on the whole batch (GRPO and IGPO normalise within task groups, CARL ranks
     over the batch); ``rows`` only picks what is returned.
     """
-    rows = _rows(rollouts, rows)
     top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
     methods = [check_choice("methods", m, CREDIT_METHODS) for m in methods]
-    make = {"grpo": ("GRPO", lambda: get_estimator("grpo")(rollouts).token),
-            "carl": (f"CARL (top {top_fraction:.0%} entropy)", lambda: carl(rollouts, top_fraction=top_fraction).token),
+    make = {"grpo": ("GRPO", lambda: get_estimator("grpo")(rollouts)),
+            "carl": (f"CARL (top {top_fraction:.0%} entropy)", lambda: carl(rollouts, top_fraction=top_fraction)),
             "igpo": (f"IGPO, γ = {gamma:g} (stand-in p from DP)",
-                     lambda: igpo(rollouts, success_prob=success_prob, gamma=gamma).token),
+                     lambda: igpo(rollouts, success_prob=success_prob, gamma=gamma)),
             "ig": ("information gain p_k - p_(k-1) alone", lambda: information_gain(rollouts, success_prob))}
-    panels = {"exact advantage A": truth.advantage(rollouts)[rows]}
-    for m in methods:
-        title, fn = make[m]
-        panels[title] = fn()[rows]
-    return panels
+    credits = {make[m][0]: make[m][1]() for m in methods}
+    return credit_panels(credits, truth=truth.advantage(rollouts), truth_title="exact advantage A", rows=rows)
 
 
 def _agreement(credit: torch.Tensor, exact: torch.Tensor, rollouts: Rollouts) -> dict[str, float]:

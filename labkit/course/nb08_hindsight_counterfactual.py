@@ -32,6 +32,7 @@ from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (l
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
 from labkit.scoring import pearson, sign_agreement
+from labkit.viz import credit_panels
 
 
 # display name -> (short name for tables, what it needs beyond the rollouts)
@@ -301,13 +302,8 @@ def transcript_table(rollouts: Rollouts, truth, credits: Mapping[str, Credit], r
 
 def turn_panels(rollouts: Rollouts, truth, credits: Mapping[str, Credit], rows: Sequence[int]) -> dict:
     """{title: (len(rows), T)} for ``viz.compare_heatmaps``: exact A first, then every method."""
-    rows = [check_int("rows", r, low=0, high=rollouts.batch_size - 1) for r in rows]
-    if not rows:
-        raise ValueError("rows: need at least one trajectory to show")
-    panels = {"exact advantage A (skill)": truth.advantage(rollouts)[rows]}
-    for name, credit in credits.items():
-        panels[name] = credit.token[rows].to(torch.float64)
-    return panels
+    return credit_panels(credits, truth=truth.advantage(rollouts), truth_title="exact advantage A (skill)",
+                         rows=rows, dtype=torch.float64)
 
 
 # --------------------------------------------------------------------------- the noise slider and sweep

@@ -28,6 +28,7 @@ from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.learn import judges
 from labkit.learn.loop import policy_loss, train
 from labkit.scoring import pearson, sign_agreement
+from labkit.viz import credit_panels
 
 
 DESIGNED_CASES = ("redundancy", "complementarity", "free_riding", "sabotage")
@@ -436,13 +437,11 @@ def short_labels(rollouts: Rollouts) -> list[list[str]]:
 def heatmap_panels(result: dict, methods: Sequence[str], rows: Sequence[int]) -> dict[str, torch.Tensor]:
     """(len(rows), n) panels for ``viz.compare_heatmaps`` from a ``agent_credit_agreement`` result:
     exact Shapley first, then the named methods."""
-    rows = list(rows)
-    panels = {"exact Shapley": result["phi"][rows]}
     for m in methods:
         if m not in result["credit"]:
             raise ValueError(f"methods: {m!r} is not in this result; known: {list(result['credit'])}")
-        panels[m] = result["credit"][m][rows]
-    return panels
+    return credit_panels({m: result["credit"][m] for m in methods}, truth=result["phi"],
+                         truth_title="exact Shapley", rows=rows)
 
 
 # --------------------------------------------------------------------------- segments as players (SCAR, on notebook 02's tiny LM)

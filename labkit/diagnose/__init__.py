@@ -14,10 +14,12 @@ from labkit.diagnose.compare import (FEATURES, EstimatorComparison, agreement_ma
                                      sample_rows, supported_estimators, tally_features)
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
 from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, STREAM_BATCH_ROWS, Diagnosis, diagnose
-from labkit.diagnose.measure import (INTERMEDIATE_MIN_SHARE, STOCHASTIC_THRESHOLD, GroupStats, Histogram, Lengths,
-                                     PositionStats, RewardStats, Situations, Stochasticity, Tally, measure_groups,
-                                     measure_lengths, measure_positions, measure_rewards, measure_stochasticity,
-                                     position_kinds)
+from labkit.diagnose.measure import (measure_groups, measure_lengths, measure_positions, measure_rewards,
+                                     measure_stochasticity, position_kinds)
+from labkit.diagnose.results import (INTERMEDIATE_MIN_SHARE, STOCHASTIC_THRESHOLD, GroupStats, Histogram, Lengths,
+                                     PositionStats, RewardStats, Stochasticity)
+from labkit.diagnose.situations import Situations
+from labkit.diagnose.tally import Tally
 
 __all__ = [
     "diagnose", "Diagnosis", "DEFAULT_SAMPLE", "STREAM_BATCH_ROWS",

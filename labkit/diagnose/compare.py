@@ -22,7 +22,9 @@ from labkit.core.checks import check_int
 from labkit.core.paths import data_path, require_data
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.credit import ESTIMATORS, estimate
-from labkit.diagnose.measure import INTERMEDIATE_MIN_SHARE, Tally, measure_rewards
+from labkit.diagnose.measure import measure_rewards
+from labkit.diagnose.results import INTERMEDIATE_MIN_SHARE
+from labkit.diagnose.tally import Tally
 
 __all__ = ["FEATURES", "NEEDS_FILE", "check_needs", "load_needs", "data_features", "tally_features",
            "supported_estimators", "sample_groups", "sample_rows", "compare_sample", "EstimatorComparison", "compare_estimators", "agreement_matrix",

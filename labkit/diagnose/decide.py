@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.core.checks import check_bool
-from labkit.diagnose.measure import (INTERMEDIATE_MIN_SHARE, Lengths, RewardStats, Stochasticity)
+from labkit.diagnose.results import INTERMEDIATE_MIN_SHARE, Lengths, RewardStats, Stochasticity
 from labkit.survey.decision_tree import QUESTIONS, DecisionInputs, Recommendation, recommend
 
 __all__ = ["Answer", "decision_inputs", "walk_tree"]

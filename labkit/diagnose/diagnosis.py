@@ -17,7 +17,8 @@ from labkit.io import iter_rollouts, read_rollouts
 from labkit.diagnose.compare import (EstimatorComparison, _check_names, compare_sample, sample_rows,
                                      supported_estimators, tally_features)
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
-from labkit.diagnose.measure import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity, Tally
+from labkit.diagnose.results import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity
+from labkit.diagnose.tally import Tally
 from labkit.survey.decision_tree import DecisionInputs, Recommendation
 
 __all__ = ["Diagnosis", "diagnose", "DEFAULT_SAMPLE", "PROGRESS_MIN_POSITIONS", "STREAM_BATCH_ROWS"]
@@ -170,7 +171,7 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
 
     ``source``: a ``Rollouts``, or a path to a rollout file (``fmt``: its format, default from
     the file name). A file is **streamed**: read in chunks of ``batch_rows`` records
-    (``labkit.io.iter_rollouts``), each measured into a :class:`~labkit.diagnose.measure.Tally`
+    (``labkit.io.iter_rollouts``), each measured into a :class:`~labkit.diagnose.tally.Tally`
     and dropped, then only the comparison's sample is read back (``read_rollouts(rows=...)``).
     Memory is therefore bounded by one chunk (``batch_rows`` x its longest record) plus the
     sample, plus 16 bytes per trajectory and the stochasticity counts (one row per distinct

@@ -1,7 +1,11 @@
 """labkit.viz: credit heatmaps, plain charts and slider dashboards for the notebooks.
 
-Everything here takes plain arrays (numpy, lists, or torch tensors) and pandas DataFrames, and
-returns altair charts, so it does not depend on the rest of labkit.
+The charts take plain arrays (numpy, lists, or torch tensors) and pandas DataFrames and return
+altair charts. One function knows labkit's types: :func:`credit_panels` turns estimators'
+``Credit`` objects (their per-token credit, or their values at the level they were computed at)
+and the exact truth into the ``{title: (rows, N) tensor}`` panels :func:`compare_heatmaps` draws,
+truth first, the same rows picked from each; it is how every lesson builds its heatmaps. Layer:
+``labkit.viz`` imports ``labkit.core`` only.
 
 Call :func:`enable_offline` once at the top of a notebook. Why: altair 6's default renderers
 either load Vega from a CDN (no internet on a laptop in a workshop, on CI, or here) or emit the
@@ -17,6 +21,7 @@ from labkit.viz._static import chart_png, install_chart_hook, static_images_enab
 from labkit.viz.charts import bar_chart, heat_table, line_chart
 from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
 from labkit.viz.method import method_card, method_cards
+from labkit.viz.panels import credit_panels
 from labkit.viz.tree import tree_chart
 from labkit.viz.widgets import Dashboard, control_values, dropdown, interact, slider
 
@@ -24,6 +29,7 @@ __all__ = [
     "enable_offline",
     "credit_heatmap",
     "compare_heatmaps",
+    "credit_panels",
     "visible_text",
     "line_chart",
     "bar_chart",

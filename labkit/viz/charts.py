@@ -62,6 +62,11 @@ def _order(s: pd.Series) -> list:
     return [v.item() if isinstance(v, np.generic) else v for v in pd.unique(s.dropna())]
 
 
+def _titled(chart: Any, title: str | None) -> Any:
+    """``chart`` with ``title`` above it; None leaves it untitled (no empty title block)."""
+    return chart if title is None else chart.properties(title=title)
+
+
 def _tip(col: str, kind: str) -> alt.Tooltip:
     fmt = ".4g" if kind == "quantitative" else alt.Undefined
     return alt.Tooltip(field=vl_field(col), type=kind, title=str(col), format=fmt)
@@ -130,9 +135,7 @@ def line_chart(
         tips += [_tip(lo, "quantitative"), _tip(hi, "quantitative")]
     layers.append(base.mark_line(point=bool(points)).encode(y=y_enc, tooltip=tips, **enc))
     chart = layers[0] if len(layers) == 1 else alt.layer(*layers)
-    if title is not None:
-        chart = chart.properties(title=title)
-    return chart
+    return _titled(chart, title)
 
 
 def bar_chart(
@@ -182,9 +185,7 @@ def bar_chart(
         enc["yOffset" if horizontal else "xOffset"] = (alt.YOffset if horizontal else alt.XOffset)(**off)
         tips.insert(1, _tip(color, "nominal"))
     chart = alt.Chart(data).mark_bar().encode(tooltip=tips, **enc)
-    if title is not None:
-        chart = chart.properties(title=title)
-    return chart
+    return _titled(chart, title)
 
 
 def heat_table(
@@ -234,6 +235,4 @@ def heat_table(
             ),
         )
     chart = chart.properties(width={"step": 44}, height={"step": 24})
-    if title is not None:
-        chart = chart.properties(title=title)
-    return chart
+    return _titled(chart, title)

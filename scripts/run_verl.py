@@ -12,7 +12,7 @@ cannot live in the lab's environment. This script:
 3. runs ``benchmarks/verl_speed.py`` (labkit / verl time ratios; printed, not asserted), unless
    ``--no-bench``.
 
-Usage: python scripts/test_verl.py [--no-bench] [-- pytest args]
+Usage: python scripts/run_verl.py [--no-bench] [-- pytest args]
 """
 from __future__ import annotations
 

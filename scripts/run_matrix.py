@@ -1,7 +1,7 @@
 """Run nbval over every notebook under several CPU configurations (``make test-matrix``).
 
-    python scripts/test_matrix.py                      # default:1 avx2:2 native:4
-    python scripts/test_matrix.py default:1 avx512:2   # any KERNELS:THREADS list
+    python scripts/run_matrix.py                      # default:1 avx2:2 native:4
+    python scripts/run_matrix.py default:1 avx512:2   # any KERNELS:THREADS list
 
 Every configuration must pass with the same stored outputs: exact numbers are compared as
 text, learned ones within the bands in data/notebook_checks/ (see labkit/course/bands.py).
@@ -9,13 +9,14 @@ Prints one row per configuration (tests passed / failed, wall time) and exits 1 
 """
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from matrix_configs import DEFAULT_MATRIX, environment, parse
+from lib.matrix_configs import DEFAULT_MATRIX, environment, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 NBVAL = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
@@ -42,6 +43,14 @@ def run(config: str, notebooks: list[str]) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("items", nargs="*", metavar="CONFIG_OR_NOTEBOOK",
+                        help=f"KERNELS:THREADS configurations (default: {' '.join(DEFAULT_MATRIX)}) and "
+                             "notebooks (default: every one)")
+    argv = parser.parse_args(argv).items
+    for a in argv:  # anything else would be dropped silently, and the default matrix run instead
+        if ":" not in a and not a.endswith(".ipynb"):
+            parser.error(f"{a!r}: expected a KERNELS:THREADS configuration or a notebook (.ipynb)")
     configs = [a for a in argv if ":" in a] or list(DEFAULT_MATRIX)
     for c in configs:
         parse(c)

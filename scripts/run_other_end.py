@@ -14,7 +14,7 @@ runs `pip install labkit` beside older packages would get it:
    that they exercise the installed copy; ``LABKIT_EXPECT_INSTALLED=1`` makes
    tests/test_packaging.py check that labkit and its data come from site-packages.
 
-Usage: python scripts/test_other_end.py [--python PATH] [--workers N] [-- pytest args]
+Usage: python scripts/run_other_end.py [--python PATH] [--workers N] [-- pytest args]
 About 2 minutes to set up on a fresh machine (torch 2.6's CUDA wheels, ~3 GB from PyPI) and
 1 minute of tests on 2 cores.
 """

@@ -1,4 +1,4 @@
-"""Build a static HTML version of the course from the stored notebook outputs (`make site`).
+"""Render the course as static HTML into site/ from the stored notebook outputs (`make site`).
 
 One page per notebook (nbconvert's "basic" template: the cells only, no <script> at all), an
 index in course order titled from each notebook's first Markdown heading, and prev/next links.
@@ -6,7 +6,7 @@ No kernel runs: the charts are the PNGs stored beside each chart's live view by
 `scripts/execute_notebooks.py` (labkit.viz._static). Every page is self-contained: CSS inline,
 images as data: URIs, and a Content-Security-Policy that forbids any request off the page, so
 the site reads the same offline, from a USB stick or as a printed hand-out.
-Usage: python scripts/build_site.py [--out site] [--notebooks notebooks]
+Usage: python scripts/render_site.py [--out site] [--notebooks notebooks]
 """
 from __future__ import annotations
 
