@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import labkit  # noqa: E402
 from labkit.bench import run_suite  # noqa: E402
 from labkit.bench.records import CSV, JSONL  # noqa: E402
-from labkit.core.cache import cli_args, rebuild_command, write_meta  # noqa: E402
+from labkit.core.cache import rebuild_command, write_meta  # noqa: E402
 from labkit.core.paths import data_path  # noqa: E402
 
 # every file the full suite's LM task reads
@@ -59,8 +59,10 @@ def main(argv: list[str]) -> None:
             "wall_seconds": round(wall, 1), "torch_threads": torch.get_num_threads(), "resumed": bool(args.resume),
             "labkit_version": labkit.__version__, "torch_version": torch.__version__,
             "python_version": platform.python_version(), "machine": platform.machine(),
-            "command": rebuild_command(__file__, cli_args(args))}
-    write_meta(out / "meta.json", meta, script=__file__, args=cli_args(args), inputs=INPUTS, indent=2)
+            "command": rebuild_command(__file__)}
+    # a resumed build holds what a fresh one would (meta's "resumed" says it was resumed): its
+    # command is the plain script
+    write_meta(out / "meta.json", meta, script=__file__, inputs=INPUTS, indent=2)
     print(json.dumps(meta, indent=2))
 
 
