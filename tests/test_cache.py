@@ -56,6 +56,9 @@ def test_a_foreign_or_unstamped_cache_is_refused(data):
     (data / "plain.json").write_text(json.dumps({"k": 9}))
     with pytest.raises(ValueError, match="^path: .* carries no provenance stamp"):
         cache.read_meta(data / "plain.json", script="build_runs.py")
+    (data / "broken.json").write_text("{not json")
+    with pytest.raises(ValueError, match="^path: .* is not JSON"):
+        cache.read_meta(data / "broken.json", script="build_runs.py")
 
 
 def test_a_missing_cache_names_the_command_that_builds_it(data):

@@ -126,7 +126,11 @@ def read_meta(path: Path, *, script: str | Path, args: Sequence = (), argument: 
     path, expected = Path(path), script_name(script)
     if not path.is_file():
         raise FileNotFoundError(f"{argument}: no {what} at {path}; build it with: {rebuild_command(script, args)}")
-    meta = json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{argument}: {path} is not JSON ({err.msg}); rebuild it with: "
+                         f"{rebuild_command(script, args)}") from None
     stamp = meta.get(PROVENANCE) if isinstance(meta, dict) else None
     if not isinstance(stamp, dict) or "script" not in stamp:
         raise ValueError(f"{argument}: {path} carries no provenance stamp, so nothing says what built it; "
