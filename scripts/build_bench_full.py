@@ -4,7 +4,9 @@ The `full` suite (``labkit.bench.suite``): the tiny LM's reference rollouts with
 step truth, BifurcationChain at horizons 10, 40, 100, 200, ToolWorld over 10 / 20 / 50 turns x
 tool noise 0 / 0.2 / 0.4, every designed TeamTask case; seeds 0, 1, 2. Writes
 data/bench/full/records.jsonl (every record validated against data/bench/record.schema.json),
-records.csv and meta.json (wall time, thread count, versions, record counts).
+records.csv and meta.json (wall time, thread count, versions, record counts, and the provenance
+stamp of ``labkit.core.cache``: the LM task reads the tiny model, its reference rollouts, reward
+models and tuned copies).
 
 Usage: python scripts/build_bench_full.py [--out DIR] [--resume]
 Runs on one torch thread (the measured wall time in meta.json is for one thread).
@@ -29,7 +31,12 @@ sys.path.insert(0, str(ROOT))
 import labkit  # noqa: E402
 from labkit.bench import run_suite  # noqa: E402
 from labkit.bench.records import CSV, JSONL  # noqa: E402
+from labkit.core.cache import rebuild_command, write_meta  # noqa: E402
 from labkit.core.paths import data_path  # noqa: E402
+
+# every file the full suite's LM task reads
+INPUTS = ["tiny_lm/model.safetensors", "lm_truth/reference.safetensors", "reward_models/prm.safetensors",
+          "reward_models/orm.safetensors", "implicit_lm/dpo_model.safetensors", "implicit_lm/treg_model.safetensors"]
 
 
 def main(argv: list[str]) -> None:
@@ -52,8 +59,10 @@ def main(argv: list[str]) -> None:
             "wall_seconds": round(wall, 1), "torch_threads": torch.get_num_threads(), "resumed": bool(args.resume),
             "labkit_version": labkit.__version__, "torch_version": torch.__version__,
             "python_version": platform.python_version(), "machine": platform.machine(),
-            "command": "python scripts/build_bench_full.py"}
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+            "command": rebuild_command(__file__)}
+    # a resumed build holds what a fresh one would (meta's "resumed" says it was resumed): its
+    # command is the plain script
+    write_meta(out / "meta.json", meta, script=__file__, inputs=INPUTS, indent=2)
     print(json.dumps(meta, indent=2))
 
 

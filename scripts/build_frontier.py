@@ -5,7 +5,8 @@ Writes data/bench/frontier/frontier.csv (one row per world, horizon, estimator, 
 crossover.csv (``frontier.crossover``: per horizon, the smallest budget at which a fine-grained
 arm's mean final success beats GRPO's, or "none") and meta.json (the grid, the unit, the arms'
 batches, wall time, versions). Resumable: cells already in frontier.csv are not recomputed
-(``--fresh`` starts over). Run on one thread: OMP_NUM_THREADS=1 python scripts/build_frontier.py
+(``--fresh`` starts over). meta.json carries the provenance stamp of ``labkit.core.cache``.
+Run on one thread: OMP_NUM_THREADS=1 python scripts/build_frontier.py
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from labkit.bench import frontier  # noqa: E402
+from labkit.core.cache import cli_args, write_meta  # noqa: E402
 from labkit.core.paths import data_path  # noqa: E402
 
 GRID = {"chain": [10, 40, 100, 200], "toolworld": [10, 20, 50]}
@@ -83,7 +85,7 @@ def main(argv: list[str]) -> None:
                      "commit": commit},
         "machine": platform.platform(),
     }
-    meta_file.write_text(json.dumps(meta, indent=2) + "\n")
+    write_meta(meta_file, meta, script=__file__, args=cli_args(args, skip=("out", "fresh")), indent=2)
     print(cross.to_string(index=False))
     print(f"{len(table)} cells, {wall:.0f} s this call")
 

@@ -3,8 +3,9 @@
 For a fixed, seeded set of reference rollouts of the shipped model on held-out problems, estimate
 V(prefix) = P(correct final answer | prefix) from K continuations (default 256) at every step
 boundary of every rollout, and at every token of the first few rollouts. The result is cached in
-data/lm_truth/ (safetensors tensors + a JSON of parameters) so notebooks load it in well under a
-second: `labkit.envs.arithmetic.truth.load_reference()`.
+data/lm_truth/ (safetensors tensors + a JSON of parameters with the provenance stamp of
+``labkit.core.cache``) so notebooks load it in well under a second:
+`labkit.envs.arithmetic.truth.load_reference()`, which refuses it once data/tiny_lm changes.
 
 Usage: python scripts/build_lm_truth.py [--k 256] [--rollouts 32] [--token-rows 4]
 Takes about 3-4 minutes on 2 cores. Rerun whenever data/tiny_lm changes.
@@ -12,8 +13,6 @@ Takes about 3-4 minutes on 2 cores. Rerun whenever data/tiny_lm changes.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,8 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labkit.envs.arithmetic.lm import ArithmeticLM
+from labkit.core.cache import cli_args, write_meta  # noqa: E402
+from labkit.envs.arithmetic.lm import ArithmeticLM  # noqa: E402
 from labkit.envs.arithmetic.truth import REFERENCE_DIR  # noqa: E402
 
 
@@ -74,18 +74,17 @@ def main(argv: list[str]) -> None:
     }
     REFERENCE_DIR.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(REFERENCE_DIR / "reference.safetensors"))
-    weights = ROOT / "data" / "tiny_lm" / "model.safetensors"
     meta = {
         "k": args.k, "seed": args.seed, "n_rollouts": len(ro), "token_rows": rows,
         "operands": [list(p.operands) for p in problems],
-        "model_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
         "temperature": env.temperature, "success_rate": float(ro.scores.mean()),
         "vines": int(cost.policy_forwards) + len(prefixes) * args.k,
         "seconds": round(time.perf_counter() - start, 1),
         "how": "V(prefix) = mean outcome reward of k continuations sampled at the policy temperature; "
                "standard error <= 0.5 / sqrt(k)",
     }
-    (REFERENCE_DIR / "reference.json").write_text(json.dumps(meta, indent=1) + "\n")
+    write_meta(REFERENCE_DIR / "reference.json", meta, script=__file__, args=cli_args(args),
+               inputs=["tiny_lm/model.safetensors"], indent=1)
     print(f"wrote {REFERENCE_DIR} in {meta['seconds']} s")
 
 

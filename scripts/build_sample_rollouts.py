@@ -1,7 +1,7 @@
 """Write the shipped sample rollout dumps (data/sample_rollouts/) in labkit.io's record format.
 
 Two dumps, so that reading, diagnosing and comparing estimators on "your own rollouts" runs
-offline on data the lab made itself (issue 22):
+offline on data the lab made itself:
 
 * ``arithmetic_lm.jsonl``: the shipped tiny LM (data/tiny_lm) answering arithmetic problems
   with 4 operands (the setting of notebooks 02-04, ``LM_OPERANDS``), 64 training problems x 8
@@ -14,7 +14,9 @@ offline on data the lab made itself (issue 22):
   turn each, the observation they acted on as ``states`` and ``anchor_keys``), tool answers
   are not (``generated`` 0). Token ids: the action ids, then ``n_actions + observation``.
 
-Seeded, one thread. Usage: python scripts/build_sample_rollouts.py [--check]
+Both go to data/sample_rollouts/ with ``meta.json`` (what each dump holds and the provenance stamp
+of ``labkit.core.cache``: the LM dump depends on data/tiny_lm). Seeded, one thread.
+Usage: python scripts/build_sample_rollouts.py [--check]
 (``--check`` rebuilds into a temporary folder and compares with the committed files; the LM
 dump depends on float arithmetic, so it may differ on another CPU or torch build.)
 """
@@ -35,8 +37,10 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from labkit.core.cache import write_meta  # noqa: E402
 from labkit.core.paths import data_path  # noqa: E402
 from labkit.core.rollouts import Rollouts  # noqa: E402
+from labkit.course.presets import LM_OPERANDS, NB05_AGENT_STRENGTH, noisy_world  # noqa: E402
 from labkit.io import write_rollouts  # noqa: E402
 
 FILES = ("arithmetic_lm.jsonl", "toolworld.jsonl")
@@ -46,7 +50,6 @@ TOOL_TASKS, TOOL_GROUP, TOOL_SEED = 32, 8, 0
 
 def arithmetic_lm() -> Rollouts:
     """The tiny LM's rollouts on 4-operand training problems, groups of 8."""
-    from labkit.course.presets import LM_OPERANDS
     from labkit.envs.arithmetic.lm import ArithmeticLM
 
     env = ArithmeticLM.load(task_seed=0)
@@ -56,9 +59,6 @@ def arithmetic_lm() -> Rollouts:
 
 def toolworld() -> Rollouts:
     """Notebook 05's agent on notebook 05's world, with each tool answer as a position of its own."""
-    from labkit.course.nb05_why_agents_harder import noisy_world
-    from labkit.course.presets import NB05_AGENT_STRENGTH
-
     env = noisy_world()
     turns = env.sample(env.scripted_policy(NB05_AGENT_STRENGTH), TOOL_TASKS, group_size=TOOL_GROUP, seed=TOOL_SEED)
     return with_tool_output(env, turns)
@@ -118,6 +118,13 @@ def main(argv: list[str]) -> int:
     target = data_path("sample_rollouts")
     if not args.check:
         build(target)
+        meta = {"files": list(FILES),
+                "arithmetic_lm": {"prompts": LM_PROMPTS, "n_per_prompt": LM_GROUP, "seed": LM_SEED,
+                                  "n_operands": LM_OPERANDS, "split": "train"},
+                "toolworld": {"world": "presets.noisy_world()", "agent_strength": NB05_AGENT_STRENGTH,
+                              "tasks": TOOL_TASKS, "group_size": TOOL_GROUP, "seed": TOOL_SEED},
+                "torch_threads": 1, "torch": torch.__version__}
+        write_meta(target / "meta.json", meta, script=__file__, inputs=["tiny_lm/model.safetensors"], indent=1)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         build(Path(tmp))

@@ -12,8 +12,8 @@ Why M = 32 and not 4: the tiny model is confident, so with M = 4 only 17 of the 
 a second distinct step (measured); with 32 samples most states do, and the rare alternatives that
 appear are exactly the slips a value estimate should notice.
 
-The result is cached in data/lm_truth/alternatives.safetensors + alternatives.json:
-``labkit.envs.arithmetic.truth.load_step_alternatives()``.
+The result is cached in data/lm_truth/alternatives.safetensors + alternatives.json (with the
+provenance stamp of ``labkit.core.cache``): ``labkit.envs.arithmetic.truth.load_step_alternatives()``.
 
 Usage: python scripts/build_step_alternatives.py [--m 32] [--k 128] [--max-candidates 4]
        [--max-states N] [--threads 1]
@@ -22,8 +22,6 @@ About a minute on one thread. Rerun whenever data/tiny_lm or data/lm_truth/refer
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 import time
 from collections import Counter
@@ -35,7 +33,8 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labkit.envs.arithmetic.lm import ArithmeticLM
+from labkit.core.cache import cli_args, write_meta  # noqa: E402
+from labkit.envs.arithmetic.lm import ArithmeticLM  # noqa: E402
 from labkit.envs.arithmetic.truth import REFERENCE_DIR, load_reference  # noqa: E402
 from labkit.policies.sampling import fork  # noqa: E402
 
@@ -136,13 +135,12 @@ def main(argv: list[str]) -> None:
         "mc_value": values.float(), "count": torch.tensor(counts), "ends_episode": torch.tensor(ends),
     }
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(REFERENCE_DIR / "alternatives.safetensors"))
-    weights = ROOT / "data" / "tiny_lm" / "model.safetensors"
     meta = {
         "m": args.m, "k": args.k, "max_candidates": args.max_candidates, "max_states": args.max_states,
         "seed": args.seed, "threads": args.threads, "temperature": env.temperature,
         "n_states_eligible": len(eligible), "n_states": len(kept), "n_candidates": len(cand_ids),
         "operands": [list(problems[j].operands) for j, _ in kept],
-        "reference_k": ref_meta["k"], "model_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        "reference_k": ref_meta["k"],
         "vines": len(open_rows) * args.k, "vine_tokens": vine_tokens,
         "seconds": round(time.perf_counter() - start, 1),
         "how": "states: step starts (before the answer step) of the reference rollouts; candidates: the "
@@ -150,7 +148,8 @@ def main(argv: list[str]) -> None:
                "of k continuations of prefix + candidate (standard error <= 0.5 / sqrt(k)), or the "
                "verifier reward when the candidate ends the episode",
     }
-    (REFERENCE_DIR / "alternatives.json").write_text(json.dumps(meta, indent=1) + "\n")
+    write_meta(REFERENCE_DIR / "alternatives.json", meta, script=__file__, args=cli_args(args),
+               inputs=["tiny_lm/model.safetensors", "lm_truth/reference.safetensors"], indent=1)
     print(f"wrote {REFERENCE_DIR}/alternatives.* in {meta['seconds']} s")
 
 

@@ -16,8 +16,8 @@
    contrast log p(y_t | better) - log p(y_t | worse) is then T-REG's self-generated token
    reward. Saved as ``treg_model.safetensors``.
 
-Both start from ``data/tiny_lm/model.safetensors`` (its SHA-256 is logged) and keep its config and
-tokenizer, so only weights are stored: load them with ``ArithmeticLM.tuned("dpo" | "treg")``.
+Both start from ``data/tiny_lm/model.safetensors`` (its SHA-256 is in the log's provenance stamp,
+``labkit.core.cache``) and keep its config and tokenizer, so only weights are stored: load them with ``ArithmeticLM.tuned("dpo" | "treg")``.
 ``train_log.json`` records the recipe, loss curves, timings, the data's pair counts and the
 success rates of base and tuned models on held-out problems (the T-REG model sampled under each
 condition). Seeded; one thread; about 3 minutes.
@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
-import json
 import platform
 import random
 import sys
@@ -41,8 +39,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import save_model  # noqa: E402
 
+from labkit.core.cache import cli_args, file_sha256, write_meta  # noqa: E402
 from labkit.envs.arithmetic.lm import ArithmeticLM  # noqa: E402
-from labkit.policies.lm import DEFAULT_LM_PATH, sequence_logprobs  # noqa: E402
+from labkit.policies.lm import sequence_logprobs  # noqa: E402
 from labkit.policies.sampling import sample  # noqa: E402
 
 
@@ -64,10 +63,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-n", type=int, default=256, help="held-out 4-operand prompts for the success rates")
     p.add_argument("--threads", type=int, default=1)
     return p.parse_args(argv)
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def completions(ro, b: int) -> list[int]:
@@ -100,7 +95,6 @@ def main(argv=None) -> None:
     pad = base.pad_id
     out = args.out.resolve()
     log: dict = {"recipe": vars(args) | {"out": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)},
-                 "base_model_sha256": sha256(DEFAULT_LM_PATH / "model.safetensors"),
                  "python": platform.python_version(), "torch": torch.__version__}
 
     # ---- data: completions of training prompts sampled from the base model, graded
@@ -204,9 +198,10 @@ def main(argv=None) -> None:
                      seed=args.seed + 23)
         log["eval"][f"treg_{name}_success"] = float(np.mean([base.grade(p, c).reward
                                                              for p, c in zip(held, gen.completions())]))
-    log["sha256"] = {name: sha256(args.out / name) for name in ("dpo_model.safetensors", "treg_model.safetensors")}
+    log["sha256"] = {name: file_sha256(args.out / name) for name in ("dpo_model.safetensors", "treg_model.safetensors")}
     log["seconds"] = round(time.time() - t0, 2)
-    (args.out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
+    write_meta(args.out / "train_log.json", log, script=__file__, args=cli_args(args),
+               inputs=["tiny_lm/model.safetensors"], indent=1)
     print(log["eval"], "seconds", log["seconds"])
 
 

@@ -17,7 +17,6 @@ Seeded; one CPU thread; about 6 minutes.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -28,6 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from labkit.core.cache import cli_args, write_meta  # noqa: E402
 from labkit.core.rollouts import Rollouts  # noqa: E402
 from labkit.envs.arithmetic.lm import ArithmeticLM  # noqa: E402
 from labkit.envs.arithmetic.truth import load_reference  # noqa: E402
@@ -193,13 +193,11 @@ def main(argv: list[str]) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     prm.save(args.out / "prm.safetensors")
     orm.save(args.out / "orm.safetensors")
-    weights = ROOT / "data" / "tiny_lm" / "model.safetensors"
     every = max(1, args.steps // 60)  # a compact loss curve: every n-th step
     log = {
         "what": "PRM: soft Monte Carlo step labels (Math-Shepherd), BCE; ORM: final-token outcome, BCE. "
                 "Both: a deep copy of the tiny LM's trunk + a linear head read through a sigmoid.",
         "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "out"},
-        "model_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
         "torch_threads": 1,
         "prm_data": {"rollouts": len(ro), "success_rate": round(float(ro.scores.mean()), 4),
                  "share_steps_correct": round(float(ro.truth["step_correct"][prm.step_end_positions(ro)[1]]
@@ -216,7 +214,9 @@ def main(argv: list[str]) -> None:
                            "prefix_correct = all steps up to this one correct (what MC labels target)",
         "timing_s": {**timing, "total": round(time.perf_counter() - start, 1)},
     }
-    (args.out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
+    # the stamp: the tiny model the heads sit on and the reference rollouts the evaluation reads
+    write_meta(args.out / "train_log.json", log, script=__file__, args=cli_args(args),
+               inputs=["tiny_lm/model.safetensors", "lm_truth/reference.safetensors"], indent=1)
     print(f"wrote {args.out} in {log['timing_s']['total']} s")
 
 

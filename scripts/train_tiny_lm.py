@@ -22,7 +22,6 @@ should then agree to within sampling noise.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import platform
@@ -38,6 +37,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from labkit.core.cache import cli_args, file_sha256, write_meta  # noqa: E402
 from labkit.envs.arithmetic import ArithmeticTask, verify  # noqa: E402
 from labkit.policies.lm import build_tokenizer  # noqa: E402
 
@@ -154,10 +154,6 @@ def evaluate(model, tokenizer, task: ArithmeticTask, n: int, split: str, seed: i
             res[f"{mode}_well_formed"] = float(np.mean([v.well_formed for v in verdicts]))
         out[str(k)] = res
     return out
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_model_card(out: Path, log: dict) -> None:
@@ -348,12 +344,13 @@ def main(argv=None) -> None:
         "wall_time_train_s": round(train_time, 1),
         "wall_time_eval_s": round(eval_time, 1),
         "eval": {"held_out": held_out, "train_greedy": train_eval},
-        "model_sha256": sha256(out / "model.safetensors"),
+        "model_sha256": file_sha256(out / "model.safetensors"),
         "model_bytes": (out / "model.safetensors").stat().st_size,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
     }
-    (out / "train_log.json").write_text(json.dumps(log, indent=2) + "\n")
+    # trained from scratch: no input file; the weights' own SHA-256 is in the log (model_sha256)
+    write_meta(out / "train_log.json", log, script=__file__, args=cli_args(args), indent=2)
     write_model_card(out, log)
     print(f"trained {n_params:,} parameters in {train_time:.0f} s; eval {eval_time:.0f} s")
     for k, r in held_out.items():

@@ -1,11 +1,11 @@
 """labkit.bench breadth: trajectory lengths in every record, the inputs a task gives (with where
-they came from), gradient cosine / variance and luck share."""
+they came from), gradient cosine / variance and luck weight."""
 import pytest
 import torch
 
 from labkit.bench import (leaderboard, lm_task, make_record, run_cell, suite_tasks, team_task, toolworld_task,
                           validate_record)
-from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
+from labkit.bench.metrics import gradient_metrics, luck_weight, trajectory_lengths
 from labkit.core.rollouts import Credit
 from labkit.envs.teamtask import PRESETS
 
@@ -77,7 +77,7 @@ def test_toolworld_feeds_hindsight_and_labelled_stand_in_judges(tiny):
         rec = validate_record(run_cell("tiny", task, name, seed, inst))
         assert rec["status"] == "ok", (name, rec["reason"])
         assert word in rec["inputs"][option]
-        assert rec["metrics"]["luck_share"] is None or 0 <= rec["metrics"]["luck_share"] <= 1
+        assert rec["metrics"]["luck_weight"] is None or 0 <= rec["metrics"]["luck_weight"] <= 1
 
 
 def test_team_gigpo_is_skipped_for_missing_anchor_keys(tiny):
@@ -101,14 +101,14 @@ def test_gradient_metrics_of_zero_and_of_exact_credit():
         gradient_metrics(inst.policy, ro, Credit.from_tokens(ro, inst.truth, "exact"), inst.exact_grad, n_batches=7)
 
 
-def test_luck_share_is_zero_for_skill_and_one_for_luck(tiny):
+def test_luck_weight_is_zero_for_skill_and_one_for_luck(tiny):
     task, inst = tiny["agentic"]
     ro = inst.rollouts
     skill, luck = inst.skill_luck
     luck_after = luck.flip(1).cumsum(1).flip(1)
-    assert luck_share(ro, Credit.from_tokens(ro, skill, "skill"), skill, luck) == pytest.approx(0.0, abs=1e-9)
-    assert luck_share(ro, Credit.from_tokens(ro, luck_after, "luck"), skill, luck) == pytest.approx(1.0, abs=1e-9)
-    mixed = luck_share(ro, Credit.from_tokens(ro, skill + luck_after, "both"), skill, luck)
+    assert luck_weight(ro, Credit.from_tokens(ro, skill, "skill"), skill, luck) == pytest.approx(0.0, abs=1e-9)
+    assert luck_weight(ro, Credit.from_tokens(ro, luck_after, "luck"), skill, luck) == pytest.approx(1.0, abs=1e-9)
+    mixed = luck_weight(ro, Credit.from_tokens(ro, skill + luck_after, "both"), skill, luck)
     assert mixed == pytest.approx(0.5, abs=1e-6)
 
 

@@ -1,18 +1,10 @@
-"""Notebook 01's runners (labkit.course.nb01_reinforce_variance): the chain set-up, credit panels and
-the gradient sweep."""
+"""Notebook 01's runners (labkit.course.nb01_reinforce_variance): credit panels and the gradient
+sweep (the chain set-up is labkit.course.presets', tested in test_course_presets.py)."""
 import pytest
 import torch
 
 from labkit.course import nb01_reinforce_variance as lesson
-
-
-def test_p_correct_fixes_the_success_rate():
-    env, policy, truth = lesson.chain_setup(12, n_bifurcations=3, p_correct=0.8)
-    assert truth.J == pytest.approx(0.8 ** 3)
-    ro = env.sample(policy, 20000, seed=0)
-    assert float(ro.scores.mean()) == pytest.approx(0.8 ** 3, abs=0.02)
-    with pytest.raises(ValueError, match="p_correct"):
-        lesson.chain_setup(12, p_correct=1.0)
+from labkit.course.presets import chain_setup
 
 
 def test_gradient_sweep_shape_and_validation():
@@ -40,7 +32,7 @@ def test_horizon_sweep_survives_slider_extremes():
 
 
 def test_credit_panels_and_scores():
-    env, policy, truth = lesson.chain_setup(10, init_std=0.5, policy_seed=1)
+    env, policy, truth = chain_setup(10, init_std=0.5, policy_seed=1)
     ro = env.sample(policy, 64, group_size=8, seed=0)
     panels = lesson.episode_credit_panels(ro, truth, ["grpo"])
     assert set(panels) == {"exact advantage", "grpo"}

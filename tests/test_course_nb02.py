@@ -1,11 +1,11 @@
 """Notebook 02's runners (labkit.course.nb02_critics_gae): GAE on the chain with learned and exact
-critics, and the tiny LM's critic and truth."""
+critics, and the tiny LM's value estimates judged against its truth (the truth itself:
+test_lm_truth.py; the hit rate: test_scoring_steps.py; the LM critic's fit: test_lm_runs.py)."""
 import pandas as pd
 import pytest
 import torch
 
 from labkit.course import nb02_critics_gae as lesson
-from labkit.credit import get_estimator
 from labkit.envs.arithmetic.truth import load_reference
 
 
@@ -107,32 +107,6 @@ def test_fork_values():
 
 
 @pytest.mark.usefixtures("one_torch_thread")
-def test_truth_step_advantage_is_the_vineppo_formula_on_cached_values(reference):
-    adv = lesson.truth_step_advantage(reference)
-    v = reference.truth["step_values"]
-    step_adv, present = reference.view(adv, "step", "mean")
-    b = 0
-    n = int(present[b].sum())
-    for i in range(n):
-        after = v[b, i + 1] if i + 1 < n else reference.scores[b]  # the last step is followed by the outcome
-        assert step_adv[b, i] == pytest.approx(float(after - v[b, i]), abs=1e-6)
-    # telescoping: a row's step advantages sum to its outcome minus V before the first step
-    sums = step_adv.where(present, 0).sum(1)
-    assert torch.allclose(sums.double(), reference.scores.double() - v[:, 0], atol=1e-6)
-
-
-@pytest.mark.usefixtures("one_torch_thread")
-def test_first_error_hit_rate_counts_ties_in_expectation(reference):
-    truth_rate = lesson.first_error_hit_rate(lesson.truth_step_advantage(reference), reference)
-    assert truth_rate["rollouts"] >= 3
-    assert truth_rate["hit_rate"] > truth_rate["chance"]  # the true advantage points at the wrong step
-    flat = lesson.first_error_hit_rate(torch.where(reference.mask, -1.0, 0.0).double(), reference)
-    assert flat["hit_rate"] == pytest.approx(flat["chance"])  # all steps tied: a random pick
-    grpo = get_estimator("grpo")(reference.with_(group_ids=torch.zeros(len(reference), dtype=torch.long)))
-    assert lesson.first_error_hit_rate(grpo.token, reference)["hit_rate"] == pytest.approx(flat["chance"])
-
-
-@pytest.mark.usefixtures("one_torch_thread")
 def test_lm_value_scores_rank_an_oracle_perfectly_and_a_constant_at_chance(lm_env, reference):
     from types import SimpleNamespace
 
@@ -161,15 +135,6 @@ def test_lm_value_scores_rank_an_oracle_perfectly_and_a_constant_at_chance(lm_en
     assert df.loc["LM critic", "tokens"] == sum(len(p) for p in small["prefixes"])
     assert 0 < df.loc["Monte Carlo, k=1", "tokens"] < df.loc["Monte Carlo, k=4", "tokens"]
     assert df.loc["Monte Carlo, k=4", "pairwise"] > 0.7  # a few vines already order clearly different steps
-
-
-@pytest.mark.usefixtures("one_torch_thread")
-def test_fit_lm_critic_reports_its_data(lm_env):
-    critic, history = lesson.fit_lm_critic(lm_env, n_rollouts=16, steps=2, seed=0, progress=False)
-    assert len(history) == 2 and history.attrs["rollouts"] == 16 and 0 <= history.attrs["rollout_success"] <= 1
-    assert critic.train_steps == 2
-    with pytest.raises(ValueError, match="n_rollouts"):
-        lesson.fit_lm_critic(lm_env, n_rollouts=0, progress=False)
 
 
 def test_gae_critic_sweep_keeps_the_exact_critics_scores_by_value(monkeypatch):

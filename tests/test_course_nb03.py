@@ -1,5 +1,6 @@
-"""Notebook 03's runners (labkit.course.nb03_vineppo): token-level truth, vine value error and the RL
-runs on the tiny LM."""
+"""Notebook 03's runners (labkit.course.nb03_vineppo): vine credits and their value error, the caches
+the notebook reads (and the script that builds the hit sample). The token-level truth is tested
+in test_lm_truth.py, hits and intervals in test_scoring_*.py, the RL runs in test_lm_runs.py."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,20 +8,11 @@ import torch
 
 from labkit.course import nb03_vineppo as lesson
 from labkit.envs.arithmetic.truth import load_reference
-from labkit.learn.loop import compare
 
 
 @pytest.fixture(scope="module")
 def reference(lm_env):
     return load_reference(lm_env)[0]
-
-
-@pytest.mark.usefixtures("one_torch_thread")
-def test_truth_token_advantage_telescopes(reference):
-    adv = lesson.truth_token_advantage(reference)
-    R = reference.truth["token_values"].shape[0]
-    assert adv.shape == (R, reference.horizon)
-    assert torch.allclose(adv.sum(1).double(), reference.scores[:R].double() - reference.truth["token_values"][:, 0], atol=1e-6)
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -35,19 +27,6 @@ def test_vine_value_error_reports_error_and_cost(lm_env, reference):
     assert (df.value_mae >= 0).all() and (df.value_mae <= 1).all()
     with pytest.raises(ValueError, match="ks"):
         lesson.vine_value_error(lm_env, small, ks=(), progress=False)
-
-
-@pytest.mark.usefixtures("one_torch_thread")
-def test_rl_runs_train_each_method_and_count_vine_cost():
-    make = lesson.lm_rl_setup(train_pool=16, eval_problems=8, prompts_per_batch=2, n_per_prompt=4)
-    curves = compare(make, lesson.lm_rl_runs(k=2), seeds=(0,), iterations=1, lr=1e-5, progress=False)
-    last = curves[curves.iteration == 1].set_index("label")
-    assert set(last.index) == {"GRPO", "PPO", "VinePPO"}
-    assert last.loss.notna().all()
-    assert (last.env_steps > 0).all()
-    assert last.loc["VinePPO", "policy_tokens"] > 2 * last.loc["GRPO", "policy_tokens"]
-    with pytest.raises(ValueError, match="methods"):
-        lesson.lm_rl_runs(methods=("DPO",))
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -88,63 +67,25 @@ def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env
         lesson.vine_credits(lm_env, small, [], progress=False)
 
 
-# ---------------------------------------------------------------- hit rates with intervals
-def test_first_error_hits_average_to_nb02s_hit_rate(reference):
-    """Row by row, the hits average to first_error_hit_rate over the same rollouts, for credit
-    that ties (GRPO: every step equal, a hit of 1/steps) and credit that does not (the truth)."""
-    truth = lesson.truth_step_advantage(reference)
-    flat = torch.where(reference.mask, reference.scores[:, None] - 0.5, 0.0)
-    for credit in (truth, flat):
-        rate = lesson.first_error_hit_rate(credit, reference)
-        hits = lesson.first_error_hits(credit, reference)
-        assert len(hits) == rate["rollouts"] > 0
-        assert hits.hit.mean() == pytest.approx(rate["hit_rate"])
-        assert hits.chance.mean() == pytest.approx(rate["chance"])
-        assert (reference.truth["first_error_step"][hits.row.tolist()] >= 0).all()
-    assert lesson.first_error_hits(flat, reference).hit.tolist() == pytest.approx(
-        lesson.first_error_hits(flat, reference).chance.tolist())
-    with pytest.raises(ValueError, match="^credit"):
-        lesson.first_error_hits(truth[:, :3], reference)
+# ---------------------------------------------------------------- hit rates on a larger sample
+def _vine_hits_script():
+    """scripts/build_vine_hits.py as a module (its sampler is the cache's builder, used nowhere else)."""
+    import importlib.util
+    from pathlib import Path
 
-
-def test_wilson_interval_brackets_the_rate_and_narrows_with_n():
-    lo, hi = lesson.wilson_interval(0, 10)
-    assert lo == 0 and hi == pytest.approx(1.96 ** 2 / (10 + 1.96 ** 2), abs=1e-3)  # the closed form at p = 0
-    lo, hi = lesson.wilson_interval(10, 10)
-    assert hi == 1 and lo < 1
-    small, big = lesson.wilson_interval(4, 8), lesson.wilson_interval(40, 80)
-    assert small[0] < 0.5 < small[1] and small[0] < big[0] < 0.5 < big[1] < small[1]
-    assert lesson.wilson_interval(40, 80, level=0.5)[1] < big[1]
-    with pytest.raises(ValueError, match="^successes"):
-        lesson.wilson_interval(9, 8)
-    with pytest.raises(ValueError, match="^n"):
-        lesson.wilson_interval(0, 0)
-    with pytest.raises(ValueError, match="^level"):
-        lesson.wilson_interval(1, 8, level=1.0)
-
-
-def test_hit_rate_intervals_and_paired_difference():
-    a = pd.DataFrame({"row": range(40), "hit": [1.0, 0.0, 1.0, 0.5] * 10, "chance": 0.25})
-    b = a.assign(hit=[0.25] * 40)
-    table = lesson.hit_rate_intervals({"a": a, "b": b}).set_index("method")
-    assert table.loc["a", "hit_rate"] == pytest.approx(0.625) and table.loc["a", "rollouts"] == 40
-    assert table.loc["a", "low"] < 0.625 < table.loc["a", "high"]
-    d = lesson.paired_difference(a, b, n_boot=2000, seed=1)
-    assert d["diff"] == pytest.approx(0.375) and d["low"] < 0.375 < d["high"] and d["rollouts"] == 40
-    assert d == lesson.paired_difference(a, b, n_boot=2000, seed=1)  # seeded
-    same = lesson.paired_difference(a, a)
-    assert same["diff"] == same["low"] == same["high"] == 0
-    shifted = lesson.paired_difference(a.assign(hit=a.hit + 0.1), a)  # paired: a constant shift has no spread
-    assert shifted["low"] == pytest.approx(0.1) and shifted["high"] == pytest.approx(0.1)
-    with pytest.raises(ValueError, match="^b"):
-        lesson.paired_difference(a, b.iloc[::-1])
-    with pytest.raises(ValueError, match="^hits"):
-        lesson.hit_rate_intervals({})
+    path = Path(__file__).resolve().parents[1] / "scripts" / "build_vine_hits.py"
+    if not path.is_file():
+        pytest.skip("scripts/ is not next to the tests (an installed copy)")
+    spec = importlib.util.spec_from_file_location("build_vine_hits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_vine_hit_sample_scores_every_method_on_the_same_wrong_rollouts(lm_env):
-    hits, meta = lesson.vine_hit_sample(lm_env, n_problems=12, ks=(1,), truth_k=2, progress=False)
+    vine_hit_sample = _vine_hits_script().vine_hit_sample
+    hits, meta = vine_hit_sample(lm_env, n_problems=12, ks=(1,), truth_k=2, progress=False)
     assert set(hits.method) == {"GRPO", "VinePPO K=1", "truth K=2"}
     rows = {m: g.row.tolist() for m, g in hits.groupby("method")}
     assert len({tuple(r) for r in rows.values()}) == 1 and len(rows["GRPO"]) == meta["with_wrong_step"]
@@ -153,7 +94,7 @@ def test_vine_hit_sample_scores_every_method_on_the_same_wrong_rollouts(lm_env):
     assert grpo.hit.tolist() == pytest.approx(grpo.chance.tolist())  # equal credit on every step: a chance hit
     assert meta["cost"]["truth K=2"]["vines"] == 2 * meta["cost"]["VinePPO K=1"]["vines"] > 0
     with pytest.raises(ValueError, match="^truth_k"):
-        lesson.vine_hit_sample(lm_env, n_problems=4, ks=(2,), truth_k=2, progress=False)
+        vine_hit_sample(lm_env, n_problems=4, ks=(2,), truth_k=2, progress=False)
 
 
 def test_cached_hits_and_sweep_load_and_are_consistent():

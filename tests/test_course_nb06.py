@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 from labkit.course import nb06_gigpo as lesson
+from labkit.course.presets import noisy_world
 
 
 def test_anchor_statistics_histogram_covers_every_turn():
-    env = lesson.noisy_world(0.2, 20)
+    env = noisy_world(0.2, 20)
     a = lesson.anchor_statistics(env, env.make_policy(), n_tasks=3, group_size=4, seed=0)
     assert int(a["sizes"].turns.sum()) == int(a["rollouts"].mask.sum())
     assert a["singleton_share"] == pytest.approx(float((a["groups"]["size"] == 1).mean()))
@@ -19,7 +20,7 @@ def test_anchor_statistics_histogram_covers_every_turn():
 
 
 def test_gigpo_terms_vs_truth_gives_one_row_per_credit():
-    env = lesson.noisy_world(0.2, 20)
+    env = noisy_world(0.2, 20)
     t = lesson.gigpo_terms_vs_truth(env, env.make_policy(), n_tasks=3, group_size=4, seed=0)
     assert list(t["table"].credit) == ["GiGPO step term", "GiGPO episode term", "GiGPO (episode + omega x step)", "GRPO"]
     assert 0 < t["shared_turn_share"] <= 1
@@ -36,7 +37,7 @@ def test_success_at_budget_interpolates_and_refuses_to_extrapolate():
 
 
 def test_grpo_vs_gigpo_runs_and_band():
-    env = lesson.noisy_world(0.2, 10, n_files=3)
+    env = noisy_world(0.2, 10, n_files=3)
     curves = lesson.grpo_vs_gigpo_runs(env, seeds=(0, 1), iterations=4, eval_every=2, progress=False)
     assert set(curves.label) == {"GRPO", "GiGPO"} and set(curves.seed) == {0, 1}
     band = lesson.env_step_band(curves, points=5)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from labkit.course import nb07_critical_actions as lesson
+from labkit.course.presets import toolworld_setup
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
@@ -24,7 +25,7 @@ def _one_thread(one_torch_thread):
 @pytest.fixture(scope="module")
 def setup():
     """A small ToolWorld, a warmed-up policy, its truth and a batch of 12 tasks x 8 episodes."""
-    env, policy = lesson.toolworld_setup(3, max_turns=12, warmup_iterations=6, seed=1)
+    env, policy = toolworld_setup(3, max_turns=12, warmup_iterations=6, seed=1)
     truth = env.truth(policy)
     ro = env.sample(policy, 12, group_size=8, seed=2)
     return env, policy, truth, ro
@@ -57,21 +58,6 @@ def synthetic_curves():
                              "nonzero_share": share if share != share else share / 2, "env_steps": 10 * it,
                              "label": f"{rule} {frac}"})
     return pd.DataFrame(rows)
-
-
-def test_setup_is_seeded_and_makes_values_success_probabilities():
-    env, uniform = lesson.toolworld_setup(3, max_turns=8, warmup_iterations=0)
-    assert env.step_cost == 0 and env.wrong_submit == 0 and env.success_reward == 1
-    assert torch.allclose(uniform.entropy(), torch.full((env.n_obs,), math.log(env.n_actions), dtype=torch.float64))
-    _, a = lesson.toolworld_setup(3, max_turns=8, warmup_iterations=3, seed=5)
-    _, b = lesson.toolworld_setup(3, max_turns=8, warmup_iterations=3, seed=5)
-    _, c = lesson.toolworld_setup(3, max_turns=8, warmup_iterations=3, seed=6)
-    assert torch.equal(a.logits, b.logits) and not torch.equal(a.logits, c.logits)
-    assert float(a.entropy().detach().std()) > 0  # training broke the uniform policy's ties
-    env2, _ = lesson.toolworld_setup(3, max_turns=8, warmup_iterations=0, step_cost=0.1)
-    assert env2.step_cost == 0.1
-    with pytest.raises(ValueError, match="^warmup_iterations"):
-        lesson.toolworld_setup(3, warmup_iterations=-1)
 
 
 def test_turn_labels_name_the_action_of_every_played_turn(setup):
@@ -196,7 +182,7 @@ def test_entropy_proxy_over_training_starts_flat_and_matches_the_setup():
     df = lesson.entropy_proxy_over_training(3, max_turns=10, stages=(0, 4), n_tasks=6, seed=2, progress=False)
     assert list(df.iteration) == [0, 4]
     assert df.entropy_decisive[0] == pytest.approx(df.entropy_routine[0])
-    env, policy = lesson.toolworld_setup(3, max_turns=10, warmup_iterations=4, seed=2)
+    env, policy = toolworld_setup(3, max_turns=10, warmup_iterations=4, seed=2)
     assert df.J[1] == pytest.approx(env.truth(policy).J)
     with pytest.raises(ValueError, match="^stages"):
         lesson.entropy_proxy_over_training(3, stages=(5, 5), progress=False)

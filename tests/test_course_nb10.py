@@ -11,7 +11,7 @@ from labkit.credit import ESTIMATORS
 
 def _record(family, estimator, task, seed, value, inputs=None, status="ok"):
     metrics = {k: None for k in ("rank_correlation", "sign_agreement", "recall_at_k", "gradient_cosine",
-                                 "gradient_variance", "luck_share")}
+                                 "gradient_variance", "luck_weight")}
     metrics["rank_correlation"] = value
     return {"family": family, "estimator": estimator, "task": task, "seed": seed, "status": status,
             "metrics": metrics, "inputs": inputs or {}}

@@ -354,6 +354,7 @@ def test_tuned_weights_were_built_from_the_shipped_model():
     root = Path(__file__).resolve().parents[1]
     log = json.loads((root / "data" / "implicit_lm" / "train_log.json").read_text())
     base = hashlib.sha256((root / "data" / "tiny_lm" / "model.safetensors").read_bytes()).hexdigest()
-    assert log["base_model_sha256"] == base, "data/implicit_lm is stale: rerun scripts/train_implicit_lm.py"
+    assert log["provenance"]["inputs"]["tiny_lm/model.safetensors"] == base, \
+        "data/implicit_lm is stale: rerun scripts/train_implicit_lm.py"
     for name, digest in log["sha256"].items():
         assert hashlib.sha256((root / "data" / "implicit_lm" / name).read_bytes()).hexdigest() == digest

@@ -10,7 +10,9 @@ only. ``survey`` is a
 stand-alone leaf (data and drawing of the field's taxonomy) and imports nothing of labkit but itself.
 ``course`` (one runner module per notebook) is the top layer and the only one that may import
 several of them at once (the stack, ``scoring``, ``viz``, ``survey``); no runner module lives
-outside it, and a notebook's module imports from an earlier notebook's module only.
+outside it. Every runner module (a lesson, ``course/nbNN_*.py``) is a leaf: no module of labkit,
+``scripts/`` or ``benchmarks/`` imports one (only the lesson's own notebook and tests do), so what
+two lessons or a script and a lesson share lives below, in ``course.presets`` or the library.
 ``bench`` (the survey's benchmark protocol: tasks with exact truth, estimators scored on them)
 sits above ``learn`` and may also use ``scoring`` (its metrics); ``course`` may import it.
 ``bridges`` (labkit's estimators inside other engines, e.g. verl) sits on top beside ``course``:
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1] / "labkit"
 RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4, "bench": 5}
 TOP = 6  # course: the runner module of every notebook
 ONLY_CORE = {"viz", "scoring", "io"}
-TOP_LEVEL_FILES = {"__init__.py", "scoring.py"}  # everything else lives in a package
+TOP_LEVEL_FILES = {"__init__.py"}  # everything else lives in a package (scoring included)
 # bridges: adapters to training engines that are optional extras (verl); top of the stack like the
 # course, and no other area may import them, so labkit imports without those engines
 BESIDE_COURSE = {"bridges"}
@@ -147,10 +149,36 @@ def test_the_course_has_one_runner_module_per_notebook():
     assert modules == notebooks
 
 
-@pytest.mark.parametrize("path,module", COURSE, ids=[m for _, m in COURSE])
-def test_a_lesson_imports_only_earlier_lessons(path, module):
-    own = module.rsplit(".", 1)[-1][2:4]
-    for target, _, line in _imports(path, module):
-        last = target.rsplit(".", 1)[-1]
-        if target.startswith("labkit.course.nb"):
-            assert last[2:4] < own, f"{module}:{line} imports {target}: a lesson builds on earlier lessons only"
+REPO = ROOT.parent
+# every Python file that is code others build on: the package, the data-writing and tool scripts,
+# the speed benchmarks (notebooks and tests may import a lesson: it is what they run or check)
+NOT_LESSON_USERS = sorted([*ROOT.rglob("*.py"), *(REPO / "scripts").glob("*.py"), *(REPO / "benchmarks").glob("*.py")])
+
+
+def _lesson_imports(path: Path):
+    """(line, imported module) for every import of a lesson (``labkit.course.nbNN_*``) in ``path``;
+    ``from labkit.course import nb03_vineppo`` counts (the lesson is imported as a name)."""
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else Path(path.name)
+    for target, names, line in _imports(path, ".".join(where.with_suffix("").parts)):
+        for t in [target] if target.startswith("labkit.course.nb") else [f"{target}.{n}" for n in names]:
+            if t.startswith("labkit.course.nb"):
+                yield line, t
+
+
+def test_the_lesson_import_check_sees_every_form(tmp_path):
+    """The parser catches the ways a lesson can be imported (a regression guard for the test below)."""
+    f = tmp_path / "uses_lessons.py"
+    f.write_text("import labkit.course.nb01_reinforce_variance\n"
+                 "from labkit.course import nb03_vineppo as nb03\n"
+                 "from labkit.course.nb05_why_agents_harder import noisy_world\n"
+                 "from labkit.course import presets\n")
+    found = [t for _, t in _lesson_imports(f)]
+    assert found == ["labkit.course.nb01_reinforce_variance", "labkit.course.nb03_vineppo",
+                     "labkit.course.nb05_why_agents_harder"]
+
+
+@pytest.mark.parametrize("path", NOT_LESSON_USERS, ids=[str(p.relative_to(REPO)) for p in NOT_LESSON_USERS])
+def test_no_module_imports_a_lesson(path):
+    for line, target in _lesson_imports(path):
+        raise AssertionError(f"{path.relative_to(REPO)}:{line} imports {target}: a lesson is a leaf; move what it "
+                             "shares to labkit.course.presets or down into the library")

@@ -132,6 +132,6 @@ def test_step_alternatives_cache(lm_env):
         n_prompt = len(lm_env.prompt_ids(alt["problems"][c]))
         assert float(values[c]) == lm_env.grade(alt["problems"][c], alt["prefixes"][c][n_prompt:]).reward
     weights = (DEFAULT_LM_PATH / "model.safetensors").read_bytes()
-    assert meta["model_sha256"] == hashlib.sha256(weights).hexdigest()
+    assert meta["provenance"]["inputs"]["tiny_lm/model.safetensors"] == hashlib.sha256(weights).hexdigest()
     with pytest.raises(FileNotFoundError, match="path"):
         load_step_alternatives(lm_env, path=REFERENCE_DIR / "missing")

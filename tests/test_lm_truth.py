@@ -1,4 +1,5 @@
-"""The cached Monte Carlo truth (data/lm_truth) matches the shipped model and itself."""
+"""The cached Monte Carlo truth (data/lm_truth) matches the shipped model and itself, and the
+advantages it defines (``truth_step_advantage``, ``truth_token_advantage``) follow VinePPO's rule."""
 import hashlib
 import time
 from pathlib import Path
@@ -6,8 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from labkit.core.rollouts import Cost
+from labkit.credit.mc import vineppo
 from labkit.envs.arithmetic.lm import ArithmeticLM
-from labkit.envs.arithmetic.truth import load_reference
+from labkit.envs.arithmetic.truth import load_reference, truth_step_advantage, truth_token_advantage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,8 +33,9 @@ def reference(env):
 def test_cache_belongs_to_the_shipped_model(reference):
     _, meta, _ = reference
     weights = (ROOT / "data" / "tiny_lm" / "model.safetensors").read_bytes()
-    assert meta["model_sha256"] == hashlib.sha256(weights).hexdigest(), \
+    assert meta["provenance"]["inputs"]["tiny_lm/model.safetensors"] == hashlib.sha256(weights).hexdigest(), \
         "data/tiny_lm changed: rerun python scripts/build_lm_truth.py"
+    assert meta["provenance"]["script"] == "scripts/build_lm_truth.py"
     assert meta["k"] >= 256
 
 
@@ -74,3 +78,39 @@ def test_live_vines_converge_to_the_cached_truth(env, reference):
     for a, c in zip(live.tolist(), cached.tolist()):
         se = (max(c * (1 - c), 1 / 256) / 64 + max(c * (1 - c), 1 / 256) / 256) ** 0.5
         assert abs(a - c) < 4.5 * se + 1e-6, (a, c)
+
+
+def test_truth_step_advantage_is_the_vineppo_formula_on_cached_values(reference):
+    ro, _, _ = reference
+    adv = truth_step_advantage(ro)
+    v = ro.truth["step_values"]
+    step_adv, present = ro.view(adv, "step", "mean")
+    b = 0
+    n = int(present[b].sum())
+    for i in range(n):
+        after = v[b, i + 1] if i + 1 < n else ro.scores[b]  # the last step is followed by the outcome
+        assert step_adv[b, i] == pytest.approx(float(after - v[b, i]), abs=1e-6)
+    # telescoping: a row's step advantages sum to its outcome minus V before the first step
+    sums = step_adv.where(present, 0).sum(1)
+    assert torch.allclose(sums.double(), ro.scores.double() - v[:, 0], atol=1e-6)
+    # bit for bit VinePPO's credit with the cached values as its value function (what it was before
+    # the rule had one home, and what the bench scores against)
+    cached = ro.truth["step_values"]
+    assert torch.equal(adv, vineppo(ro, value_fn=lambda r, k: (cached, Cost()), k=1).token)
+
+
+def test_truth_token_advantage_telescopes(reference):
+    ro, _, _ = reference
+    adv = truth_token_advantage(ro)
+    R = ro.truth["token_values"].shape[0]
+    assert adv.shape == (R, ro.horizon)
+    assert torch.allclose(adv.sum(1).double(), ro.scores[:R].double() - ro.truth["token_values"][:, 0], atol=1e-6)
+    assert bool((adv[~ro.mask[:R]] == 0).all())
+
+
+def test_the_truth_needs_its_cached_values(reference):
+    ro, _, _ = reference
+    with pytest.raises(ValueError, match="^rollouts"):
+        truth_step_advantage(ro.with_(truth={}))
+    with pytest.raises(ValueError, match="^rollouts"):
+        truth_token_advantage(ro.with_(truth={}))

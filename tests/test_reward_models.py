@@ -28,7 +28,7 @@ def test_shipped_weights_are_safetensors_built_from_the_shipped_model():
     log = load_train_log()
     assert (DEFAULT_DIR / "prm.safetensors").read_bytes()[:8] != b"\x80\x02\x8a\n"  # not a pickle
     sha = hashlib.sha256((DEFAULT_LM_PATH / "model.safetensors").read_bytes()).hexdigest()
-    assert log["model_sha256"] == sha
+    assert log["provenance"]["inputs"]["tiny_lm/model.safetensors"] == sha
     for name in ("prm.safetensors", "orm.safetensors"):
         assert (DEFAULT_DIR / name).stat().st_size < 4 * 2 ** 20
 

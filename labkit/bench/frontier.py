@@ -53,6 +53,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from labkit.core.cache import read_cache
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.paths import data_path
 from labkit.core.rollouts import Cost, Credit, Rollouts
@@ -433,12 +434,8 @@ def frontier_band(table: pd.DataFrame, metric: str = "success") -> pd.DataFrame:
 
 def load_frontier(path=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The frontier built by ``scripts/build_frontier.py``: (frontier rows, crossover table,
-    meta) from ``path`` (default ``FRONTIER_DIR``, data/bench/frontier)."""
-    folder = Path(path) if path is not None else FRONTIER_DIR
-    files = [folder / "frontier.csv", folder / "crossover.csv", folder / "meta.json"]
-    absent = [f.name for f in files if not f.is_file()]
-    if absent:
-        raise FileNotFoundError(f"path: {folder} lacks {', '.join(absent)}; run python scripts/build_frontier.py")
-    import json
-
-    return pd.read_csv(files[0]), pd.read_csv(files[1]), json.loads(files[2].read_text())
+    meta) from ``path`` (default ``FRONTIER_DIR``, data/bench/frontier). Raises if the cache is
+    missing or foreign (``labkit.core.cache``)."""
+    meta, files = read_cache(Path(path) if path is not None else FRONTIER_DIR, script="build_frontier.py",
+                             files=["frontier.csv", "crossover.csv"], what="cached frontier")
+    return pd.read_csv(files["frontier.csv"]), pd.read_csv(files["crossover.csv"]), meta

@@ -1,12 +1,14 @@
-"""Metrics beyond rank correlation: trajectory lengths, policy-gradient quality and luck share.
+"""Metrics beyond rank correlation: trajectory lengths, policy-gradient quality and luck weight.
 
 * ``trajectory_lengths``: min / median / max / mean of the scored batch's generated length, in
   the task's unit (tokens for token-level worlds, turns for ToolWorld, agents for TeamTask).
 * ``gradient_metrics``: the estimator's credit turned into a policy gradient on a tabular policy,
   sub-batch by sub-batch (``labkit.scoring.gradient_study`` on the credit computed once for the
   whole batch), against the exact gradient of J: mean cosine and total variance.
-* ``luck_share``: on ToolWorld, where every turn's exact outcome splits into skill (A_t) and luck
-  (the tools' random answers from t on), how much of the credit follows luck rather than skill.
+* ``luck_weight``: on ToolWorld, where every turn's exact outcome splits into skill (A_t) and luck
+  (the tools' random answers from t on), how much of the credit follows luck rather than skill
+  (a ratio of the coefficients of ``labkit.scoring.skill_luck_fit``; not notebook 05's
+  ``luck_share``, the share of the outcomes' variance that is luck).
 """
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ import torch
 
 from labkit.core.checks import as_tensor, check_int
 from labkit.core.rollouts import Credit, Rollouts
-from labkit.scoring import gradient_study
+from labkit.scoring import gradient_study, luck_after, skill_luck_fit
 
-__all__ = ["trajectory_lengths", "gradient_metrics", "luck_share"]
+__all__ = ["trajectory_lengths", "gradient_metrics", "luck_weight"]
 
 
 def trajectory_lengths(lengths) -> dict:
@@ -52,22 +54,22 @@ def gradient_metrics(policy, rollouts: Rollouts, credit: Credit, exact_grad: tor
     return {"gradient_cosine": stats["cosine"], "gradient_variance": stats["variance"]}
 
 
-def luck_share(rollouts: Rollouts, credit: Credit, skill: torch.Tensor, luck: torch.Tensor) -> float | None:
-    """|b_luck| / (|b_skill| + |b_luck|) of the least-squares fit, over every played position,
+def luck_weight(rollouts: Rollouts, credit: Credit, skill: torch.Tensor, luck: torch.Tensor) -> float | None:
+    """|b_luck| / (|b_skill| + |b_luck|) of the least-squares fit (``skill_luck_fit``), over every
+    played position,
 
         credit_t ~ b0 + b_skill * skill_t + b_luck * luck_after_t,
 
     with skill_t the exact advantage of the action and luck_after_t the sum of the tools' luck
     from t to the end (``ToolTruth.skill_luck``). 0: the credit ignores luck (the exact advantage);
-    1: it follows luck only. None when the fit is degenerate (no spread in skill or luck, or
-    both coefficients zero)."""
+    1: it follows luck only. None when the fit is degenerate (fewer than three positions, no
+    spread in skill or luck, or both coefficients zero)."""
     m = rollouts.mask
     c = credit.token.to(torch.float64)[m]
-    luck_after = luck.flip(1).cumsum(1).flip(1)
-    s, la = skill.to(torch.float64)[m], luck_after.to(torch.float64)[m]
-    if c.numel() < 3 or float(s.std()) == 0.0 or float(la.std()) == 0.0:
+    if c.numel() < 3:
         return None
-    Z = torch.stack([torch.ones_like(c), s, la], 1)
-    beta = torch.linalg.lstsq(Z, c[:, None]).solution[:, 0]
-    bs, bl = abs(float(beta[1])), abs(float(beta[2]))
+    fit = skill_luck_fit(c, {"skill": skill.to(torch.float64)[m], "luck_after": luck_after(luck).to(torch.float64)[m]})
+    bs, bl = abs(fit["skill"]), abs(fit["luck_after"])
+    if bs != bs or bl != bl:  # a regressor without spread was dropped (NaN)
+        return None
     return bl / (bs + bl) if bs + bl > 1e-12 else None

@@ -26,7 +26,7 @@ SCHEMA_FILE = ("bench", "record.schema.json")
 JSONL = "records.jsonl"
 CSV = "records.csv"
 METRIC_FIELDS = ("rank_correlation", "sign_agreement", "recall_at_k", "gradient_cosine", "gradient_variance",
-                 "luck_share")
+                 "luck_weight")
 LENGTH_FIELDS = ("min", "median", "max", "mean")
 COST_FIELDS = ("sampled_trajectories", "sampled_env_steps", "policy_forwards", "policy_tokens", "env_steps",
                "env_resets", "aux_calls", "wall_seconds")

@@ -25,7 +25,6 @@ import torch
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
 from labkit.credit.multiagent import exact_shapley
-from labkit.credit.mc import vineppo
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
 from labkit.envs.teamtask import PRESETS, TeamTask
@@ -39,7 +38,7 @@ from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_step_veri
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
 
-from labkit.bench.metrics import gradient_metrics, luck_share, trajectory_lengths
+from labkit.bench.metrics import gradient_metrics, luck_weight, trajectory_lengths
 from labkit.bench.records import make_record
 
 __all__ = ["FAMILIES", "Task", "Instance", "SUITES", "lm_task", "chain_task", "toolworld_task", "team_task",
@@ -72,7 +71,7 @@ class Instance:
     # a tabular policy with its exact dJ/dlogits: gradient cosine and variance are scored
     policy: object = None
     exact_grad: torch.Tensor | None = None
-    # (skill, luck) per position, each (B, T): luck share is scored (ToolWorld)
+    # (skill, luck) per position, each (B, T): luck weight is scored (ToolWorld)
     skill_luck: tuple | None = None
     # inputs for one estimator only, by estimator name (e.g. SPO's cut value function where the
     # task's ``value_fn`` is a step value function); provenance keys "name.option" describe them
@@ -189,10 +188,11 @@ def lm_task() -> Task:
               "truth": "step-level Monte Carlo, 256 vines per step", "n": 32, "group_size": 1}
 
     def build(seed: int) -> Instance:
+        from labkit.envs.arithmetic.truth import truth_step_advantage  # loads transformers: see _lm_reference
+
         env, ro, meta = _lm_reference()
         # the truth is VinePPO's formula on the cached 256-vine values (as notebooks 02-04 score it)
-        cached = ro.truth["step_values"]
-        adv = vineppo(ro, value_fn=lambda r, k: (cached, Cost()), k=1).token.double()
+        adv = truth_step_advantage(ro).double()
         first = ro.truth["first_error_step"].long()
         targets = ro.mask & (ro.step_ids == first[:, None]) & (first[:, None] >= 0)
         inputs = {"value_fn": env.value_fn(seed=seed),
@@ -508,9 +508,9 @@ def _provenance(instance: Instance, name: str, passed: Iterable[str]) -> dict:
 
 
 def _extra_metrics(instance: Instance, credit: Credit) -> dict:
-    """Gradient cosine / variance (tabular policy with exact gradient) and luck share (skill /
+    """Gradient cosine / variance (tabular policy with exact gradient) and luck weight (skill /
     luck split); None where the task does not define them or the credit is not per token."""
-    out = {"gradient_cosine": None, "gradient_variance": None, "luck_share": None}
+    out = {"gradient_cosine": None, "gradient_variance": None, "luck_weight": None}
     if instance.level != "token":
         return out
     ro = instance.rollouts
@@ -521,7 +521,7 @@ def _extra_metrics(instance: Instance, credit: Credit) -> dict:
             out["gradient_cosine"] = min(1.0, max(-1.0, g["gradient_cosine"]))
             out["gradient_variance"] = g["gradient_variance"]
     if instance.skill_luck is not None:
-        out["luck_share"] = luck_share(ro, credit, *instance.skill_luck)
+        out["luck_weight"] = luck_weight(ro, credit, *instance.skill_luck)
     return out
 
 

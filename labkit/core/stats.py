@@ -4,6 +4,8 @@
   anchor groups, Dr. MAS's agent pools, ...) and the group-of-one rule;
 * ``whiten``: REINFORCE++-style whitening over every masked entry of a batch;
 * ``discounted_returns``: the backward recursion G_t = r_t + gamma G_{t'} over masked columns;
+* ``step_advantage``: A_i = r_i + gamma V_{i+1} - V_i from values at the start of every position
+  (V past the last present position = 0), the rule VinePPO and every Monte Carlo truth use;
 * ``top_fraction``: keep the ceil(fraction * n) present entries with the largest score.
 
 Float arithmetic here is done in the same order as the estimators did before it was shared, so
@@ -176,6 +178,24 @@ def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float |
         step = (discount[t] if discount is not None else g) * running
         running = torch.where(m[t], r[t] + step, running, out=out[t])  # written in place: row t of out
     return torch.where(mask, out.t(), torch.zeros((), dtype=rewards.dtype)).contiguous()
+
+
+def step_advantage(values: torch.Tensor, rewards: torch.Tensor, present: torch.Tensor, *,
+                   gamma: float = 1.0) -> torch.Tensor:
+    """A_i = r_i + gamma * V_{i+1} - V_i at every ``present`` position i of (B, S) ``values`` (V
+    before position i), ``rewards`` (received inside it) and ``present``; 0 elsewhere.
+
+    V_{i+1} is the value at the next column when that column is present, and 0 past the last
+    present position (the episode is over: nothing is left to earn). Positions are steps for
+    VinePPO (V from vines before every step) or tokens for a token-level truth; with exact or
+    Monte Carlo V, A_i is the (estimated) advantage of position i and a row's A telescope to its
+    return minus V_0.
+    """
+    check_shape("rewards", rewards, tuple(values.shape))
+    check_shape("present", present, tuple(values.shape))
+    v_next = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
+    v_next = torch.where(torch.cat([present[:, 1:], torch.zeros_like(present[:, :1])], dim=1), v_next, 0)
+    return torch.where(present, rewards + gamma * v_next - values, 0)
 
 
 def next_masked(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -2,9 +2,10 @@
 trajectory make a noisy policy gradient, and how much do baselines (RLOO, GRPO, ...) help?
 
 Runners on a ``BifurcationChain`` whose exact truth (values, advantages, gradient) comes from
-dynamic programming: the chain and policy (``chain_setup``), each estimator's credit next to the
-exact advantage, and the gradient-quality sweep. Each runner is seeded, returns plain data (a
-pandas DataFrame or dict of tensors), and shows a progress bar when it loops over settings.
+dynamic programming (the chain and policy: ``labkit.course.presets.chain_setup``): each
+estimator's credit next to the exact advantage, and the gradient-quality sweep. Each runner is
+seeded, returns plain data (a pandas DataFrame or dict of tensors), and shows a progress bar
+when it loops over settings.
 """
 from __future__ import annotations
 
@@ -14,40 +15,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.checks import check_choice, check_int
 from labkit.core.rollouts import Credit, Rollouts
-from labkit.course.presets import NB01_CHAIN
+from labkit.course.presets import EPISODE_ESTIMATORS, NB01_CHAIN, chain_setup
 from labkit.credit import get_estimator
-from labkit.envs import BifurcationChain
-from labkit.envs.tabular import Truth, exact_truth
-from labkit.policies import TabularSoftmaxPolicy
+from labkit.envs.tabular import Truth
 from labkit.scoring import gradient_study, score_credit
 from labkit.viz import credit_panels
-
-
-EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
-
-
-def chain_setup(horizon: int, *, n_bifurcations: int = NB01_CHAIN.n_bifurcations,
-                noise_std: float = NB01_CHAIN.noise_std, slip: float = NB01_CHAIN.slip,
-                p_correct: float | None = None, init_std: float = NB01_CHAIN.init_std, env_seed: int = 0,
-                policy_seed: int = 0) -> tuple[BifurcationChain, TabularSoftmaxPolicy, Truth]:
-    """A BifurcationChain, a tabular policy for it, and the exact truth under that policy.
-
-    ``p_correct`` (optional) sets the policy's probability of the right token at every
-    bifurcation (the other tokens share the rest), which fixes the success rate at
-    p_correct ** n_bifurcations when there is no slip. Otherwise logits are N(0, init_std^2).
-    """
-    env = BifurcationChain(horizon=horizon, n_bifurcations=n_bifurcations, noise_std=noise_std,
-                           slip=slip, seed=env_seed)
-    policy = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=init_std, seed=policy_seed)
-    if p_correct is not None:
-        p_correct = check_number("p_correct", p_correct, low=0.0, high=1.0, low_open=True, high_open=True)
-        for t in env.bifurcations:
-            probs = torch.full((env.n_actions,), (1 - p_correct) / (env.n_actions - 1), dtype=torch.float64)
-            probs[env.correct[t]] = p_correct
-            policy.set_probs(env.state_index(t, 1), probs)
-    return env, policy, exact_truth(env.mdp(), policy)
 
 
 def episode_credit_panels(rollouts: Rollouts, truth: Truth, estimators: Sequence[str]) -> dict[str, torch.Tensor]:

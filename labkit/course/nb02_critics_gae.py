@@ -3,8 +3,10 @@ what does GAE's lambda dial trade between bias and variance, and why do LLM crit
 
 The first half runs on notebook 01's ``BifurcationChain`` with a ``TabularCritic`` (the lambda
 sweep, the critic-data sweep, heatmaps, what the critic believes each fork is worth); the second
-on the tiny arithmetic LM: PPO's critic fitted the way PPO would see data, judged against cached
-Monte Carlo truth. Each runner is seeded and returns plain data.
+on the tiny arithmetic LM: PPO's critic fitted the way PPO would see data
+(``labkit.learn.lm_runs.fit_lm_critic``), judged against cached Monte Carlo truth
+(``labkit.envs.arithmetic.truth``; the first-wrong-step hit rate is
+``labkit.scoring.first_error_hit_rate``). Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
 
@@ -15,9 +17,8 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
-from labkit.core.rollouts import Cost, Credit, Rollouts
-from labkit.course.nb01_reinforce_variance import chain_setup  # Defined in nb01
-from labkit.course.presets import LM_OPERANDS, NB02_CHAIN
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.course.presets import NB02_CHAIN, chain_setup
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import Truth
 from labkit.scoring import gradient_study, pearson
@@ -216,55 +217,6 @@ def fork_values(env: BifurcationChain, truth: Truth, critic) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the tiny LM (notebooks 02-03)
-def truth_step_advantage(rollouts: Rollouts) -> torch.Tensor:
-    """The Monte Carlo "true" step advantage of reference rollouts, (B, T) per token:
-    A_i = r_i + V_{i+1} - V_i from ``truth["step_values"]`` (V after the last step = 0), each
-    token taking its step's value — VinePPO's formula with the cached 256-vine values."""
-    if "step_values" not in rollouts.truth:
-        raise ValueError("rollouts: need truth['step_values'] (use labkit.envs.arithmetic.truth.load_reference)")
-    from labkit.credit.mc import vineppo
-    cached = rollouts.truth["step_values"]
-    return vineppo(rollouts, value_fn=lambda ro, k: (cached, Cost()), k=1).token
-
-
-def first_error_hit_rate(credit: torch.Tensor, rollouts: Rollouts) -> dict[str, float]:
-    """How often the most negative step credit falls on the first wrong step, over rollouts that
-    have one. Ties share the hit (counted in expectation). Returns the rate, the chance rate of
-    a uniformly random step pick, and the number of rollouts scored."""
-    first = rollouts.truth["first_error_step"]
-    step_credit, present = rollouts.view(credit, "step", "mean")
-    hits, chance, n = 0.0, 0.0, 0
-    for b in (first >= 0).nonzero().flatten().tolist():
-        steps = present[b].nonzero().flatten()
-        if int(first[b]) not in steps.tolist():
-            continue
-        vals = step_credit[b, steps]
-        lowest = vals <= vals.min() + 1e-6 * max(1.0, float(vals.abs().max()))  # equal up to float32 rounding: a tie
-        hits += float(lowest[steps.tolist().index(int(first[b]))]) / int(lowest.sum())
-        chance += 1.0 / len(steps)
-        n += 1
-    return {"hit_rate": hits / max(n, 1), "chance": chance / max(n, 1), "rollouts": n}
-
-
-def fit_lm_critic(env, *, n_rollouts: int = 512, n_operands: int = LM_OPERANDS, steps: int = 80, seed: int = 0,
-                  progress: bool = True):
-    """PPO's critic for the tiny LM, fitted the way PPO would see data: a value head on a copy of
-    the policy's trunk (``LMCritic.from_policy``), regressed on the 0/1 outcomes of
-    ``n_rollouts`` fresh rollouts of ``n_operands``-operand training problems (512 rollouts = 8
-    PPO iterations of 64). Returns ``(critic, history)``; ``history`` is ``LMCritic.fit``'s
-    per-step loss, with ``attrs["rollout_success"]`` the success rate of the data it saw."""
-    from labkit.learn.critics import LMCritic
-
-    n_rollouts = check_int("n_rollouts", n_rollouts, low=1)
-    problems = env.task.sample_prompts(n_rollouts, n_operands=n_operands, split="train", seed=seed + 1)
-    data = env.rollouts(problems, seed=seed + 1)
-    critic = LMCritic.from_policy(env.model, seed=seed)
-    history = critic.fit(data, steps=steps, seed=seed, progress=progress)
-    history.attrs["rollout_success"] = float(data.scores.mean())
-    history.attrs["rollouts"] = n_rollouts
-    return critic, history
-
-
 def lm_value_scores(env, critic, reference: Rollouts, alternatives: dict, ks: Iterable[int] = (1, 3, 9), *,
                     min_gap: float = 0.1, seed: int = 0, progress: bool = True) -> pd.DataFrame:
     """Value estimates of the tiny LM judged two ways against Monte Carlo truth.
@@ -304,25 +256,3 @@ def lm_value_scores(env, critic, reference: Rollouts, alternatives: dict, ks: It
         rows.append({"estimate": f"Monte Carlo, k={k}", "value_mae": float("nan"), "value_corr": float("nan"),
                      **ranks(values), "tokens": tokens})
     return pd.DataFrame(rows)
-
-
-def step_table(rollouts: Rollouts, row: int, values: dict[str, torch.Tensor],
-               advantages: dict[str, torch.Tensor]) -> pd.DataFrame:
-    """One rollout's steps as a table: step text, the verifier's verdict, step-level ``values``
-    ((B, S) tensors, e.g. V before each step) and token-level ``advantages`` ((B, T), shown as
-    the mean over each step's tokens)."""
-    row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
-    present = rollouts.view(rollouts.rewards, "step", "sum")[1][row]
-    steps = present.nonzero().flatten().tolist()
-    text = rollouts.text[row] if rollouts.text is not None else [str(t) for t in rollouts.tokens[row].tolist()]
-    out = {"step": steps,
-           "text": ["".join(tok for tok, s, m in zip(text, rollouts.step_ids[row].tolist(), rollouts.mask[row].tolist())
-                            if m and s == i) for i in steps]}
-    if "step_correct" in rollouts.truth:
-        out["correct"] = [bool(rollouts.truth["step_correct"][row, i]) for i in steps]
-    for name, v in values.items():
-        out[name] = [float(v[row, i]) for i in steps]
-    for name, a in advantages.items():
-        per_step = rollouts.view(a, "step", "mean")[0][row]
-        out[name] = [float(per_step[i]) for i in steps]
-    return pd.DataFrame(out)

@@ -5,15 +5,15 @@ each one cost?
 Everything runs on the same 32 reference rollouts as notebooks 02 and 03 (``load_reference``),
 whose cached 256-vine Monte Carlo step advantages are the truth. ``Method`` names one estimator
 with its settings; ``credit_quality`` scores one credit against the truth (first-wrong-step hit
-rate, step-level rank correlation, cost); ``cross_family_table`` does it for a list of methods.
-Each runner is seeded and returns plain data.
+rate and step-level rank correlation from ``labkit.scoring``, cost); ``cross_family_table`` does
+it for a list of methods. Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
-import json
+import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,12 +23,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from labkit.core.cache import read_cache, read_meta
 from labkit.core.checks import check_int
 from labkit.core.paths import data_dir
 from labkit.core.rollouts import Cost, Credit, Rollouts
-# Defined in nb02 (the notebook calls them as lesson.<name> too)
-from labkit.course.nb02_critics_gae import first_error_hit_rate, step_table, truth_step_advantage  # noqa: F401
-from labkit.scoring import rank_correlation
+from labkit.envs.arithmetic.truth import truth_step_advantage
+from labkit.scoring import first_error_hit_rate, step_rank_correlation
 
 
 @dataclass(frozen=True)
@@ -49,41 +49,23 @@ class Method:
     stand_in: bool = False
 
 
-def step_rank_correlation(credit: torch.Tensor, rollouts: Rollouts, *, within: bool = False) -> float:
-    """Spearman's rho between the credit's per-step mean and the Monte Carlo truth step advantage.
-
-    ``within=False``: pooled over every step of every rollout; it rewards any credit that is
-    lower on failed rollouts than on successful ones, which outcome credit already is.
-    ``within=True``: the mean over rollouts of the rho among one rollout's own steps, the
-    question "which step?" (rollouts with one step or a constant truth are skipped; credit that is
-    constant within a rollout scores 0 there). Either returns 0 when there is nothing to rank.
-    """
-    truth, present = rollouts.view(truth_step_advantage(rollouts).double(), "step", "mean")
-    # float64 before averaging: the float32 mean of a step's equal token credits can differ in
-    # the last bit between steps of different lengths, which would break ties at random
-    est = rollouts.view(torch.as_tensor(credit).double(), "step", "mean")[0]
-    if not within:
-        return rank_correlation(est, truth, present)
-    rhos = [rank_correlation(est[b:b + 1], truth[b:b + 1], present[b:b + 1])
-            for b in range(rollouts.batch_size)
-            if int(present[b].sum()) >= 2 and float(truth[b][present[b]].std()) > 0]
-    return sum(rhos) / len(rhos) if rhos else 0.0
-
-
 def credit_quality(credit: Credit, rollouts: Rollouts) -> dict:
     """How well one credit matches the truth of ``rollouts`` (from ``load_reference``), and what it cost.
 
     ``hit_rate``: how often the most negative step credit is the first wrong step (ties share
     the hit), over rollouts that have a wrong step; ``rank_corr`` and ``rank_corr_within``:
-    ``step_rank_correlation`` pooled and within rollouts; then the ``Cost`` fields the
+    ``labkit.scoring.step_rank_correlation`` with the Monte Carlo truth step advantage
+    (``truth_step_advantage``), pooled and within rollouts; then the ``Cost`` fields the
     estimator reported.
     """
     if not isinstance(credit, Credit):
         raise TypeError(f"credit: expected a Credit, got {type(credit).__name__}")
     hits = first_error_hit_rate(credit.token, rollouts)
+    truth = truth_step_advantage(rollouts)
     return {"hit_rate": hits["hit_rate"], "chance": hits["chance"],
-            "rank_corr": step_rank_correlation(credit.token, rollouts),
-            "rank_corr_within": step_rank_correlation(credit.token, rollouts, within=True), **credit.cost.as_dict()}
+            "rank_corr": step_rank_correlation(credit.token, truth, rollouts),
+            "rank_corr_within": step_rank_correlation(credit.token, truth, rollouts, within=True),
+            **credit.cost.as_dict()}
 
 
 def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, progress: bool = True) -> pd.DataFrame:
@@ -128,13 +110,13 @@ def load_models(env, *, critic_rollouts: int = 512, critic_steps: int = 80, seed
                 progress: bool = True) -> SimpleNamespace:
     """Everything the reasoning-side estimators need besides the rollouts, in one namespace.
 
-    * ``critic``: PPO's value head, fitted live as in notebook 02 (``fit_lm_critic``);
+    * ``critic``: PPO's value head, fitted live as in notebook 02 (``labkit.learn.lm_runs.fit_lm_critic``);
     * ``prm`` / ``orm``: the shipped process and outcome reward models
       (``scripts/train_reward_models.py``, ``data/reward_models``);
     * ``dpo``: the DPO-tuned copy of the policy, ``treg``: the copy taught T-REG's conditioning
       tokens (``scripts/train_implicit_lm.py``, ``data/implicit_lm``).
     """
-    from labkit.course.nb02_critics_gae import fit_lm_critic
+    from labkit.learn.lm_runs import fit_lm_critic
     from labkit.learn.reward_models import OutcomeRewardModel, ProcessRewardModel
 
     critic, history = fit_lm_critic(env, n_rollouts=critic_rollouts, steps=critic_steps, seed=seed,
@@ -362,42 +344,41 @@ def capo_error_sweep(env, models: SimpleNamespace, rollouts: Rollouts, error_rat
 
 
 DATA_DIR = data_dir()
-
-
-def _read_json(path: Path, script: str) -> dict:
-    if not path.is_file():
-        raise FileNotFoundError(f"path: {path} is missing; run python scripts/{script}")
-    return json.loads(path.read_text())
+PADDING_SCRIPT = "build_pure_padding.py"
 
 
 def load_padding(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
-    """The PURE padding measurement cached by ``scripts/pure_padding.py``: (results, meta)."""
-    data = _read_json(Path(path) if path is not None else DATA_DIR / "pure_padding" / "static.json",
-                      "pure_padding.py")
+    """The PURE padding measurement cached by ``scripts/build_pure_padding.py`` in ``path``
+    (default ``data/pure_padding/static.json``): (results, meta). Raises if the file is missing,
+    foreign or stale (built from another model or PRM, ``labkit.core.cache``)."""
+    data = read_meta(Path(path) if path is not None else DATA_DIR / "pure_padding" / "static.json",
+                     script=PADDING_SCRIPT, what="padding measurement")
     return pd.DataFrame(data["results"]), data["meta"]
 
 
 def implicit_training_log(path: Path | None = None) -> dict:
     """The held-out success of the shipped model and its DPO / T-REG copies, from
-    ``scripts/train_implicit_lm.py``'s log."""
-    log = _read_json(Path(path) if path is not None else DATA_DIR / "implicit_lm" / "train_log.json",
-                     "train_implicit_lm.py")
+    ``scripts/train_implicit_lm.py``'s log (``path``, default ``data/implicit_lm/train_log.json``)."""
+    log = read_meta(Path(path) if path is not None else DATA_DIR / "implicit_lm" / "train_log.json",
+                    script="train_implicit_lm.py", what="training log")
     return dict(log["eval"])
 
 
-PADDING_RL_RUN = "rl_it40_lr3e-05_vw0"  # the longer, larger-step run of scripts/pure_padding.py --rl
+PADDING_RL_RUN = "rl_it40_lr3e-05_vw0"  # the longer, larger-step run of scripts/build_pure_padding.py --rl
 
 
 def load_padding_rl(run: str = PADDING_RL_RUN, path: Path | None = None) -> tuple[pd.DataFrame, dict]:
-    """Curves of the RL runs of ``scripts/pure_padding.py --rl`` (one row per label, seed and
+    """Curves of the RL runs of ``scripts/build_pure_padding.py --rl`` (one row per label, seed and
     iteration: train reward, held-out success at evaluation points, share of over-long and
-    malformed responses, mean steps) and the run's settings."""
-    folder = Path(path) if path is not None else DATA_DIR / "pure_padding"
-    meta = _read_json(folder / f"{run}.json", "pure_padding.py --rl")
-    csv = folder / f"{run}.csv"
-    if not csv.is_file():
-        raise FileNotFoundError(f"path: {csv} is missing; run python scripts/pure_padding.py --rl")
-    return pd.read_csv(csv), meta
+    malformed responses, mean steps) and the run's settings; ``run`` names the files
+    (``rl_it<iterations>_lr<lr>_vw<verifiable weight>``) in ``path`` (default
+    ``data/pure_padding``)."""
+    # the run's name spells the options that build it
+    name = re.fullmatch(r"rl_it(\d+)_lr(.+)_vw(.+)", str(run))
+    args = ["--rl"] + (["--iterations", name[1], "--lr", name[2], "--verifiable-weight", name[3]] if name else [])
+    meta, files = read_cache(Path(path) if path is not None else DATA_DIR / "pure_padding", script=PADDING_SCRIPT,
+                             meta=f"{run}.json", files=[f"{run}.csv"], args=args, what="padding RL run")
+    return pd.read_csv(files[f"{run}.csv"]), meta
 
 
 def padding_rl_summary(curves: pd.DataFrame, *, last: int = 6) -> pd.DataFrame:

@@ -1,9 +1,10 @@
 """Notebook 06, GiGPO: do anchor-state groups (turns that start from the same observation) give a
 better turn credit than GRPO's one number per episode, and does it train faster per env step?
 
-Runners on ToolWorld (the world: ``presets.NB06_WORLD``): anchor-group statistics, GiGPO's
-episode and step terms against the exact advantage, GRPO-vs-GiGPO learning curves compared at
-equal env steps. Each runner is seeded and returns plain data.
+Runners on ToolWorld (the world: ``presets.NB06_WORLD``, built with ``presets.noisy_world``):
+anchor-group statistics, GiGPO's episode and step terms against the exact advantage,
+GRPO-vs-GiGPO learning curves compared at equal env steps. Each runner is seeded and returns
+plain data.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
-from labkit.course.nb05_why_agents_harder import noisy_world  # noqa: F401  Defined in nb05
 from labkit.credit import get_estimator
 from labkit.credit.group import anchor_groups
 from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)

@@ -1,7 +1,8 @@
 """Notebook 07, critical actions and information: does the policy's entropy find the turns that
 decide the outcome, how few updates can CARL get away with, and how close is IGPO's
 information-gain credit to the true advantage? Both are answered against the exact truth of
-``ToolWorld`` (backward induction under the current policy).
+``ToolWorld`` (backward induction under the current policy), in the world and warmed-up policy of
+``labkit.course.presets.toolworld_setup``.
 
 * **Is the policy's entropy a good signal of which turns matter?** CARL (arXiv 2512.04949)
   updates only the most uncertain turns. ``entropy_vs_truth`` scores its selection against the
@@ -30,7 +31,7 @@ from tqdm.auto import tqdm
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import top_fraction as top_fraction_mask
-from labkit.course.presets import NB07_WARMUP_ITERATIONS, NB07_WORLD
+from labkit.course.presets import NB07_WORLD, toolworld_setup
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
@@ -45,32 +46,6 @@ RULES = ("entropy", "exact_advantage", "random")
 
 RULE_NAMES = {"entropy": "CARL: highest entropy", "exact_advantage": "oracle: largest exact |A|",
               "random": "random turns", "all": "GRPO: every turn"}
-
-
-# --------------------------------------------------------------------------- set-up
-def toolworld_setup(n_files: int = NB07_WORLD.n_files, *, max_turns: int = NB07_WORLD.max_turns,
-                    warmup_iterations: int = NB07_WARMUP_ITERATIONS, seed: int = 0, n_tasks: int = 8,
-                    group_size: int = 8, **env_kwargs):
-    """A ToolWorld and a partially trained policy for it: ``(env, policy)``.
-
-    The env has ``step_cost = 0`` and ``wrong_submit = 0`` unless ``env_kwargs`` say otherwise
-    (then exact V is a success probability, which IGPO's stand-in needs). The policy starts
-    uniform and is trained with GRPO credit and the GRPO loss for ``warmup_iterations`` batches
-    of ``n_tasks`` x ``group_size`` episodes (seed ``seed``), so its entropy is no longer the same
-    at every observation. ``warmup_iterations = 0`` returns the uniform policy.
-    """
-    from labkit.envs.toolworld import ToolLearner, ToolWorld
-    from labkit.learn.loop import train
-
-    warmup_iterations = check_int("warmup_iterations", warmup_iterations, low=0)
-    seed = check_int("seed", seed)
-    env_kwargs = {"step_cost": 0.0, "wrong_submit": 0.0, **env_kwargs}
-    env = ToolWorld(n_files, max_turns=max_turns, **env_kwargs)
-    policy = env.make_policy()
-    if warmup_iterations:
-        train(ToolLearner(env, policy, n_tasks=n_tasks, group_size=group_size), "grpo", kind="grpo",
-              iterations=warmup_iterations, seed=seed, progress=False, label="warm-up")
-    return env, policy
 
 
 # --------------------------------------------------------------------------- selection

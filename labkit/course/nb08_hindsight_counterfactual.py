@@ -6,13 +6,15 @@ counterfactual / privileged method remove? ToolWorld's exact truth splits every 
     luck_t  = r_t + V_{t+1}(s_{t+1}) - Q_t(s_t, a_t)   what the tool's random answer added
 
 (``ToolTruth.skill_luck``; per trajectory V_0 + sum_t (skill_t + luck_t) = the return), so the
-question has a number: ``luck_regression`` (its docstring defines it precisely).
+question has a number: ``labkit.scoring.luck_regression`` (its docstring defines it precisely).
 
-The runners: ``setup`` (world + agent), ``fit_models`` (every learned model, fitted on a
-history batch of the same agent), ``all_credits`` (every method on one batch),
-``luck_regression``, ``cost_table``, ``critic_ranking`` (SWEET-RL's critic with and
-without the hidden state), ``transcript_table`` / ``lucky_row`` (a lucky episode turn by
-turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All seeded.
+The world and agent are ``labkit.course.presets.scripted_agent_setup``'s. The runners:
+``fit_models`` (every learned model, fitted on a history batch of the same agent),
+``all_credits`` (every method on one batch), ``cost_table``, ``critic_ranking`` (SWEET-RL's
+critic with and without the hidden state), ``transcript_table`` / ``lucky_row`` (a lucky
+episode turn by turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All
+seeded. The cached off-policy, inverse-RL and training-schedule runs
+(``scripts/build_offpolicy_irl.py``, ``scripts/build_schedules.py``) are read here.
 """
 from __future__ import annotations
 
@@ -22,16 +24,17 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
-from labkit.core.paths import data_path
+from labkit import scoring
+from labkit.core.cache import read_cache, read_meta
 from labkit.core.checks import check_int, check_number
+from labkit.core.paths import data_path
 from labkit.core.rollouts import Credit, Rollouts
-from labkit.course.nb05_why_agents_harder import luck_summary, noisy_world  # Defined in nb05
-from labkit.course.presets import NB08_AGENT_STRENGTH, NB08_WORLD
+from labkit.course.presets import scripted_agent_setup
 from labkit.credit import get_estimator
 from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
-from labkit.scoring import pearson, sign_agreement
+from labkit.scoring import luck_regression, rank_correlation, sign_agreement
 from labkit.viz import credit_panels
 
 
@@ -48,21 +51,6 @@ METHODS = {
     "SWEET-RL, observation critic": ("SWEET obs", "same critic keyed by the observation"),
     "CriticSearch (stand-in judge)": ("CriticSearch", "STAND-IN judge: sign of exact A, seeded errors"),
 }
-
-
-# --------------------------------------------------------------------------- set-up
-def setup(noise: float = NB08_WORLD.noise, *, n_files: int = NB08_WORLD.n_files,
-          max_turns: int = NB08_WORLD.max_turns, strength: float = NB08_AGENT_STRENGTH):
-    """A noisy ToolWorld and a half-trained agent: ``(env, policy)``.
-
-    The three tools share one error rate ``noise`` (search misleads, a file read misjudges, the
-    tests flip, each with that probability); turns and wrong submits cost nothing, so the return
-    is the success flag (binary, as HCA's exact h needs). The agent is
-    ``env.scripted_policy(strength)``: the sensible action is the most likely one, not a sure one.
-    """
-    noise = check_number("noise", noise, low=0.0, high=1.0)
-    env = noisy_world(noise, max_turns, n_files=n_files)
-    return env, env.scripted_policy(check_number("strength", strength))
 
 
 def fit_models(env, policy, *, n_tasks: int = 256, group_size: int = 8, seed: int = 1000) -> dict:
@@ -121,79 +109,9 @@ def all_credits(env, policy, rollouts: Rollouts, models: Mapping, truth, *, n_co
 
 
 # --------------------------------------------------------------------------- luck vs skill
-def luck_terms(rollouts: Rollouts, truth) -> dict[str, torch.Tensor]:
-    """Per played turn (flattened over the batch): ``skill`` A_t, ``luck_after`` sum_{k >= t} luck_k
-    (the luck of this turn's tool answer and every later one), ``skill_later`` sum_{k > t} skill_k,
-    ``luck_before`` sum_{k < t} luck_k."""
-    skill, luck = truth.skill_luck(rollouts)
-    m = rollouts.mask
-    rev = lambda x: x.flip(1).cumsum(1).flip(1)  # noqa: E731  sum from t to the end
-    luck_after = rev(luck)
-    skill_later = rev(skill) - skill
-    luck_before = luck.cumsum(1) - luck
-    return {"skill": skill[m], "luck_after": luck_after[m], "skill_later": skill_later[m],
-            "luck_before": luck_before[m]}
-
-
-def _ols(y: torch.Tensor, X: dict[str, torch.Tensor]) -> dict[str, float]:
-    cols = [c for c, x in X.items() if float(x.std()) > 1e-12]
-    Z = torch.stack([torch.ones_like(y)] + [X[c] for c in cols], 1)
-    beta = torch.linalg.lstsq(Z, y[:, None]).solution[:, 0]
-    out = {c: float("nan") for c in X}
-    out.update({c: float(b) for c, b in zip(cols, beta[1:])})
-    return out
-
-
-def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
-                    reference: str = "GRPO") -> pd.DataFrame:
-    """How much of the luck that outcome credit pays for does each method remove?
-
-    Over every played turn t of every trajectory in the batch, regress the method's turn credit
-    c_t by least squares on
-
-        c_t ~ b0 + b_skill * skill_t + b_luck * luck_after_t + b_later * skill_later_t + b_before * luck_before_t
-
-    with skill_t = A_t(s_t, a_t) (exact), luck_after_t = sum_{k>=t} luck_k (the luck of the tool
-    answers from this turn's on: what an outcome-based credit wrongly attributes to the action),
-    and the skill of the later actions and the luck before t as controls. Then
-
-        luck_per_skill = b_luck / b_skill        (scale-free: GRPO's std division cancels)
-        luck_removed   = 1 - luck_per_skill / luck_per_skill(reference)
-
-    ``reference`` defaults to GRPO, whose credit (R - mean) / std pays luck and skill alike
-    (luck_per_skill near 1): luck_removed = 0 is "as lucky as GRPO", 1 is "no luck at all" (the
-    exact advantage), < 0 is more luck per unit of skill than GRPO. A regressor with zero
-    variance (e.g. no luck at all when every tool is reliable) is dropped and its coefficient is
-    NaN; so is luck_removed then. Also reported: ``corr_exact`` (Pearson with skill_t = exact A
-    over all turns) and ``sign_agree``, the course's one definition
-    (``labkit.scoring.sign_agreement`` at its default threshold: the share of turns with
-    |A| > 0.05 whose credit has A's sign, zero credit counting as a disagreement).
-    """
-    terms = luck_terms(rollouts, truth)
-    m = rollouts.mask
-    A = terms["skill"]
-    every = torch.ones_like(A, dtype=torch.bool)
-    rows = []
-    for name, credit in credits.items():
-        c = credit.token[m].to(torch.float64)
-        b = _ols(c, terms)
-        corr = pearson(c, A)
-        rows.append({"method": name, "b_skill": b["skill"], "b_luck_after": b["luck_after"],
-                     "b_skill_later": b["skill_later"], "b_luck_before": b["luck_before"],
-                     "luck_per_skill": b["luck_after"] / b["skill"] if abs(b["skill"]) > 1e-12 else float("nan"),
-                     "corr_exact": corr,
-                     # the turns are already flattened: score them as one row of a (1, N) batch
-                     "sign_agree": sign_agreement(c[None], A[None], every[None])})
-    df = pd.DataFrame(rows)
-    ref = df.loc[df.method == reference, "luck_per_skill"]
-    ref = float(ref.iloc[0]) if len(ref) else float("nan")
-    df["luck_removed"] = 1 - df.luck_per_skill / ref if ref == ref and ref != 0 else float("nan")
-    return df
-
-
 def sign_by_outcome(rollouts: Rollouts, truth, credits: Mapping[str, Credit]) -> pd.DataFrame:
     """Sign agreement of each method's turn credit with the exact advantage, on won and on lost
-    episodes apart: where a method's ``sign_agree`` in :func:`luck_regression` comes from.
+    episodes apart: where a method's ``sign_agree`` in ``labkit.scoring.luck_regression`` comes from.
 
     Columns: ``sign_agree`` (all played turns), ``sign_agree_won`` and ``sign_agree_lost``
     (``labkit.scoring.sign_agreement``, the course's one definition, restricted to the turns of
@@ -276,7 +194,7 @@ def lucky_row(rollouts: Rollouts, truth, *, skill_below: float = -0.01) -> tuple
     followed by good luck: among such turns the one with the largest luck_after. Raises a
     ValueError if the batch has none."""
     skill, luck = truth.skill_luck(rollouts)
-    luck_after = luck.flip(1).cumsum(1).flip(1)
+    luck_after = scoring.luck_after(luck)
     ok = rollouts.mask & (skill < skill_below) & rollouts.truth["success"][:, None]
     if not bool(ok.any()):
         raise ValueError("rollouts: no successful episode with a bad action in this batch")
@@ -290,7 +208,7 @@ def transcript_table(rollouts: Rollouts, truth, credits: Mapping[str, Credit], r
     method's credit (columns named by ``METHODS``' short names)."""
     row = check_int("row", row, low=0, high=rollouts.batch_size - 1)
     skill, luck = truth.skill_luck(rollouts)
-    luck_after = luck.flip(1).cumsum(1).flip(1)
+    luck_after = scoring.luck_after(luck)
     n = int(rollouts.mask[row].sum())
     df = pd.DataFrame({"turn": range(n), "what happened": rollouts.text[row][:n],
                        "skill (exact A)": skill[row, :n].numpy(), "luck": luck[row, :n].numpy(),
@@ -310,7 +228,7 @@ def turn_panels(rollouts: Rollouts, truth, credits: Mapping[str, Credit], rows: 
 def _world_batch(noise, n_tasks, group_size, history_tasks, n_continuations, seed, methods, setup_kw):
     """A fresh world at ``noise``, models fitted on a history (seed + 1000), a batch (seed) and
     every method's credit on it: what the slider and the sweep both start from."""
-    env, policy = setup(noise, **setup_kw)
+    env, policy = scripted_agent_setup(noise, **setup_kw)
     truth = env.truth(policy)
     models = fit_models(env, policy, n_tasks=history_tasks, seed=seed + 1000)
     ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
@@ -340,7 +258,7 @@ def noise_sweep(noises: Sequence[float] = (0.1, 0.3, 0.5), *, n_tasks: int = 16,
     """``luck_regression`` at several tool-noise levels: one fresh world, history fit and batch
     (``n_tasks`` x ``group_size``, seed ``seed``) per level; the rows of every level stacked, with
     a ``noise`` column and the level's ``luck_share`` (var of summed luck / var of summed
-    skill + luck per trajectory, as in notebook 05)."""
+    skill + luck per trajectory: ``labkit.scoring.luck_share``, notebook 05's)."""
     noises = [check_number("noises", x, low=0.0, high=1.0) for x in noises]
     if not noises:
         raise ValueError("noises: need at least one noise level")
@@ -349,8 +267,7 @@ def noise_sweep(noises: Sequence[float] = (0.1, 0.3, 0.5), *, n_tasks: int = 16,
         env, policy, truth, ro, credits = _world_batch(x, n_tasks, group_size, history_tasks, n_continuations,
                                                        seed, methods, setup_kw)
         df = luck_regression(ro, truth, credits)
-        skill, luck = truth.skill_luck(ro)
-        df.insert(0, "luck_share", luck_summary(ro, skill, luck)["luck_share"])
+        df.insert(0, "luck_share", scoring.luck_share(*truth.skill_luck(ro)))
         df.insert(0, "noise", x)
         parts.append(df)
     return pd.concat(parts, ignore_index=True)
@@ -391,15 +308,11 @@ def trained_agent(env, start, *, iterations: int = NB08_TRAIN_ITERATIONS, seed: 
 
 def dp_expert(env):
     """The DP-optimal observation-only ToolWorld policy (StepAgent's expert), rebuilt from the
-    actions ``scripts/offpolicy_irl.py`` cached (finding it live takes seconds)."""
-    import json
-
+    actions ``scripts/build_offpolicy_irl.py`` cached (finding it live takes seconds)."""
     from labkit.learn.irl import policy_from_actions
 
-    meta = OFFPOLICY_DIR / "meta.json"
-    if not meta.is_file():
-        raise FileNotFoundError(f"path: {meta} is missing; run python scripts/offpolicy_irl.py")
-    return policy_from_actions(env, json.loads(meta.read_text())["step_agent"]["dp_expert"]["actions"])
+    meta = read_meta(OFFPOLICY_DIR / "meta.json", script="build_offpolicy_irl.py", what="cached DP expert")
+    return policy_from_actions(env, meta["step_agent"]["dp_expert"]["actions"])
 
 
 def fit_turn_models(env, policy, history: Rollouts, *, expert=None, n_demos: int = 256, seed: int = 123) -> dict:
@@ -452,33 +365,25 @@ def more_credits(env, policy, reference, rollouts: Rollouts, models: Mapping, tr
             "StepAgent (DP expert)": est("step_agent")(rollouts, reward=models["step_agent"])}
 
 
-def load_offpolicy_results() -> dict:
-    """``scripts/offpolicy_irl.py``'s cached training results: ``sorl`` (per staleness and arm:
-    final exact success over the 3 main seeds, clipping shares), ``sorl_check`` (the same arms
-    on 8 further seeds), ``step_agent`` (StepAgent training curves) and ``meta`` (settings)."""
-    return _load_cache(OFFPOLICY_DIR, {"sorl": "sorl_summary.csv", "sorl_check": "sorl_check.csv",
-                                       "step_agent": "step_agent_curves.csv", "meta": "meta.json"},
-                       "scripts/offpolicy_irl.py")
+def load_offpolicy_results(path: Path | None = None) -> dict:
+    """``scripts/build_offpolicy_irl.py``'s cached training results in ``path`` (default
+    ``data/offpolicy_irl``): ``sorl`` (per staleness and arm: final exact success over the 3 main
+    seeds, clipping shares), ``sorl_check`` (the same arms on 8 further seeds), ``step_agent``
+    (StepAgent training curves) and ``meta`` (settings). Raises if the cache is missing or foreign."""
+    return _read_tables(path if path is not None else OFFPOLICY_DIR, "build_offpolicy_irl.py",
+                        {"sorl": "sorl_summary.csv", "sorl_check": "sorl_check.csv",
+                         "step_agent": "step_agent_curves.csv"})
 
 
-def _load_cache(directory: Path, names: Mapping[str, str], script: str) -> dict:
-    """Read a script's cached results ({key: file name}: CSV as DataFrames, JSON as dicts)."""
-    import json
-
-    out = {}
-    for key, name in names.items():
-        f = directory / name
-        if not f.is_file():
-            raise FileNotFoundError(f"path: {f} is missing; run python {script}")
-        out[key] = json.loads(f.read_text()) if name.endswith(".json") else pd.read_csv(f)
-    return out
+def _read_tables(folder: Path, script: str, tables: Mapping[str, str]) -> dict:
+    """{key: DataFrame} of a script's cached CSV files ({key: file name}) plus its ``meta``."""
+    meta, files = read_cache(folder, script=script, files=list(tables.values()), what="cached results")
+    return {**{key: pd.read_csv(files[name]) for key, name in tables.items()}, "meta": meta}
 
 
 def family_scores(rollouts: Rollouts, truth, credits: Mapping[str, Credit]) -> pd.DataFrame:
     """``luck_regression`` plus Spearman's rank correlation with the exact turn advantage and the
     cost each method reported, one row per method."""
-    from labkit.scoring import rank_correlation
-
     df = luck_regression(rollouts, truth, credits)
     adv = truth.advantage(rollouts)
     df["rank_corr"] = [rank_correlation(c, adv, rollouts.mask) for c in credits.values()]
@@ -509,8 +414,6 @@ def judge_error_curve(env, policy, rollouts: Rollouts, truth, *, score=None,
     """
     from labkit.envs.toolworld.features import FEATURE_NAMES, turn_features
     from labkit.learn.judges import LatentRewardRegressor, corrupt_features, stand_in_turn_grades
-
-    from labkit.scoring import rank_correlation
 
     score = rank_correlation if score is None else score
     if not callable(score):
@@ -549,15 +452,16 @@ SCHEDULE_PANELS = {
 }
 
 
-def load_schedule_results() -> dict:
-    """``scripts/training_schedules.py``'s cached runs (``labkit.learn.schedules``: PilotRL and PRS
-    stand-ins on an eight-file ToolWorld): ``curves`` (exact success every 10 batches per arm and
-    seed), ``summary`` (final success mean / std / range, area under the curve, effect against
-    outcome-only GRPO and its standard error), ``hacking`` (what the trained policies do),
-    ``credit_scores`` (each stage's credit against the exact advantage) and ``meta``."""
-    return _load_cache(SCHEDULES_DIR, {"curves": "curves.csv", "summary": "summary.csv", "hacking": "hacking.csv",
-                                       "credit_scores": "credit_scores.csv", "meta": "meta.json"},
-                       "scripts/training_schedules.py")
+def load_schedule_results(path: Path | None = None) -> dict:
+    """``scripts/build_schedules.py``'s cached runs (``labkit.learn.schedules``: PilotRL and PRS
+    stand-ins on an eight-file ToolWorld) in ``path`` (default ``data/schedules``): ``curves``
+    (exact success every 10 batches per arm and seed), ``summary`` (final success mean / std /
+    range, area under the curve, effect against outcome-only GRPO and its standard error),
+    ``hacking`` (what the trained policies do), ``credit_scores`` (each stage's credit against the
+    exact advantage) and ``meta``. Raises if the cache is missing or foreign."""
+    return _read_tables(path if path is not None else SCHEDULES_DIR, "build_schedules.py",
+                        {"curves": "curves.csv", "summary": "summary.csv", "hacking": "hacking.csv",
+                         "credit_scores": "credit_scores.csv"})
 
 
 def schedule_table(results: Mapping) -> pd.DataFrame:

@@ -20,14 +20,13 @@ from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.rollouts import Credit, Rollouts
-from labkit.course.nb02_critics_gae import first_error_hit_rate, truth_step_advantage  # Defined in nb02
 from labkit.credit import get_estimator
 from labkit.credit import judge as judging
 from labkit.credit import multiagent as ma
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.learn import judges
 from labkit.learn.loop import policy_loss, train
-from labkit.scoring import pearson, sign_agreement
+from labkit.scoring import first_error_hit_rate, pearson, sign_agreement
 from labkit.viz import credit_panels
 
 
@@ -480,6 +479,7 @@ def segment_shapley_study(env, rollouts: Rollouts, *, k: int = 8, games: Sequenc
 
     from labkit.credit import estimate
     from labkit.credit.multiagent import leave_one_out
+    from labkit.envs.arithmetic.truth import truth_step_advantage  # the tiny LM's truth: loads transformers
 
     k = check_int("k", k, low=1)
     truth = truth_step_advantage(rollouts)

@@ -10,8 +10,8 @@ Runners return DataFrames (or Markdown text for the card).
 """
 from __future__ import annotations
 
-import json
 import tempfile
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import pandas as pd
@@ -20,9 +20,10 @@ from labkit.bench import leaderboard, read_records, run_suite
 from labkit.bench.leaderboard import GROUPINGS
 from labkit.bench.card import checklist_card
 from labkit.bench.frontier import frontier_band, load_frontier
-from labkit.bench.records import METRIC_FIELDS
+from labkit.bench.records import JSONL, METRIC_FIELDS
+from labkit.core.cache import read_cache
 from labkit.core.checks import check_choice, check_int
-from labkit.core.paths import data_path, require_data
+from labkit.core.paths import data_path
 from labkit.course.presets import NB10_BASELINE, NB10_LIVE_ESTIMATORS, NB10_SUITE
 from labkit.credit import ESTIMATORS, register
 
@@ -34,12 +35,14 @@ _OWN: set[str] = set()
 
 
 # --------------------------------------------------------------------------- the cached full run
-def load_full_run() -> tuple[list[dict], dict]:
-    """The cached full run (``data/bench/full``, built by ``scripts/build_bench_full.py``):
-    its records and its meta.json (suite, counts, ``wall_seconds`` of the build)."""
-    folder = data_path("bench", "full")
-    meta = json.loads(require_data(folder / "meta.json", "the cached full bench run").read_text())
-    return read_records(folder), meta
+def load_full_run(path: Path | None = None) -> tuple[list[dict], dict]:
+    """The cached full run (``scripts/build_bench_full.py`` writes it to ``path``, default
+    ``data/bench/full``): its records and its meta.json (suite, counts, ``wall_seconds`` of the
+    build). Raises if the run is missing, foreign or stale (its LM task read the tiny model, its
+    reward models and tuned copies: ``labkit.core.cache``)."""
+    meta, files = read_cache(path if path is not None else data_path("bench", "full"), script="build_bench_full.py",
+                             files=[JSONL], what="cached full bench run")
+    return read_records(files[JSONL].parent), meta
 
 
 def run_summary(records: Iterable[dict]) -> pd.DataFrame:

@@ -1,9 +1,15 @@
-"""Every notebook's world settings, named in one block (in the style of CleanRL's ``Args``).
+"""Every notebook's world settings, named in one block (in the style of CleanRL's ``Args``), and
+the set-ups that build those worlds.
 
 The runner modules (``nb01_reinforce_variance`` ... ``nb10_benchmark``) take their defaults
 from here, so "which world does lesson N use, and why does it differ from lesson M" is answered
 in one place instead of in five signatures that disagree. The notebooks still spell their
 settings out in their cells (a reader sees them where they run); these are the same values.
+
+The set-ups (``chain_setup``, ``noisy_world``, ``echo_world``, ``toolworld_setup``,
+``scripted_agent_setup``, ``lm_rl_setup``) live here rather than in a lesson because several
+lessons and the scripts that cache their long runs build the same worlds; a lesson imports only
+from here and the library, never from another lesson.
 
 The designed multi-agent games of notebook 09 are not repeated here: they are
 ``labkit.envs.teamtask.PRESETS`` (each with its story in ``PRESET_STORIES``).
@@ -11,6 +17,13 @@ The designed multi-agent games of notebook 09 are not repeated here: they are
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+import torch
+
+from labkit.core.checks import check_int, check_number
+from labkit.envs import BifurcationChain, ToolWorld
+from labkit.envs.tabular import Truth, exact_truth
+from labkit.policies import TabularSoftmaxPolicy
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,8 @@ class ToolWorldArgs:
 # 01: a clean chain (no reward noise, no slips, uniform policy): the only randomness is the
 #     policy's own sampling, so the variance the notebook measures comes from the horizon alone.
 NB01_CHAIN = ChainArgs()
+# 01: the episode-level estimators notebook 01 compares (and benchmarks/core_speed.py times)
+EPISODE_ESTIMATORS = ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp")
 
 # 02: reward noise and slips make the same state end either way, so a critic has something to
 #     learn (and to get wrong), and a non-uniform policy (init_std 0.5) gives states unequal
@@ -98,3 +113,101 @@ NB10_SUITE = "quick"
 NB10_LIVE_ESTIMATORS = ("grpo", "rloo", "gigpo", "vineppo", "shapley", "leave_one_out")
 NB10_CARD_ESTIMATOR = "vineppo"   # the method whose checklist card the notebook shows first
 NB10_BASELINE = "grpo"            # the episode-level baseline a card compares against
+
+
+# --------------------------------------------------------------------------- the set-ups
+def chain_setup(horizon: int, *, n_bifurcations: int = NB01_CHAIN.n_bifurcations,
+                noise_std: float = NB01_CHAIN.noise_std, slip: float = NB01_CHAIN.slip,
+                p_correct: float | None = None, init_std: float = NB01_CHAIN.init_std, env_seed: int = 0,
+                policy_seed: int = 0) -> tuple[BifurcationChain, TabularSoftmaxPolicy, Truth]:
+    """A BifurcationChain, a tabular policy for it, and the exact truth under that policy.
+
+    ``p_correct`` (optional) sets the policy's probability of the right token at every
+    bifurcation (the other tokens share the rest), which fixes the success rate at
+    p_correct ** n_bifurcations when there is no slip. Otherwise logits are N(0, init_std^2).
+    """
+    env = BifurcationChain(horizon=horizon, n_bifurcations=n_bifurcations, noise_std=noise_std,
+                           slip=slip, seed=env_seed)
+    policy = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=init_std, seed=policy_seed)
+    if p_correct is not None:
+        p_correct = check_number("p_correct", p_correct, low=0.0, high=1.0, low_open=True, high_open=True)
+        for t in env.bifurcations:
+            probs = torch.full((env.n_actions,), (1 - p_correct) / (env.n_actions - 1), dtype=torch.float64)
+            probs[env.correct[t]] = p_correct
+            policy.set_probs(env.state_index(t, 1), probs)
+    return env, policy, exact_truth(env.mdp(), policy)
+
+
+def noisy_world(noise: float = NB05_WORLD.noise, max_turns: int = NB05_WORLD.max_turns, *,
+                n_files: int = NB05_WORLD.n_files, **kw) -> ToolWorld:
+    """A ToolWorld whose three unreliable tools share one noise level: search misleads, a file
+    read misjudges and the test suite flips, each with probability ``noise``."""
+    noise = check_number("noise", noise, low=0.0, high=1.0)
+    return ToolWorld(n_files, max_turns=max_turns, mislead=noise, noise=noise, flaky=noise, **kw)
+
+
+# echo_world's ToolWorld arguments as a dict (NB05_ECHO_WORLD says why these values)
+ECHO_WORLD = asdict(NB05_ECHO_WORLD)
+
+
+def echo_world(**overrides) -> ToolWorld:
+    """The echo-trap setting: noisy tools and a broken build (-3) for a wrong submit, so doing
+    nothing until time runs out (0) is *safe* and trying is risky (+1 or -3)."""
+    kw = {**ECHO_WORLD, **overrides}
+    n = kw.pop("n_files")
+    return ToolWorld(n, **kw)
+
+
+def toolworld_setup(n_files: int = NB07_WORLD.n_files, *, max_turns: int = NB07_WORLD.max_turns,
+                    warmup_iterations: int = NB07_WARMUP_ITERATIONS, seed: int = 0, n_tasks: int = 8,
+                    group_size: int = 8, **env_kwargs):
+    """A ToolWorld and a partially trained policy for it: ``(env, policy)``.
+
+    The env has ``step_cost = 0`` and ``wrong_submit = 0`` unless ``env_kwargs`` say otherwise
+    (then exact V is a success probability, which IGPO's stand-in needs). The policy starts
+    uniform and is trained with GRPO credit and the GRPO loss for ``warmup_iterations`` batches
+    of ``n_tasks`` x ``group_size`` episodes (seed ``seed``), so its entropy is no longer the same
+    at every observation. ``warmup_iterations = 0`` returns the uniform policy.
+    """
+    from labkit.envs.toolworld import ToolLearner
+    from labkit.learn.loop import train
+
+    warmup_iterations = check_int("warmup_iterations", warmup_iterations, low=0)
+    seed = check_int("seed", seed)
+    env_kwargs = {"step_cost": 0.0, "wrong_submit": 0.0, **env_kwargs}
+    env = ToolWorld(n_files, max_turns=max_turns, **env_kwargs)
+    policy = env.make_policy()
+    if warmup_iterations:
+        train(ToolLearner(env, policy, n_tasks=n_tasks, group_size=group_size), "grpo", kind="grpo",
+              iterations=warmup_iterations, seed=seed, progress=False, label="warm-up")
+    return env, policy
+
+
+def scripted_agent_setup(noise: float = NB08_WORLD.noise, *, n_files: int = NB08_WORLD.n_files,
+                         max_turns: int = NB08_WORLD.max_turns, strength: float = NB08_AGENT_STRENGTH):
+    """A noisy ToolWorld and a half-trained agent: ``(env, policy)`` (notebook 08's world).
+
+    The three tools share one error rate ``noise`` (search misleads, a file read misjudges, the
+    tests flip, each with that probability); turns and wrong submits cost nothing, so the return
+    is the success flag (binary, as HCA's exact h needs). The agent is
+    ``env.scripted_policy(strength)``: the sensible action is the most likely one, not a sure one.
+    """
+    noise = check_number("noise", noise, low=0.0, high=1.0)
+    env = noisy_world(noise, max_turns, n_files=n_files)
+    return env, env.scripted_policy(check_number("strength", strength))
+
+
+def lm_rl_setup(*, n_operands: int = LM_OPERANDS, train_pool: int = 512, eval_problems: int = 256,
+                prompts_per_batch: int = 8, n_per_prompt: int = 8, task_seed: int = 0):
+    """A ``make_learner(seed)`` for RL on the tiny LM: a fresh copy of the shipped model per seed,
+    ``train_pool`` training problems and ``eval_problems`` distinct held-out problems with
+    ``n_operands`` operands (the same problems for every seed, so runs differ by their seed only)."""
+    from labkit.envs.arithmetic.learner import LMLearner
+    from labkit.envs.arithmetic.lm import ArithmeticLM
+
+    def make_learner(seed: int) -> LMLearner:
+        env = ArithmeticLM.load(task_seed=task_seed)
+        train = env.task.sample_prompts(train_pool, n_operands, split="train", seed=1)
+        held_out = env.task.sample_prompts(eval_problems, n_operands, split="held_out", seed=2, unique=True)
+        return LMLearner(env, train, held_out, prompts_per_batch=prompts_per_batch, n_per_prompt=n_per_prompt)
+    return make_learner

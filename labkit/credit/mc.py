@@ -16,7 +16,7 @@ import torch
 
 from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit._registry import register
-from labkit.core.stats import group_normalize, whiten
+from labkit.core.stats import group_normalize, step_advantage, whiten
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
 
 ValueFn = Callable[[Rollouts, int], tuple[torch.Tensor, Cost]]
@@ -79,8 +79,8 @@ def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float =
         whatever ``value_fn`` reports (k continuations per step); an exact value_fn costs nothing.
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)
-    v_start, v_next, r_step, cost = _step_values(rollouts, value_fn, k)
-    adv = r_step + gamma * v_next - v_start
+    v_start, _, r_step, cost = _step_values(rollouts, value_fn, k)
+    adv = step_advantage(v_start, r_step, rollouts.view(rollouts.rewards, "step", "sum")[1], gamma=gamma)
     credit = Credit.from_level(rollouts, adv, "step", "vineppo", cost=cost, step_values=v_start, k=k)
     if check_bool("whiten_advantages", whiten_advantages):
         credit = Credit.from_tokens(rollouts, whiten(credit.token, rollouts.mask), "vineppo",

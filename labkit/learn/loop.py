@@ -43,7 +43,7 @@ paper's description could be read (gradients normalised by a clipping-triggered 
 down-weights highly off-policy samples), so kappa (the share of |A| outside the trust region) is
 the lab's reading of it, in two variants (per minibatch, per trajectory). In a tabular world a
 turn is one action, so the turn ratio equals the token ratio there. Measured on notebook 08's
-ToolWorld (``scripts/offpolicy_irl.py``, ``data/offpolicy_irl/``): staleness costs far more than
+ToolWorld (``scripts/build_offpolicy_irl.py``, ``data/offpolicy_irl/``): staleness costs far more than
 the normalisation wins back, and the gain is seed-dependent.
 
 Cost accounting, per iteration and cumulated in the returned curve: ``env_steps`` (actions /

@@ -31,12 +31,12 @@ Weights ship as safetensors in ``data/reward_models`` (trunk + head), regenerate
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from labkit.core.cache import read_meta
 from labkit.core.paths import data_path
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
@@ -260,11 +260,11 @@ def binary_auc(scores, labels) -> float:
 
 
 def load_train_log(path=None) -> dict:
-    """The training log shipped next to the weights (``data/reward_models/train_log.json``)."""
-    path = Path(path) if path is not None else DEFAULT_DIR / "train_log.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"path: no training log at {path}; {REGENERATE_HINT}")
-    return json.loads(path.read_text())
+    """The training log shipped next to the weights (``data/reward_models/train_log.json``), once
+    its stamp says ``scripts/train_reward_models.py`` wrote it from the tiny model (and reference
+    rollouts) as they are now (``labkit.core.cache``)."""
+    return read_meta(Path(path) if path is not None else DEFAULT_DIR / "train_log.json",
+                     script="train_reward_models.py", what="training log")
 
 
 __all__ = ["ProcessRewardModel", "OutcomeRewardModel", "binary_auc", "load_train_log", "DEFAULT_DIR"]

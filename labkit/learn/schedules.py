@@ -11,7 +11,7 @@ over a training run:
 Both are STAND-INS built from the lab's parts (see each docstring for what is and is not run).
 ``labkit.learn.loop.train`` recognises a ``Schedule`` by its ``for_iteration`` method: each
 iteration it asks the schedule for that iteration's estimator and records the ``stage`` in the
-curve. Measured on a ToolWorld in ``scripts/training_schedules.py`` (``data/schedules/``).
+curve. Measured on a ToolWorld in ``scripts/build_schedules.py`` (``data/schedules/``).
 """
 from __future__ import annotations
 

@@ -1,17 +1,20 @@
 """The tiny LM's truth: Monte Carlo values of its reference rollouts and of alternative next
 steps, computed once by exhaustive forking (``scripts/build_lm_truth.py``,
-``scripts/build_step_alternatives.py``) and shipped in ``data/lm_truth``.
+``scripts/build_step_alternatives.py``) and shipped in ``data/lm_truth``, and the advantages they
+define (``truth_step_advantage``, ``truth_token_advantage``: ``labkit.core.stats.step_advantage``
+on the cached values).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 
+from labkit.core.cache import read_cache
 from labkit.core.paths import data_path
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.stats import step_advantage
 from labkit.envs.arithmetic.lm import ArithmeticLM
 
 
@@ -19,12 +22,11 @@ REFERENCE_DIR = data_path("lm_truth")
 
 
 def _load_cache(path: Path | None, stem: str, what: str, script: str) -> tuple[dict, dict]:
-    """``<stem>.safetensors`` and ``<stem>.json`` from ``path`` (default ``data/lm_truth``)."""
-    folder = Path(path) if path is not None else REFERENCE_DIR
-    tensors_file, meta_file = folder / f"{stem}.safetensors", folder / f"{stem}.json"
-    if not tensors_file.is_file() or not meta_file.is_file():
-        raise FileNotFoundError(f"path: no {what} in {folder}; run python scripts/{script}")
-    return load_file(str(tensors_file)), json.loads(meta_file.read_text())
+    """``<stem>.safetensors`` and ``<stem>.json`` from ``path`` (default ``data/lm_truth``), once
+    the meta's stamp says ``script`` built them from the files they depend on as they are now."""
+    meta, files = read_cache(path if path is not None else REFERENCE_DIR, script=script, meta=f"{stem}.json",
+                             files=[f"{stem}.safetensors"], what=what)
+    return load_file(str(files[f"{stem}.safetensors"])), meta
 
 
 def load_reference(env: ArithmeticLM | None = None, path: Path | None = None) -> tuple[Rollouts, dict]:
@@ -90,3 +92,25 @@ def load_step_alternatives(env: ArithmeticLM | None = None, path: Path | None = 
         "state_steps": t["state_step"].long(),
         "meta": meta,
     }
+
+
+def truth_step_advantage(rollouts: Rollouts) -> torch.Tensor:
+    """The Monte Carlo "true" step advantage of reference rollouts, (B, T) per token:
+    A_i = r_i + V_{i+1} - V_i from ``truth["step_values"]`` (V after the last step = 0), each
+    token taking its step's value: VinePPO's formula on the cached 256-vine values, in the
+    rewards' precision as VinePPO computes it."""
+    if "step_values" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['step_values'] (use labkit.envs.arithmetic.truth.load_reference)")
+    r_step, present = rollouts.view(rollouts.rewards, "step", "sum")
+    values = torch.where(present, rollouts.truth["step_values"].to(r_step.dtype), 0)
+    return Credit.from_level(rollouts, step_advantage(values, r_step, present), "step", "truth").token
+
+
+def truth_token_advantage(rollouts: Rollouts) -> torch.Tensor:
+    """Token-level Monte Carlo advantage A_t = r_t + V_{t+1} - V_t for the rows that carry
+    ``truth["token_values"]`` (V before every token; V after the last token = 0), (R, T)."""
+    if "token_values" not in rollouts.truth:
+        raise ValueError("rollouts: need truth['token_values'] (use labkit.envs.arithmetic.truth.load_reference)")
+    v = rollouts.truth["token_values"]
+    R = v.shape[0]
+    return step_advantage(v, rollouts.rewards[:R].to(v.dtype), rollouts.mask[:R])

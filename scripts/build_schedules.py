@@ -1,7 +1,7 @@
 """PilotRL and PRS as training schedules (stand-ins) on a ToolWorld: do they change learning beyond
 the seeds' spread? Every number is cached in data/schedules/ (seeded; about a minute on one core).
 
-    PYTHONPATH=. python scripts/training_schedules.py
+    python scripts/build_schedules.py
 
 The world: notebook 08's tool noise (error rate 0.3 on all three tools, 20 turns) with eight files
 instead of five. Measured before choosing it (uniform start policy, 8 tasks x 8 episodes a batch,
@@ -22,13 +22,12 @@ control with its standard error and a verdict), ``hacking.csv`` (what the traine
 the chance to re-run the tests after "tests pass" instead of submitting, checks fired and
 time-outs per episode on a fixed evaluation batch), ``credit_scores.csv`` (each stage's credit on
 notebook 08's fixed batch against the exact advantage and the skill/luck split, with its cost) and
-``meta.json``. ``check_summary.csv``: the w = 0.1 shaping arms, GiGPO and PilotRL again on
+``meta.json`` (settings, verdicts, timings and the provenance stamp of ``labkit.core.cache``: no
+input file, the policies are tabular). ``check_summary.csv``: the w = 0.1 shaping arms, GiGPO and PilotRL again on
 notebook 08's own five-file world (same seeds), as a robustness check of the verdicts.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -39,8 +38,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labkit.course.nb08_hindsight_counterfactual import family_scores, setup  # noqa: E402
-from labkit.course.presets import NB08_WORLD  # noqa: E402
+from labkit.core.cache import write_meta  # noqa: E402
+from labkit.course.presets import NB08_WORLD, scripted_agent_setup  # noqa: E402
 from labkit.credit import get_estimator  # noqa: E402
 from labkit.envs.toolworld import ToolWorld  # noqa: E402
 from labkit.envs.toolworld.env import RUN_TESTS, SUBMIT, TESTS_PASS  # noqa: E402
@@ -48,6 +47,7 @@ from labkit.envs.toolworld.features import VERIFIABLE_CHECKS, verifiable_turn_re
 from labkit.envs.toolworld.learner import ToolLearner  # noqa: E402
 from labkit.learn.loop import train  # noqa: E402
 from labkit.learn.schedules import ShapedReward, pilotrl_schedule, prs_schedule, shaped_constant  # noqa: E402
+from labkit.scoring import luck_regression, rank_correlation  # noqa: E402
 
 OUT = ROOT / "data" / "schedules"
 N_FILES = 8
@@ -159,7 +159,7 @@ def verdict(row: dict, is_control: bool) -> str:
 
 def credit_scores() -> pd.DataFrame:
     """Each stage's credit on notebook 08's fixed batch (5 files, scripted agent of strength 2)."""
-    env, policy = setup()
+    env, policy = scripted_agent_setup()
     truth = env.truth(policy)
     ro = env.sample(policy, **SCORE_BATCH)
     all_checks = {c: 1.0 for c in VERIFIABLE_CHECKS}
@@ -169,8 +169,11 @@ def credit_scores() -> pd.DataFrame:
             "grpo", lambda r, w=w: verifiable_turn_rewards(env, r, weights={c: w for c in all_checks}))(ro)
         credits[f"PRS stage 2 (w={w:g})"] = ShapedReward(
             "grpo", lambda r, w=w: verifiable_turn_rewards(env, r, weights={"tests_pass": w}))(ro)
-    df = family_scores(ro, truth, credits)
-    df["policy_forwards"] = [c.cost.policy_forwards for c in credits.values()]
+    df = luck_regression(ro, truth, credits)
+    adv = truth.advantage(ro)
+    df["rank_corr"] = [rank_correlation(c, adv, ro.mask) for c in credits.values()]
+    for cost in ("aux_calls", "env_steps", "policy_forwards"):
+        df[cost] = [getattr(c.cost, cost) for c in credits.values()]
     return df[["method", "rank_corr", "corr_exact", "b_skill", "b_luck_after", "luck_per_skill", "luck_removed",
                "aux_calls", "env_steps", "policy_forwards"]]
 
@@ -198,15 +201,15 @@ def main() -> None:
     check.round(4).to_csv(OUT / "check_summary.csv", index=False)
     hack.round(4).to_csv(OUT / "hacking.csv", index=False)
     scores.round(4).to_csv(OUT / "credit_scores.csv", index=False)
-    tiny = ROOT / "data" / "tiny_lm" / "model.safetensors"
-    meta = {"script": "scripts/training_schedules.py", "world": repr(world()),
+    meta = {"world": repr(world()),
             "why_this_world": "NB08 tool noise with 8 files: outcome-only GRPO from the uniform policy reaches only "
                               "about 0.39 exact success after 60 batches (0.54 with 5 files), measured over 5 seeds",
             "seeds": list(SEEDS), "train": {**TRAIN, **BATCH, "lr": ToolLearner.default_lr,
                                             "policy": "uniform (env.make_policy())"},
             "arms": list(arms(world())), "pilotrl_switch_at": SWITCH,
             "prs_stages": {f"w={w:g}": prs_stages(w) for w in WEIGHTS},
-            "hacking_eval_batch": EVAL, "credit_score_batch": {**SCORE_BATCH, "agent": "setup(): scripted_policy(2.0), 5 files"},
+            "hacking_eval_batch": EVAL,
+            "credit_score_batch": {**SCORE_BATCH, "agent": "scripted_agent_setup(): scripted_policy(2.0), 5 files"},
             "verdict_rule": "effect = mean final exact success (iteration 90) minus the control's; measurable if "
                             "|effect| > 2 standard errors of the difference of means (unpaired, sample variances)",
             "verdicts": dict(zip(table.arm, table.verdict)),
@@ -214,11 +217,8 @@ def main() -> None:
             "check_verdicts": dict(zip(check.arm, check.verdict)),
             "seconds": {"training": round(train_seconds, 1), "check_world": round(check_seconds, 1),
                         "credit_scores": round(score_seconds, 1)},
-            "model_sha256": hashlib.sha256(tiny.read_bytes()).hexdigest() if tiny.is_file() else None,
-            "model_note": "tabular ToolWorld policies only: the tiny LM is not used (its hash is recorded as the "
-                          "repository state)",
             "torch": torch.__version__}
-    (OUT / "meta.json").write_text(json.dumps(meta, indent=1, default=float))
+    write_meta(OUT / "meta.json", meta, script=__file__, indent=1, default=float)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(table[["arm", "final_mean", "final_std", "final_min", "final_max", "auc_mean", "final_effect",
                      "final_se", "verdict"]].round(3).to_string(index=False))

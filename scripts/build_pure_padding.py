@@ -18,12 +18,14 @@ Then (``--rl``) a short RL run per form (3 seeds each): the shipped model traine
 batch records the share of over-long responses (more ``;`` steps than the problem needs) and of
 responses the verifier calls malformed. Does sum-form learn to pad and min-form not?
 
-Usage: python scripts/pure_padding.py [--rl] [--iterations 24] [--seeds 0 1 2]
-(static part: seconds -> data/pure_padding/static.json; --rl: minutes -> data/pure_padding/rl_it<iterations>_lr<lr>_vw<weight>.csv / .json)
+Usage: python scripts/build_pure_padding.py [--rl] [--iterations 24] [--seeds 0 1 2]
+(static part: seconds -> data/pure_padding/static.json; --rl: minutes ->
+data/pure_padding/rl_it<iterations>_lr<lr>_vw<weight>.csv / .json). Each JSON carries the
+provenance stamp of ``labkit.core.cache`` (the model and the PRM it read).
 """
 from __future__ import annotations
 
-import hashlib
+import argparse
 import json
 import sys
 import time
@@ -34,6 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from labkit.core.cache import cli_args, write_meta  # noqa: E402
 from labkit.core.rollouts import Rollouts  # noqa: E402
 from labkit.credit.process import pure  # noqa: E402
 from labkit.envs.arithmetic.env import parse_steps  # noqa: E402
@@ -42,6 +45,7 @@ from labkit.envs.arithmetic.truth import load_reference  # noqa: E402
 from labkit.learn.reward_models import ProcessRewardModel  # noqa: E402
 
 OUT = ROOT / "data" / "pure_padding"
+MODEL, PRM, REFERENCE = "tiny_lm/model.safetensors", "reward_models/prm.safetensors", "lm_truth/reference.safetensors"
 
 
 def build(env: ArithmeticLM, problems, texts: list[str]) -> Rollouts:
@@ -80,11 +84,11 @@ def rl(args) -> None:
 
     import pandas as pd
 
-    from labkit.course import nb03_vineppo as nb03
+    from labkit.course.presets import lm_rl_setup
     from labkit.learn.loop import train
 
     start = time.perf_counter()
-    make_learner = nb03.lm_rl_setup()
+    make_learner = lm_rl_setup()
     frames = []
     for form in ("min", "sum"):
         for seed in args.seeds:
@@ -126,18 +130,14 @@ def rl(args) -> None:
                           "success_start": round(float(g[g.iteration == 0].success.mean()), 4),
                           "success_end": round(float(g[g.iteration == args.iterations].success.mean()), 4)}
     meta = {"iterations": args.iterations, "seeds": args.seeds, "lr": args.lr, "epochs": 2, "minibatches": 4,
-            "setup": "labkit.course.nb03_vineppo.lm_rl_setup() (4-operand train prompts, 8 prompts x 8 samples)",
+            "setup": "labkit.course.presets.lm_rl_setup() (4-operand train prompts, 8 prompts x 8 samples)",
             "estimator": f"pure(step_scores=PRM, temperature=0.1, verifiable_weight={args.verifiable_weight})",
-            "model_sha256": hashlib.sha256((ROOT / "data" / "tiny_lm" / "model.safetensors").read_bytes()).hexdigest(),
-            "prm_sha256": hashlib.sha256((ROOT / "data" / "reward_models" / "prm.safetensors").read_bytes()).hexdigest(),
             "seconds": round(time.perf_counter() - start, 1), "summary": summary}
-    (OUT / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    write_meta(OUT / f"{name}.json", meta, script=__file__, args=cli_args(args), inputs=[MODEL, PRM], indent=1)
     print(json.dumps(summary, indent=1))
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rl", action="store_true", help="also run the short RL comparison")
     ap.add_argument("--iterations", type=int, default=24)
@@ -194,12 +194,12 @@ def static() -> None:
     meta = {
         "what": __doc__.splitlines()[0],
         "rows": len(keep), "temperature": 0.1,
-        "model_sha256": hashlib.sha256((ROOT / "data" / "tiny_lm" / "model.safetensors").read_bytes()).hexdigest(),
-        "prm_sha256": hashlib.sha256((ROOT / "data" / "reward_models" / "prm.safetensors").read_bytes()).hexdigest(),
         "seconds": round(time.perf_counter() - start, 1),
         "example": {kind: pad(base_texts[0], kind, 2) for kind in ("repeat", "zero")} | {"original": base_texts[0]},
     }
-    (OUT / "static.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    # the static part takes no option: its command is the bare script
+    write_meta(OUT / "static.json", {"meta": meta, "results": results}, script=__file__, inputs=[MODEL, PRM, REFERENCE],
+               indent=1)
     for r in results:
         print(r)
     print(f"wrote {OUT / 'static.json'} in {meta['seconds']} s")

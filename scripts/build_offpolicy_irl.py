@@ -1,7 +1,7 @@
-"""Off-policy turns (SORL) and inverse RL (StepAgent) on notebook 08's ToolWorld: every number the
-issue-15 note reports, cached in data/offpolicy_irl/ (seeded; about a minute on one core).
+"""Off-policy turns (SORL) and inverse RL (StepAgent) on notebook 08's ToolWorld: every number
+notebook 08 reports about them, cached in data/offpolicy_irl/ (seeded; about a minute on one core).
 
-    PYTHONPATH=. python scripts/offpolicy_irl.py
+    python scripts/build_offpolicy_irl.py
 
 Writes ``sorl_curves.csv`` (learning curves: on-policy vs batches ``staleness`` iterations old,
 without and with SORL's clipping-triggered normalisation, GRPO credit), ``sorl_summary.csv``
@@ -9,7 +9,8 @@ without and with SORL's clipping-triggered normalisation, GRPO credit), ``sorl_s
 (the stale arms again on eight more seeds, 3..10),
 ``step_agent_scores.csv`` (StepAgent credit on one fixed batch against the exact advantage and
 the skill/luck split, next to GRPO), ``step_agent_curves.csv`` (training with StepAgent credit
-vs GRPO) and ``meta.json`` (settings, seeds, timings).
+vs GRPO) and ``meta.json`` (settings, seeds, timings, the DP expert's action table and the
+provenance stamp of ``labkit.core.cache``: no input file, the policies are tabular).
 """
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labkit.course.nb08_hindsight_counterfactual import luck_regression, setup  # noqa: E402
-from labkit.course.presets import NB08_WORLD  # noqa: E402
+from labkit.core.cache import write_meta  # noqa: E402
+from labkit.course.presets import NB08_WORLD, scripted_agent_setup  # noqa: E402
 from labkit.credit import get_estimator  # noqa: E402
 from labkit.envs.toolworld import ToolWorld  # noqa: E402
 from labkit.envs.toolworld.learner import ToolLearner  # noqa: E402
 from labkit.learn.irl import StepRewardIRL, expert_policy, reward_vs_advantage, step_agent_trainer  # noqa: E402
 from labkit.learn.loop import compare, offpolicy_comparison  # noqa: E402
-from labkit.scoring import rank_correlation  # noqa: E402
+from labkit.scoring import luck_regression, rank_correlation  # noqa: E402
 
 OUT = ROOT / "data" / "offpolicy_irl"
 SEEDS = (0, 1, 2)
@@ -89,7 +90,7 @@ def sorl_check() -> pd.DataFrame:
 
 
 def step_agent_scores() -> tuple[pd.DataFrame, dict]:
-    env, policy = setup()
+    env, policy = scripted_agent_setup()
     truth = env.truth(policy)
     pi = policy.probs().detach()
     ro = env.sample(policy, BATCH["n_tasks"], group_size=BATCH["group_size"], seed=BATCH["seed"])
@@ -156,17 +157,15 @@ def main() -> None:
     scores.round(4).to_csv(OUT / "step_agent_scores.csv", index=False)
     sa_curves[["label", "seed", "iteration", "success", "train_reward", "aux_calls", "seconds"]].round(6).to_csv(
         OUT / "step_agent_curves.csv", index=False)
-    meta = {"script": "scripts/offpolicy_irl.py", "world": repr(world()), "seeds": list(SEEDS),
+    meta = {"world": repr(world()), "seeds": list(SEEDS),
             "check_seeds": list(CHECK_SEEDS),
             "sorl": {**SORL, "staleness": list(STALENESS), "estimator": "grpo", "n_tasks": 8, "group_size": 8,
                      "policy": "uniform (env.make_policy())", "seconds": round(sorl_seconds, 1)},
             "step_agent": {"agent": "env.scripted_policy(2.0) (NB08_AGENT_STRENGTH)", "batch": BATCH, "demos": DEMOS,
                            "training": {**SA_TRAIN, "n_tasks": 8, "group_size": 8}, "seconds": round(sa_seconds, 1),
                            **json.loads(json.dumps(info, default=float))},
-            "model_sha256": None,
-            "model_note": "tabular ToolWorld policies only: no file of data/tiny_lm was used",
             "torch": torch.__version__}
-    (OUT / "meta.json").write_text(json.dumps(meta, indent=1))
+    write_meta(OUT / "meta.json", meta, script=__file__, indent=1)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.round(3).to_string(index=False))
         print(check.round(3).to_string(index=False))

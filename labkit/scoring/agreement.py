@@ -1,20 +1,12 @@
-"""Scoring estimated credit against exact truth.
-
-Two kinds of question:
-
-* Does the credit point at the right tokens? Compare per-position credit with the exact
-  advantage A(s_t, a_t): error, rank correlation, sign agreement, and recall of the positions
-  that truly decide the outcome.
-* Does it produce the right update? Turn credit into a policy-gradient estimate and compare with
-  the exact gradient: cosine, and the estimate's variance across independent batches.
+"""Does credit point at the right positions? Per-position credit against the exact advantage
+A(s_t, a_t): error, rank correlation, sign agreement, recall of the positions that truly decide
+the outcome; and the two correlations every comparison uses (Pearson, cosine).
 
 Estimators differ in scale (GRPO divides by a std), so the headline numbers here are
-scale-free (correlation, sign, recall, cosine, relative variance); the raw error is reported
-too but only compares estimators that share a scale.
+scale-free (correlation, sign, recall); the raw error is reported too but only compares
+estimators that share a scale.
 """
 from __future__ import annotations
-
-from typing import Callable, Sequence
 
 import torch
 
@@ -194,126 +186,3 @@ def score_credit(credit: Credit, rollouts: Rollouts, truth_adv: torch.Tensor, *,
     if targets is not None:
         out["recall_at_k"] = recall_at_k(credit, m, targets)
     return out
-
-
-def gradient_study(policy, rollouts: Rollouts | Sequence[Rollouts], estimator: Callable[[Rollouts], Credit],
-                   exact_grad: torch.Tensor, *, n_batches: int | None = None,
-                   whole: Rollouts | None = None) -> dict[str, float]:
-    """Policy-gradient quality of an estimator over ``n_batches`` independent batches.
-
-    ``rollouts`` is either one Rollouts holding ``n_batches`` consecutive batches of equal size
-    (sample them in one call; this splits them) or the list of batches itself (split once and
-    reuse it when studying several estimators). The estimator sees one batch at a time, so batch-level statistics
-    (a mean baseline, REINFORCE++'s whitening) are computed per batch as in training. For batch i
-    the estimate is g_i = (1/B) sum_b sum_t credit_bt grad log pi(a_bt | s_bt). Reports
-
-    * ``cosine``: mean over batches of cos(g_i, exact) — what one update sees;
-    * ``cosine_of_mean``: cos(mean_i g_i, exact) — the direction once noise is averaged out
-      (close to 1 for unbiased estimators given enough batches);
-    * ``variance``: total variance (1/n) sum_i ||g_i - mean g||^2 (depends on credit scale);
-    * ``relative_variance``: variance / ||mean g||^2, a scale-free noise-to-signal ratio
-      (inf if the mean gradient is exactly zero, e.g. no batch contained a success).
-
-    ``whole`` (with a list of batches): the Rollouts they were split from, in order; the
-    per-trajectory gradients are then taken in one call over it (the same numbers, faster).
-    """
-    if isinstance(rollouts, Rollouts):
-        if n_batches is None:
-            raise ValueError("n_batches: needed to split one Rollouts into batches")
-        whole = rollouts
-        batches = rollouts.split(check_int("n_batches", n_batches, low=2))
-    else:
-        batches = list(rollouts)
-        if len(batches) < 2 or len({len(b) for b in batches}) != 1:
-            raise ValueError("rollouts: need at least two batches of equal size")
-        n_batches = len(batches)
-        if whole is not None and (whole.batch_size != n_batches * len(batches[0])
-                                  or whole.horizon != batches[0].horizon):
-            raise ValueError(f"whole: expected the {n_batches} batches concatenated "
-                             f"({n_batches * len(batches[0])} rows), got {whole.batch_size} rows")
-    credits = [estimator(b).token for b in batches]
-    if whole is not None:
-        # one call over every row instead of one per batch: each row's terms are summed alone and
-        # in the same order, so the result is the same (tested); it is the slider's hot loop
-        per_traj = policy.trajectory_gradients(whole, torch.cat(credits))
-    else:
-        per_traj = torch.cat([policy.trajectory_gradients(b, c) for b, c in zip(batches, credits)])
-    G = per_traj.reshape(n_batches, -1, per_traj[0].numel()).mean(1)
-    mean = G.mean(0)
-    var = float(((G - mean) ** 2).sum(1).mean())
-    msq = float(mean @ mean)
-    exact = exact_grad.reshape(-1).to(G.dtype)
-    cos_each = (G @ exact) / (G.norm(dim=1) * exact.norm()).clamp(min=1e-300)
-    return {
-        "cosine": float(cos_each.mean()),
-        "cosine_of_mean": cosine(mean, exact),
-        "variance": var,
-        "relative_variance": var / msq if msq > 0 else float("inf"),
-        "mean_norm": msq ** 0.5,
-        "exact_norm": float(exact.norm()),
-    }
-
-
-def ranking_accuracy(predicted, truth, groups, *, min_gap: float = 0.0) -> dict[str, float]:
-    """How well ``predicted`` values order alternatives *within* each group, judged by ``truth``.
-
-    The question VinePPO (arXiv:2410.01679) asks of a value estimate: given alternative next
-    steps from one state (a group), does it rank them as their true values do? All three inputs
-    are 1-D of length N; ``groups[i]`` is the integer group (state) of alternative i.
-
-    * ``pairwise``: over every within-group pair with |truth_i - truth_j| > ``min_gap``, the
-      fraction the prediction orders the same way; a tie in the prediction counts 1/2 (a coin
-      flip). Chance (and any constant predictor): ``pairwise_chance`` = 0.5.
-    * ``top1``: over groups, the probability that the predicted best alternative (a uniform pick
-      among tied predicted maxima, in expectation) is truly best, where "truly best" means a
-      truth value within ``min_gap`` of the group's maximum. ``top1_chance`` is the same for a
-      uniformly random pick: the mean over groups of (number truly best) / (group size); a
-      constant predictor scores exactly that.
-
-    ``min_gap`` (default 0) says how far apart two truth values must be to count as different:
-    with Monte Carlo truth, set it to a few standard errors so noise is not scored as order.
-    ``pairs`` and ``groups`` count what was scored. Degenerate input: groups of one, and groups
-    whose alternatives are all truly best, carry no ranking information and are skipped; if no
-    pair (or no group) is left, the corresponding accuracy and chance are NaN.
-    """
-    pred = as_tensor("predicted", predicted, dtype=torch.float64)
-    true = as_tensor("truth", truth, dtype=torch.float64)
-    grp = as_tensor("groups", groups)
-    if pred.dim() != 1 or pred.numel() == 0:
-        raise ValueError(f"predicted: expected a non-empty 1-D tensor, got shape {tuple(pred.shape)}")
-    check_shape("truth", true, (pred.numel(),))
-    check_shape("groups", grp, (pred.numel(),))
-    if grp.is_floating_point() or grp.dtype == torch.bool:
-        raise TypeError(f"groups: expected integer group labels, got {grp.dtype}")
-    check_finite("predicted", pred)
-    check_finite("truth", true)
-    min_gap = check_number("min_gap", min_gap, low=0.0)
-
-    pair_scores, hits, chances = [], [], []
-    for g in torch.unique(grp):
-        p, t = pred[grp == g], true[grp == g]
-        n = p.numel()
-        if n < 2:
-            continue
-        upper = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
-        dt, dp = t[:, None] - t[None, :], p[:, None] - p[None, :]
-        scored = upper & (dt.abs() > min_gap)
-        agree = torch.where(dp == 0, 0.5, (torch.sign(dp) == torch.sign(dt)).to(torch.float64))
-        pair_scores.append(agree[scored])
-        best = t >= t.max() - min_gap
-        if bool(best.all()):
-            continue  # any pick is best: nothing to rank
-        picked = p == p.max()
-        hits.append(float((picked & best).sum()) / float(picked.sum()))
-        chances.append(float(best.sum()) / n)
-
-    scores = torch.cat(pair_scores) if pair_scores else torch.zeros(0, dtype=torch.float64)
-    nan = float("nan")
-    return {
-        "pairwise": float(scores.mean()) if scores.numel() else nan,
-        "top1": sum(hits) / len(hits) if hits else nan,
-        "pairs": int(scores.numel()),
-        "groups": len(hits),
-        "pairwise_chance": 0.5 if scores.numel() else nan,
-        "top1_chance": sum(chances) / len(chances) if chances else nan,
-    }

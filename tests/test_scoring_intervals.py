@@ -1,0 +1,41 @@
+"""How far a measured rate could move (labkit.scoring.intervals): the Wilson interval, a table of
+them per method, and the paired bootstrap interval of a difference."""
+import pandas as pd
+import pytest
+
+from labkit.scoring import hit_rate_intervals, paired_difference, wilson_interval
+
+
+def test_wilson_interval_brackets_the_rate_and_narrows_with_n():
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0 and hi == pytest.approx(1.96 ** 2 / (10 + 1.96 ** 2), abs=1e-3)  # the closed form at p = 0
+    lo, hi = wilson_interval(10, 10)
+    assert hi == 1 and lo < 1
+    small, big = wilson_interval(4, 8), wilson_interval(40, 80)
+    assert small[0] < 0.5 < small[1] and small[0] < big[0] < 0.5 < big[1] < small[1]
+    assert wilson_interval(40, 80, level=0.5)[1] < big[1]
+    with pytest.raises(ValueError, match="^successes"):
+        wilson_interval(9, 8)
+    with pytest.raises(ValueError, match="^n"):
+        wilson_interval(0, 0)
+    with pytest.raises(ValueError, match="^level"):
+        wilson_interval(1, 8, level=1.0)
+
+
+def test_hit_rate_intervals_and_paired_difference():
+    a = pd.DataFrame({"row": range(40), "hit": [1.0, 0.0, 1.0, 0.5] * 10, "chance": 0.25})
+    b = a.assign(hit=[0.25] * 40)
+    table = hit_rate_intervals({"a": a, "b": b}).set_index("method")
+    assert table.loc["a", "hit_rate"] == pytest.approx(0.625) and table.loc["a", "rollouts"] == 40
+    assert table.loc["a", "low"] < 0.625 < table.loc["a", "high"]
+    d = paired_difference(a, b, n_boot=2000, seed=1)
+    assert d["diff"] == pytest.approx(0.375) and d["low"] < 0.375 < d["high"] and d["rollouts"] == 40
+    assert d == paired_difference(a, b, n_boot=2000, seed=1)  # seeded
+    same = paired_difference(a, a)
+    assert same["diff"] == same["low"] == same["high"] == 0
+    shifted = paired_difference(a.assign(hit=a.hit + 0.1), a)  # paired: a constant shift has no spread
+    assert shifted["low"] == pytest.approx(0.1) and shifted["high"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="^b"):
+        paired_difference(a, b.iloc[::-1])
+    with pytest.raises(ValueError, match="^hits"):
+        hit_rate_intervals({})
