@@ -11,6 +11,7 @@ import re
 import pytest
 import torch
 
+from labkit.course import presets
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.viz import credit_panels
 
@@ -131,7 +132,7 @@ def test_nb01_episode_credit_panels_unchanged():
     from labkit.course import nb01_reinforce_variance as lesson
     from labkit.credit import get_estimator
 
-    env, policy, truth = lesson.chain_setup(10, init_std=0.5, policy_seed=1)
+    env, policy, truth = presets.chain_setup(10, init_std=0.5, policy_seed=1)
     ro = env.sample(policy, 16, group_size=4, seed=0)
     estimators = ["reinforce", "grpo"]
     old = {"exact advantage": truth.advantage(ro)}
@@ -158,7 +159,7 @@ def test_nb02_gae_panels_unchanged():
 def toolworld():
     from labkit.course import nb07_critical_actions as lesson
 
-    env, policy = lesson.toolworld_setup(3, max_turns=12, warmup_iterations=6, seed=1)
+    env, policy = presets.toolworld_setup(3, max_turns=12, warmup_iterations=6, seed=1)
     truth = env.truth(policy)
     ro = env.sample(policy, 6, group_size=4, seed=2)
     return lesson, env, truth, ro
@@ -198,7 +199,7 @@ def test_nb07_turn_credit_panels_unchanged(toolworld, rows):
 def test_nb08_turn_panels_unchanged():
     from labkit.course import nb08_hindsight_counterfactual as lesson
 
-    env, policy = lesson.setup(0.3, n_files=3, max_turns=10)
+    env, policy = presets.scripted_agent_setup(0.3, n_files=3, max_turns=10)
     truth = env.truth(policy)
     models = lesson.fit_models(env, policy, n_tasks=24, group_size=4, seed=9)
     ro = env.sample(policy, 4, group_size=4, seed=0)
