@@ -1,6 +1,6 @@
 """Credit estimators, one module per methodology family, all with the signature
 ``fn(rollouts, **options) -> Credit`` and registered by name."""
-from labkit.credit._registry import ESTIMATORS, estimate, get_estimator, register
+from labkit.credit.registry import ESTIMATORS, estimate, get_estimator, register
 from labkit.credit import episode, mc, td  # noqa: F401  (importing registers the estimators)
 from labkit.credit import entropy, group, information  # noqa: F401  (turn-level agent estimators)
 from labkit.credit import counterfactual, hindsight, privileged  # noqa: F401

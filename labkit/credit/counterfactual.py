@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_int
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.protocols import Env, HiddenStateTruth, require
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns

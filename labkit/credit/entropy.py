@@ -13,7 +13,7 @@ import torch
 from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import top_fraction as select_top
-from labkit.credit._registry import get_estimator, register
+from labkit.credit.registry import get_estimator, register
 
 
 def turn_entropy(rollouts: Rollouts, method: str = "carl") -> tuple[torch.Tensor, torch.Tensor]:

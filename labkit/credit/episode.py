@@ -15,7 +15,7 @@ import torch
 from labkit.core.checks import check_bool, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 
 def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) -> Credit:

@@ -19,7 +19,7 @@ from labkit.core.checks import check_choice, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import discounted_returns, group_normalize, group_stats
 from labkit.core.turns import turn_rewards
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 GIGPO_NORMS = ("mean_norm", "mean_std_norm")
 

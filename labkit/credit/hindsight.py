@@ -25,7 +25,7 @@ import torch
 
 from labkit.core.checks import (as_tensor, check_bool, check_finite, check_in_range, check_number, check_shape,
                                 resolve_input)
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.turns import binary_outcome, turn_table
 from labkit.credit.episode import grpo

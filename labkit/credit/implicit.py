@@ -22,7 +22,7 @@ from labkit.core.checks import (as_tensor, check_choice, check_finite, check_num
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 LEVELS = ("token", "step")
 

@@ -14,7 +14,7 @@ from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finit
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, group_normalize
 from labkit.core.turns import turn_rewards
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 SuccessProb = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 IGPO_FINALS = ("outcome", "ig_plus_outcome", "ig")

@@ -16,7 +16,7 @@ import torch
 from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, whiten
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.credit.multiagent import CoalitionValues, agent_rewards, coalition_table, n_agents_of
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.stats import group_normalize, whiten
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
 

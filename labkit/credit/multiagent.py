@@ -24,7 +24,7 @@ import torch
 
 from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape,
                                 resolve_input)
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_reduce
 from labkit.core.stats import group_normalize
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape, resolve_input
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.credit.episode import grpo
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize

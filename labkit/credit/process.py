@@ -19,7 +19,7 @@ from labkit.core.checks import (as_tensor, check_choice, check_finite, check_num
                                 resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 StepScores = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 PURE_FORMS = ("min", "sum")

@@ -23,7 +23,7 @@ import torch
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
                                  per_position, resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 RED_CREDITS = ("reward", "return")
 RED_LEVELS = ("token", "step")

@@ -18,7 +18,7 @@ from labkit.core.checks import as_tensor, check_bool, check_finite, check_number
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, next_masked, whiten
 from labkit.core.turns import action_discounts
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 Values = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
