@@ -24,7 +24,7 @@ import torch
 
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
-from labkit.credit.multiagent import exact_shapley
+from labkit.core.games import exact_shapley, leave_one_out_values
 from labkit.credit.mc import vineppo
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
@@ -354,9 +354,12 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
 
 def leave_one_out_rule(v: dict, agents: list) -> dict:
     """A written credit function for ``credit_function`` (QLLM): every agent's leave-one-out
-    credit, v(all) - v(all but the agent), from ``v`` (coalition frozenset -> value)."""
-    everyone = frozenset(agents)
-    return {a: v[everyone] - v[everyone - {a}] for a in agents}
+    credit, v(all) - v(all but the agent), from ``v`` (coalition frozenset -> value, for every
+    coalition of ``agents``). The rule is ``labkit.core.games.leave_one_out_values``, read on
+    the game's table (bit i of a coalition = ``agents[i]``)."""
+    table = torch.tensor([v[frozenset(a for i, a in enumerate(agents) if mask >> i & 1)]
+                          for mask in range(2 ** len(agents))], dtype=torch.float64)
+    return dict(zip(agents, leave_one_out_values(table).tolist()))
 
 
 def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size: int = 8) -> Task:

@@ -33,7 +33,7 @@ from labkit.core.rollouts import Cost, Rollouts
 from labkit.core.stats import constant_groups
 from labkit.credit import episode, group, hindsight, mc, process, td
 from labkit.credit.entropy import carl
-from labkit.credit.multiagent import exact_shapley
+from labkit.core.games import exact_shapley
 from labkit.scoring import rank_correlation
 
 __all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "check", "get_exercise", "list_exercises"]

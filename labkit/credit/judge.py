@@ -13,11 +13,12 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input
+from labkit.core.agents import CoalitionValues, agent_rewards, coalition_table, n_agents_of
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input,
+                                trajectory_totals)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, whiten
 from labkit.credit.registry import register
-from labkit.credit.multiagent import CoalitionValues, agent_rewards, coalition_table, n_agents_of
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
@@ -144,12 +145,7 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
     _, present = agent_rewards(rollouts, n)
     unscaled = []
     if rescale == "team":
-        if team_reward is None:
-            team = rollouts.scores.to(torch.float64)
-        else:
-            team = as_tensor("team_reward", team_reward).to(torch.float64)
-            check_shape("team_reward", team, (B,))
-            check_finite("team_reward", team)
+        team = trajectory_totals("team_reward", team_reward, rollouts.scores)
         total = torch.where(present, c, 0.0).sum(1)
         ok = total.abs() > 1e-12
         unscaled = (~ok).nonzero().flatten().tolist()

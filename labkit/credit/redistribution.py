@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
-                                 per_position, resolve_input)
+                                 per_position, resolve_input, trajectory_totals)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit.registry import register
 
@@ -179,12 +179,7 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
     if not callable(outcome_model):
         raise TypeError("outcome_model: expected a callable rollouts -> (scores (B,), embeds (B, T, D))")
     B, T = rollouts.batch_size, rollouts.horizon
-    if total is None:
-        tot = rollouts.scores.to(torch.float64)
-    else:
-        tot = as_tensor("total", total).to(torch.float64)
-        check_shape("total", tot, (B,))
-        check_finite("total", tot)
+    tot = trajectory_totals("total", total, rollouts.scores)
     with torch.enable_grad():
         out = outcome_model(rollouts)
         if not isinstance(out, tuple) or len(out) != 2:
