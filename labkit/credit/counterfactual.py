@@ -97,7 +97,13 @@ def _reexecute(env, policy, state: tuple, t, first, *, seed: int) -> tuple[torch
 
 
 # --------------------------------------------------------------------------- C3
-@register("c3")
+@register("c3", level="turn", needs=("states",),
+          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="implemented",
+          paper="2603.06859",
+          equation=r"A_{i,k} = G_k - \mathbb{E}_{a' \sim d(\cdot \mid o_k)} \mathbb{E}\left[G_k \mid s_k, "
+                   r"\operatorname{do}(a')\right],\quad G_k = \sum_{l \ge k} r_l",
+          symbols="k: turn; G_k: realised return-to-go; d: default action, pi(.|o_k) by default; expectation by 8 "
+                  "replays from the restored hidden state s_k")
 def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
        default="policy", n_continuations: int = 8, seed: int = 0, truth=None, critic=None, pi=None) -> Credit:
     """C3 (Chen et al. 2026, arXiv:2603.06859): realised return minus a counterfactual default's, per turn.
@@ -201,7 +207,13 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
 
 
 # --------------------------------------------------------------------------- CCPO
-@register("ccpo")
+@register("ccpo", level="turn", needs=("states",),
+          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="implemented",
+          paper="2603.21563",
+          equation=r"A_{i,k} = \mathbb{E}\left[G_k \mid s_k, \operatorname{do}(a_k)\right] - \sum_a \pi(a \mid o_k) "
+                   r"\, \mathbb{E}\left[G_k \mid s_k, \operatorname{do}(a)\right]",
+          symbols="k: turn; G_k: return from turn k on; each do(a) estimated by 8 replays from the restored hidden "
+                  "state s_k (exact mode: Q - V)")
 def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
          n_continuations: int = 8, seed: int = 0, truth=None) -> Credit:
     """CCPO (Li et al. 2026, arXiv:2603.21563): the average treatment effect of a turn's action.
@@ -274,7 +286,11 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
 INT_ROWS = ("failed", "all")
 
 
-@register("int_interventions")
+@register("int_interventions", level="step", inputs={"rewrite_fn": "step_rewriter"}, status="implemented",
+          paper="2601.14209",
+          equation=r"A_{i,k} = s_i - \frac{1}{m} \sum_{j=1}^{m} s'_{i,k,j}",
+          symbols="k: step; s'_j: outcomes of the m <= K = 4 rewrites of step k that differ from it (m = 0: credit "
+                  "0); failed responses only by default")
 def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str = "failed") -> Credit:
     """InT, self-proposed interventions (Yang et al. 2026, arXiv:2601.14209): blame a step whose rewrite flips the outcome.
 

@@ -40,7 +40,11 @@ def _base_estimator(base: str, base_kwargs: dict[str, Any] | None, method: str):
         raise ValueError(f"base: {str(err).removeprefix('name: ')}") from None
 
 
-@register("carl")
+@register("carl", level="turn", needs=("entropies",), status="implemented", paper="2512.04949",
+          equation=r"A_{i,t} = \mathbf{1}\left[k(t) \in \operatorname{top}_{\lceil \rho n \rceil}(H)\right] "
+                   r"A^{\text{base}}_{i,t}",
+          symbols="k(t): turn of token t; H: turn's mean policy entropy, ranked over all n turns of the batch; rho "
+                  "= top_fraction = 0.3; base = grpo")
 def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
          base_kwargs: dict[str, Any] | None = None) -> Credit:
     """CARL, critical-action-focused RL (Shen et al. 2025, arXiv:2512.04949): credit on high-entropy turns.
@@ -101,7 +105,10 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
 
 
 # --------------------------------------------------------------------------- HICRA
-@register("hicra")
+@register("hicra", level="token", inputs={"planning_mask": "planning_mask"}, status="implemented",
+          paper="2509.03646",
+          equation=r"A'_t = A_t + \alpha \, |A_t| \, \mathbf{1}[t \in \mathcal{P}]",
+          symbols="A_t: base credit (grpo); P: planning tokens (planning_mask); alpha = 0.2")
 def hicra(rollouts: Rollouts, *, planning_mask, alpha: float = 0.2, base: str = "grpo",
           base_kwargs: dict[str, Any] | None = None, base_credit=None) -> Credit:
     """HICRA, hierarchy-aware credit (Wang et al. 2025, arXiv:2509.03646): base credit amplified on planning tokens.

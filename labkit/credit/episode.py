@@ -22,7 +22,9 @@ def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) 
     return Credit.from_level(rollouts, adv[:, None], "episode", method, **info)
 
 
-@register("reinforce")
+@register("reinforce", level="episode", status="implemented", paper="Williams 1992",
+          equation=r"A_{i,t} = s_i = \sum_{t'} r_{i,t'}",
+          symbols="s_i: trajectory score, the same on every token; no baseline")
 def reinforce(rollouts: Rollouts) -> Credit:
     """REINFORCE (Williams 1992): every token's credit is the trajectory's total reward.
 
@@ -46,7 +48,9 @@ def reinforce(rollouts: Rollouts) -> Credit:
     return _episode_credit(rollouts, rollouts.scores, "reinforce")
 
 
-@register("reinforce_baseline")
+@register("reinforce_baseline", level="episode", status="implemented", paper="Williams 1992",
+          equation=r"A_i = s_i - \frac{1}{B} \sum_{j=1}^{B} s_j",
+          symbols="s_i: trajectory score; B: batch size (whole-batch mean, groups ignored, s_i included)")
 def reinforce_baseline(rollouts: Rollouts) -> Credit:
     """REINFORCE with a mean baseline (Williams 1992): the score minus the batch mean.
 
@@ -70,7 +74,9 @@ def reinforce_baseline(rollouts: Rollouts) -> Credit:
     return _episode_credit(rollouts, scores - scores.mean(), "reinforce_baseline")
 
 
-@register("rloo")
+@register("rloo", level="episode", status="implemented", paper="2402.14740",
+          equation=r"A_i = s_i - \frac{1}{n-1} \sum_{j \in g(i), j \ne i} s_j",
+          symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; n = |g(i)|; a group of one gets 0")
 def rloo(rollouts: Rollouts) -> Credit:
     """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740).
 
@@ -97,7 +103,11 @@ def rloo(rollouts: Rollouts) -> Credit:
     return _episode_credit(rollouts, scale * (rollouts.scores - mean), "rloo")
 
 
-@register("grpo")
+@register("grpo", level="episode", status="implemented", paper="2402.03300",
+          equation=r"A_i = \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} s_j + "
+                   r"\epsilon}",
+          symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; std unbiased; eps = 1e-6; a group "
+                  "of one: mean 0, std 1")
 def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
     """GRPO group-relative advantage (Shao et al. 2024, arXiv:2402.03300).
 
@@ -127,7 +137,9 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
                            group_mean=mean, group_std=std)
 
 
-@register("dr_grpo")
+@register("dr_grpo", level="episode", status="implemented", paper="2503.20783",
+          equation=r"A_i = s_i - \operatorname{mean}_{j \in g(i)} s_j",
+          symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; a group of one keeps its raw score")
 def dr_grpo(rollouts: Rollouts) -> Credit:
     """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): GRPO without the std division.
 
@@ -153,7 +165,12 @@ def dr_grpo(rollouts: Rollouts) -> Credit:
     return grpo(rollouts, normalize_std=False)
 
 
-@register("reinforce_pp")
+# Discounted returns vary along a trajectory, so REINFORCE++ credits tokens, not episodes.
+@register("reinforce_pp", level="token", status="implemented", paper="2501.03262",
+          equation=r"A_{i,t} = \frac{G_{i,t} - \operatorname{mean}(G)}{\sqrt{\operatorname{var}(G) + "
+                   r"\epsilon}},\quad G_{i,t} = r_{i,t} + \gamma G_{i,t+1}",
+          symbols="mean, population var over all generated tokens of the batch; gamma = 1; eps = 1e-8; "
+                  "group_baseline: G = s_i - group mean")
 def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool = False,
                  eps: float = 1e-8) -> Credit:
     """REINFORCE++ (Hu 2025, arXiv:2501.03262): batch-whitened discounted returns.

@@ -79,7 +79,12 @@ def anchor_groups(rollouts: Rollouts) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- GiGPO
-@register("gigpo")
+@register("gigpo", level="turn", needs=("anchor_keys",), status="implemented", paper="2505.10978",
+          equation=r"A_{i,k} = \left(s_i - \operatorname{mean}_{g(i)} s\right) + \omega \left(R_{i,k} - "
+                   r"\operatorname{mean}_{\mathcal{A}(i,k)} R\right),\quad R_{i,k} = \sum_{l \ge k} \gamma^{l-k} "
+                   "r_{i,l}",
+          symbols="k: turn; A(i,k): turns of the task group starting from the same anchor state (alone: step term "
+                  "0); omega = 1; gamma = 0.95")
 def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: str = "mean_norm",
           eps: float = 1e-6) -> Credit:
     """GiGPO, group-in-group policy optimisation (Feng et al. 2025, arXiv:2505.10978): turn credit.

@@ -64,7 +64,11 @@ def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tup
 
 
 # --------------------------------------------------------------------------- HCA
-@register("hca")
+@register("hca", level="turn", needs=("states", "logprobs"), inputs={"hindsight": "hindsight"}, status="implemented",
+          paper="1912.02503",
+          equation=r"A_{i,k} = \left(1 - \frac{\pi(a_k \mid s_k)}{h(a_k \mid s_k, Z_i)}\right) Z_i",
+          symbols="k: turn; Z_i in {0,1}: trajectory outcome; h: probability of the action given the outcome "
+                  "(exact or learned hindsight model)")
 def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
         max_ratio: float | None = None) -> Credit:
     """Return-conditioned hindsight credit assignment (Harutyunyan et al. 2019, arXiv:1912.02503): (1 - pi / h) Z.
@@ -124,7 +128,14 @@ def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
 
 
 # --------------------------------------------------------------------------- HCAPO
-@register("hcapo")
+@register("hcapo", level="turn", needs=("states", "logprobs"), inputs={"hindsight": "hindsight"}, status="stand-in",
+          paper="2603.08754",
+          replaces="the LLM re-scoring its own action given the outcome (post-hoc critic): a hindsight model "
+                   "fitted on rollouts, or the exact DP on tabular worlds",
+          equation=r"A_{i,k} = A^{\text{grpo}}_i + \omega \max\left(0, (\rho_k - 1) Z_i\right),\quad \rho_k = "
+                   r"\min\left(\frac{h(a_k \mid s_k, Z_i)}{\pi(a_k \mid s_k)}, \rho_{\max}\right)",
+          symbols="h: action prob given outcome from a fitted model (LLM in paper); Z_i in {0,1}; omega = 1; "
+                  "rho_max = 5; max(0,.): do-no-harm")
 def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, omega: float = 1.0,
           rho_max: float = 5.0, do_no_harm: bool = True, eps: float = 1e-6) -> Credit:
     """HCAPO (Tan et al. 2026, arXiv:2603.08754): GRPO plus a hindsight-ratio step term, per turn.

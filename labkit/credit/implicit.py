@@ -56,7 +56,12 @@ def _at_level(rollouts: Rollouts, token: torch.Tensor, level: str, method: str, 
     return Credit.from_level(rollouts, step, "step", method, token_rewards=token, **info)
 
 
-@register("dpo_implicit_q")
+@register("dpo_implicit_q", level="step", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"},
+          status="implemented", paper="2404.12358",
+          equation=r"A_{i,k} = \beta \sum_{t \in \text{step } k} \left(\log \pi(y_t \mid x, y_{<t}) - \log "
+                   r"\pi_{\text{ref}}(y_t \mid x, y_{<t})\right)",
+          symbols="pi: DPO-tuned policy; pi_ref: its reference model; beta = 0.1; level='token' gives each token "
+                  "its own term")
 def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 0.1,
                    level: str = "step") -> Credit:
     """From r to Q* (Rafailov et al. 2024, arXiv:2404.12358): a DPO-tuned policy's log-ratio to its reference as credit.
@@ -105,7 +110,15 @@ def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: flo
                      sequence_reward=token.sum(1))
 
 
-@register("t_reg")
+@register("t_reg", level="token",
+          inputs={"better_logprobs": "conditioned_logprobs", "worse_logprobs": "conditioned_logprobs"},
+          status="stand-in", paper="2412.02685",
+          replaces="the LLM's 'better' / 'worse' self-prompts: a copy of the tiny LM fine-tuned to read two "
+                   "conditioning tokens",
+          equation=r"A_t = \alpha \left(\log p(y_t \mid \text{better}, x, y_{<t}) - \log p(y_t \mid \text{worse}, "
+                   r"x, y_{<t})\right)",
+          symbols="p: one model read under 'better' / 'worse' conditioning (two tokens fine-tuned in the lab); "
+                  "alpha = scale = 1; token level")
 def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float = 1.0,
           level: str = "token") -> Credit:
     """T-REG (Zhou et al. 2024, arXiv:2412.02685): self-generated token rewards from contrastive prompting.
@@ -156,7 +169,12 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
 ITPO_NORMS = ("softmax", "none")
 
 
-@register("itpo")
+@register("itpo", level="turn", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"}, status="implemented",
+          paper="2603.23550",
+          equation=r"A_{i,k} = \frac{G_{i,k} - \operatorname{mean}_{g(i)} G_{\cdot,0}}{\operatorname{std}_{g(i)} "
+                   r"G_{\cdot,0} + \epsilon},\quad G_{i,k} = s_i \sum_{l \ge k} \operatorname{softmax}_l(r_{i,l})",
+          symbols="r_{i,l} = beta * sum of log pi/pi_ref over turn l; softmax over the trajectory's turns, so G_0 "
+                  "= s_i; std 0 -> 1; beta = 1")
 def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
          normalize: str = "softmax", eps: float = 1e-6) -> Credit:
     """ITPO (Wang et al. 2026, arXiv:2603.23550): turn rewards from the policy's log-ratio to its pre-training reference, group-normalised returns as credit.
@@ -235,7 +253,13 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
                              beta=beta, normalize=normalize)
 
 
-@register("istar")
+@register("istar", level="turn", inputs={"step_rewards": "implicit_step_rewards"}, status="implemented",
+          paper="2509.19199",
+          equation=r"A_{i,k} = \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} "
+                   r"s_j + \epsilon} + \alpha \, \frac{r_{i,k} - \operatorname{mean}_{g(i)} "
+                   r"r}{\operatorname{std}_{g(i)} r + \epsilon}",
+          symbols="r_{i,k}: implicit PRM reward of turn k (a DPO-fitted table); r stats over all turns of the "
+                  "group; alpha = 1; eps = 1e-6")
 def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
     """iStar (Liu et al. 2025, arXiv:2509.19199): an implicit step reward model's per-turn log-ratio, group-normalised, added to the GRPO episode advantage.
 
@@ -319,7 +343,11 @@ def _step_agent_rewards(rollouts: Rollouts, reward) -> tuple[torch.Tensor, torch
     return r, obs, present, called
 
 
-@register("step_agent")
+@register("step_agent", level="turn", needs=("states",), inputs={"reward": "irl_reward"}, status="implemented",
+          paper="2411.03817",
+          equation=r"A_{i,k} = \sum_{l \ge k} \gamma^{l-k} r_\phi(o_l, a_l)",
+          symbols="k: turn; r_phi: inverse-RL step reward ~ log pi_E/pi; gamma = 0 (own turn only); with pi given "
+                  "r_phi is centred on its pi-average")
 def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Credit:
     """StepAgent (Deng et al. 2024, arXiv:2411.03817): an inverse-RL step reward from expert demos as turn credit.
 

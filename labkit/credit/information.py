@@ -20,7 +20,12 @@ SuccessProb = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 IGPO_FINALS = ("outcome", "ig_plus_outcome", "ig")
 
 
-@register("igpo")
+@register("igpo", level="turn", inputs={"success_prob": "success_prob"}, status="stand-in", paper="2510.14967",
+          replaces="the policy's teacher-forced probability of the gold answer after every turn: the exact success "
+                   "probability of the state after the turn (DP, or Monte Carlo)",
+          equation=r"A_{i,k} = \sum_{l \ge k} \gamma^{l-k} \tilde{r}_{i,l},\quad r_{i,k} = p_{i,k} - p_{i,k-1}",
+          symbols="p_k: success prob after turn k (exact DP); last turn's r = s_i; r~: r z-scored over all turns "
+                  "of the task group; gamma = 1")
 def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, eps: float = 1e-6,
          final: str = "outcome", normalize: bool = True) -> Credit:
     """IGPO, information-gain policy optimisation (Wang et al. 2025, arXiv:2510.14967): turn information gain.

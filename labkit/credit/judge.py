@@ -35,7 +35,12 @@ def _judge(rollouts: Rollouts, output, name: str, shape: tuple[int, ...]) -> tup
 MAPPA_NORMS = ("global", "none")
 
 
-@register("mappa")
+@register("mappa", level="token", inputs={"judge_scores": "action_scores"}, status="stand-in", paper="2601.23228",
+          replaces="the LLM coach's 0-10 score of every action: an exact per-action quality plus seeded noise",
+          equation=r"A_{b,t} = \frac{r_{b,t} - \operatorname{mean}(r)}{\sqrt{\operatorname{var}(r) + "
+                   r"\epsilon}},\quad r_{b,t} = c_{b,t} + w \, s_b",
+          symbols="c_{b,t}: coach's score of action t (noisy oracle); mean, population var over the batch; w = "
+                  "outcome_weight = 0; eps = 1e-8")
 def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: str = "global",
           outcome_weight: float = 0.0, eps: float = 1e-8) -> Credit:
     """MAPPA (Li et al. 2026, arXiv:2601.23228): per-action process rewards from AI feedback, batch-whitened.
@@ -97,7 +102,12 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
 LLM_MCA_RESCALE = ("none", "team")
 
 
-@register("llm_mca")
+@register("llm_mca", level="agent", needs=("agents",), inputs={"judge_credit": "agent_credit"}, status="stand-in",
+          paper="2502.16863",
+          replaces="the centralised LLM critic's per-agent credit: the exact Shapley value plus seeded noise",
+          equation=r"A_{b,i} = c_{b,i}\quad \left(\text{rescale: } \frac{c_{b,i} \, R_b}{\sum_j c_{b,j}}\right)",
+          symbols="c_{b,i}: critic's reported credit of agent i (noisy exact Shapley; an LLM in the paper); R_b: "
+                  "team reward; default no rescale")
 def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: str = "none",
             team_reward=None) -> Credit:
     """LLM-MCA (Nagpal et al. 2025, arXiv:2502.16863): per-agent credit from a centralised LLM critic.
@@ -160,7 +170,13 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
 CAPO_VOTES = ("majority", "intersection", "average")
 
 
-@register("capo")
+@register("capo", level="step", inputs={"verdicts": "step_verdicts"}, status="stand-in", paper="2508.02298",
+          replaces="the LLM generative verifier's step critiques: the exact step correctness, each verdict flipped "
+                   "at a seeded error rate",
+          equation=r"A_{i,t} = W_o \, \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in "
+                   r"g(i)} s_j + \epsilon} - W_p \, f_{i,s(t)}",
+          symbols="f: 1 if the verifier's critiques (majority vote) flag step s(t) as wrong; W_o = 2, W_p = 1; std "
+                  "unbiased; eps = 1e-6")
 def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "majority", outcome_weight: float = 2.0,
          process_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6) -> Credit:
     """CAPO (Xie et al. 2025, arXiv:2508.02298): outcome credit minus a penalty on the tokens of steps a generative verifier flags.
@@ -273,7 +289,13 @@ def apply_credit_function(fn: CreditFunction, values, names) -> torch.Tensor:
     return credit
 
 
-@register("credit_function")
+@register("credit_function", level="agent", needs=("agents",),
+          inputs={"fn": "credit_function", "coalition_values": "agent_coalition_values"}, status="stand-in",
+          paper="2504.12961",
+          replaces="the LLM that writes the credit function: a function the reader writes",
+          equation=r"A_{b,i} = \operatorname{fn}(v_b, N)_i,\quad v_b(S) \text{ for every } S \subseteq N",
+          symbols="fn: credit function written as code (by the reader; an LLM in QLLM); v_b(S): value of coalition "
+                  "S of agents N in trajectory b")
 def credit_function(rollouts: Rollouts, *, fn: CreditFunction = None, coalition_values: CoalitionValues = None) -> Credit:
     """A written credit function over coalition values (QLLM, Jiang et al. 2025, arXiv:2504.12961): agent credit as code.
 
@@ -328,7 +350,14 @@ def _turn_presence(rollouts: Rollouts) -> torch.Tensor:
 TARL_GRADE_VALUES = (-1.0, 0.0, 1.0)
 
 
-@register("tarl")
+# SCRIBE's skill-template grades enter through TARL's estimator, so it names both papers.
+@register("tarl", level="turn", inputs={"grades": "turn_grades"}, status="stand-in", paper="2509.14480; 2601.03555",
+          replaces="the LLM judge's turn grades: the sign of the exact turn advantage with a seeded error rate "
+                   "(for SCRIBE: hand-written skill templates)",
+          equation=r"A_{i,k} = \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} "
+                   r"s_j + \epsilon} + w \, q_{i,k}",
+          symbols="q_{i,k} in {-1, 0, +1}: judge's grade of turn k (noisy sign of exact advantage); w = "
+                  "grade_weight = 1; eps = 1e-6")
 def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float = 1.0, normalize_std: bool = True,
          eps: float = 1e-6) -> Credit:
     """TARL (Tan et al. 2025, arXiv:2509.14480): an LLM judge grades every turn -1 / 0 / +1, added to the outcome credit.
@@ -389,7 +418,15 @@ def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float 
 LARE_TARGETS = ("reward_to_go", "reward")
 
 
-@register("lare")
+# The paper read is arXiv 2412.11120; the survey's catalog files LaRe under 2412.16989.
+@register("lare", level="turn", inputs={"step_rewards": "judged_turn_rewards"}, status="stand-in",
+          paper="2412.11120; 2412.16989",
+          replaces="the LLM-written latent reward and its neural decoder: hand-written turn features and a "
+                   "least-squares decoder",
+          equation=r"A_{i,n} = G_{i,n} - \operatorname{mean}_{j \in g(i)} G_{j,0},\quad G_{i,n} = \sum_{k \ge n} "
+                   r"\gamma^{k-n} \hat{r}_{i,k}",
+          symbols="r^_{i,k}: proxy turn reward decoded from hand-written latent features (LLM code in paper); n, "
+                  "k: turns; gamma = 1")
 def lare(rollouts: Rollouts, *, step_rewards: JudgeOutput = None, target: str = "reward_to_go",
          gamma: float = 1.0) -> Credit:
     """LaRe (Qu et al. 2025, arXiv:2412.11120): proxy step rewards decoded from an LLM-written latent reward, as turn credit.

@@ -49,7 +49,11 @@ def _step_values(rollouts: Rollouts, value_fn: ValueFn, k: int) -> tuple[torch.T
     return v_start, v_next, r_step, cost
 
 
-@register("vineppo")
+@register("vineppo", level="step", inputs={"value_fn": "step_vines"}, status="implemented", paper="2410.01679",
+          equation=r"A_{i,k} = r_{i,k} + \gamma \hat{V}_{i,k+1} - \hat{V}_{i,k},\quad \hat{V}_{i,k} = \frac{1}{K} "
+                   r"\sum_{j=1}^{K} R^{(j)}_{i,k}",
+          symbols="k: step; R^(j): reward of j-th of K = 9 continuations from the prefix before step k; V^ = 0 "
+                  "after the last step; gamma = 1")
 def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float = 1.0,
             whiten_advantages: bool = False) -> Credit:
     """VinePPO (Kazemnejad et al. 2024, arXiv:2410.01679): step credit from Monte Carlo values of prefixes.
@@ -88,7 +92,11 @@ def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float =
     return credit
 
 
-@register("math_shepherd")
+@register("math_shepherd", level="step", inputs={"value_fn": "step_vines"}, status="implemented", paper="2312.08935",
+          equation=r"A_{i,k} = r_{i,k} + \hat{V}_{i,k+1},\quad \hat{V}_{i,k+1} = \frac{1}{K} \sum_{j=1}^{K} "
+                   "R^{(j)}_{i,k}",
+          symbols="k: step; R^(j): reward of j-th of K = 8 continuations after step k; V^ = 0 after the last step; "
+                  "mode='hard': 1[A > 0]")
 def math_shepherd(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 8, mode: str = "soft") -> Credit:
     """Math-Shepherd step labels (Wang et al. 2024, arXiv:2312.08935), used directly as credit.
 
@@ -146,7 +154,14 @@ SPO_CREDIT_ON = ("low_prob", "all")
 TEMPO_NODE_VALUES = ("unbiased", "all_leaves")
 
 
-@register("spo")
+# SPO thinks in segments, but a segment is not one of the rollouts' own units (steps, turns): its
+# cuts are SPO's, and inside a segment only the low-probability tokens take the segment's
+# advantage. The credit it returns varies token by token, so its level is "token".
+@register("spo", level="token", needs=("logprobs",), inputs={"value_fn": "cut_vines"}, status="implemented",
+          paper="2505.23564",
+          equation=r"A_t = \mathbf{1}[p_t < \tau] \, A_{j(t)},\quad A_j = r_j + \hat{V}(c_{j+1}) - \hat{V}(c_j)",
+          symbols="j(t): segment of token t, starting at cut c_j (every 5th token with p_t < tau = 0.9); V^: mean "
+                  "of K = 9 continuations; 0 after the end")
 def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "prob", threshold: float = 0.9,
         interval: int = 5, credit_on: str | None = None) -> Credit:
     """SPO-chain (Guo et al. 2025, arXiv:2505.23564): segment credit from Monte Carlo values at cut points.
@@ -268,7 +283,11 @@ def _check_leaves(leaves, responses: list[list[int]]) -> list[TreeLeaf]:
     return out
 
 
-@register("tempo")
+@register("tempo", level="token", needs=("groups",), status="implemented", paper="2509.18314",
+          equation=r"A_{i,t} = A^{\text{grpo}}_i + \mathbf{1}\left[|\operatorname{ch}(n_t)| \ge 2\right] "
+                   r"\left(V(n_{t+1}) - V(n_t)\right)",
+          symbols="n_t: prefix-tree node before token t; ch: its children; V(n): mean outcome of the leaves below "
+                  "n; A^grpo: grpo credit")
 def tempo(rollouts: Rollouts, *, tree_fn: TreeFn | None = None, branching: int = 4, eps: float = 1e-6,
           normalize_std: bool = True, node_values: str = "unbiased") -> Credit:
     """TEMPO (Tran et al. 2025, arXiv:2509.18314): GRPO plus branch-gated TD credit from a prefix tree.

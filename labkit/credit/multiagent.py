@@ -21,7 +21,12 @@ from labkit.credit.registry import register
 
 
 # --------------------------------------------------------------------------- estimators
-@register("shapley")
+@register("shapley", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="implemented", paper="Shapley 1953",
+          equation=r"A_{b,i} = \sum_{S \subseteq N \setminus \{i\}} \frac{|S|! \, (n - |S| - 1)!}{n!} \left(v_b(S "
+                   r"\cup \{i\}) - v_b(S)\right)",
+          symbols="i: agent; n = |N|; v_b(S): team value of trajectory b with only the agents in S; "
+                  "method='sampled': mean over random orderings")
 def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
             n_permutations: int = 200, seed: int = 0, antithetic: bool = False) -> Credit:
     """Shapley credit over agents (Shapley 1953; survey Sec. 6, e.g. SHARP arXiv:2602.08335): Shapley values.
@@ -68,7 +73,10 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
                              n_evaluations=evals, method_detail=method)
 
 
-@register("leave_one_out")
+@register("leave_one_out", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="implemented", paper="Wolpert & Tumer 2002",
+          equation=r"A_{b,i} = v_b(N) - v_b(N \setminus \{i\})",
+          symbols="i: agent; N: all agents; v_b(S): team value of trajectory b with only the agents in S")
 def leave_one_out_credit(rollouts: Rollouts, *, coalition_values: CoalitionValues = None) -> Credit:
     """Leave-one-out / difference-reward credit over agents (Wolpert & Tumer 2002; C3's
     leave-one-out, arXiv:2603.06859 as catalogued by the survey): d_i = v(N) - v(N \\ {i}).
@@ -105,7 +113,10 @@ DR_MAS_NORMS = ("agent", "global")
 POOL_UNITS = ("step", "trajectory")
 
 
-@register("dr_mas")
+@register("dr_mas", level="agent", needs=("agents",), status="implemented", paper="2602.08847",
+          equation=r"A_{b,i} = \frac{R_{b,i} - \mu_{g,i}}{\sigma_{g,i} + \epsilon}",
+          symbols="R_{b,i}: agent i's reward in trajectory b; mu, sigma: mean, unbiased std of agent i's rewards "
+                  "in task group g, once per action; eps = 1e-6")
 def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", eps: float = 1e-6,
            normalize_std: bool = True) -> Credit:
     """Dr. MAS (Feng et al. 2026, arXiv:2602.08847): agent-wise advantage normalisation.
@@ -157,7 +168,12 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
                              agent_rewards=R, pool_mean=mean, pool_std=std, normalize=normalize)
 
 
-@register("sharp")
+@register("sharp", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="implemented", paper="2602.08335",
+          equation=r"A_{b,i} = \frac{r_{b,i} - \operatorname{mean}_{g,i} r}{\operatorname{std}_{g,i} r + "
+                   r"\epsilon},\quad r_{b,i} = w_g R_b + w_s \phi_{b,i} + w_p p_{b,i}",
+          symbols="R_b: team reward v_b(N); phi: agent's Shapley value; p: process reward (0 if none); weights 1; "
+                  "stats over group g rows where i acted")
 def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, process_rewards=None,
           team_reward=None, w_global: float = 1.0, w_shapley: float = 1.0, w_process: float = 1.0,
           method: str = "exact", n_permutations: int = 200, seed: int = 0, eps: float = 1e-6,
@@ -229,7 +245,10 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
 M_GRPO_SUB_GROUPS = ("agent", "pooled")
 
 
-@register("m_grpo")
+@register("m_grpo", level="agent", needs=("agents",), status="implemented", paper="2511.13288",
+          equation=r"A_{b,i} = \frac{R_{b,i} - \operatorname{mean}_{P} R}{\operatorname{std}_{P} R + \epsilon}",
+          symbols="R_{b,i}: agent i's reward; P: pool = task group x agent (default); pooled: all sub-agent calls, "
+                  "aligned to D per rollout; eps = 1e-6")
 def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent",
            d_max: int | None = None, seed: int = 0, eps: float = 1e-6) -> Credit:
     """M-GRPO, hierarchical group-relative advantages for a main agent and its sub-agents
@@ -319,7 +338,12 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
                              pool_std=std, dropped=dropped, main_agent=main_agent, sub_groups=sub_groups)
 
 
-@register("scar")
+@register("scar", level="step", inputs={"coalition_values": "step_coalition_values"}, status="implemented",
+          paper="2505.20417",
+          equation=r"A_{b,k} = \sum_{S \subseteq [m] \setminus \{k\}} \frac{|S|! \, (m - |S| - 1)!}{m!} \left(v_b(S "
+                   r"\cup \{k\}) - v_b(S)\right)",
+          symbols="k: step (a player); m: number of steps of trajectory b; v_b(S): value (success rate) with only "
+                  "the steps in S kept")
 def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
          n_permutations: int = 200, seed: int = 0) -> Credit:
     """SCAR (Cao et al. 2025, arXiv:2505.20417): Shapley credit over the reasoning segments of a trajectory.

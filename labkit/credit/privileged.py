@@ -24,7 +24,13 @@ from labkit.core.turns import turn_table
 
 
 # --------------------------------------------------------------------------- SWEET-RL critic
-@register("sweet_rl")
+@register("sweet_rl", level="turn", needs=("states",),
+          inputs={"critic": "privileged_critic", "hidden_states": "hidden_states"}, status="implemented",
+          paper="2503.15478",
+          equation=r"A_{i,t} = A_c(h_t, a_t)\quad \left(- \sum_a \pi(a \mid o_t) \, A_c(h_t, a) \text{ if } \pi "
+                   r"\text{ is given}\right)",
+          symbols="t: turn; A_c: Bradley-Terry turn-advantage critic; h_t: privileged hidden state (or observation "
+                  "o_t); default: uncentred")
 def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Credit:
     """SWEET-RL (Zhou et al. 2025, arXiv:2503.15478): a privileged turn critic's advantage of the action.
 
@@ -84,7 +90,14 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
 
 
 # --------------------------------------------------------------------------- CriticSearch
-@register("critic_search")
+@register("critic_search", level="turn", needs=("states",), inputs={"verdicts": "turn_verdicts"}, status="stand-in",
+          paper="2511.12159",
+          replaces="the frozen critique LLM that reads the trajectory and the gold answer: verdicts from the sign "
+                   "of the exact turn advantage, flipped at a seeded error rate",
+          equation=r"A_{i,k} = A^{\text{grpo}}_i + \alpha \, \frac{v_{i,k} - \operatorname{mean}_{g(i)} "
+                   r"v}{\operatorname{std}_{g(i)} v + \epsilon}",
+          symbols="v_{i,k}: 0/1 judge verdict on turn k; mean/std over all turns of the task group; A^grpo_i: grpo "
+                  "credit; alpha = 1; eps = 1e-6")
 def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
     """CriticSearch-style (Zhang et al. 2025, arXiv:2511.12159): GRPO plus retrospective dense turn rewards.
 

@@ -38,7 +38,11 @@ def _step_scores(rollouts: Rollouts, step_scores, present: torch.Tensor) -> tupl
     return torch.where(present, p, 0.0), called
 
 
-@register("pure")
+@register("pure", level="step", inputs={"step_scores": "prm_step_scores"}, status="implemented", paper="2504.08662",
+          equation=r"A_{i,k} = G_{i,k} - \operatorname{mean}_{j \in g(i), j \ne i} G_{j,0},\quad G_{i,k} = \sum_{l "
+                   r"\ge k} \operatorname{softmax}_l\left(-\frac{r_{i,l}}{T}\right) r_{i,l} + s_i",
+          symbols="k: step; r = 2p - 1, p: PRM prob that step is good; softmax over the response's steps; T = 0.1; "
+                  "group of one: baseline 0")
 def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min", temperature: float = 0.1,
          verifiable_weight: float = 1.0) -> Credit:
     """PURE (Cheng et al. 2025, arXiv:2504.08662): min-form credit, a step is worth the worst step still to come.
@@ -124,7 +128,13 @@ def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min
                              baseline=baseline, temperature=T)
 
 
-@register("spro")
+@register("spro", level="token", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"}, status="implemented",
+          paper="2507.01551",
+          equation=r"A_{i,t} = A^{\text{grpo}}_i + \mathrm{CPR}_{i,t} - \operatorname{mean}_{k \in g(i), t < |y_k|} "
+                   r"\mathrm{CPR}_{k,t},\quad \mathrm{CPR}_{i,t} = \beta \sum_{j \le t} \log "
+                   r"\frac{\pi(y_j)}{\pi_{\text{ref}}(y_j)}",
+          symbols="mean over the group's responses still generating at t; pi(y_j): prob of token j given its "
+                  "prefix; beta = 0.05; A^grpo: grpo credit")
 def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 0.05,
          normalize_std: bool = True, eps: float = 1e-6) -> Credit:
     """SPRO (Fei et al. 2025, arXiv:2507.01551): self-guided cumulative process rewards with a masked step advantage.
@@ -207,7 +217,13 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
 
 
 # --------------------------------------------------------------------------- Turn-Level Reward Design (MT-GRPO)
-@register("turn_reward_design")
+@register("turn_reward_design", level="turn", needs=("turns",), inputs={"turn_rewards": "verifiable_turn_rewards"},
+          status="implemented", paper="2505.11821",
+          equation=r"A_{i,n} = \sum_{k \ge n} \frac{v_{i,k} - \operatorname{mean}_{j \in g(i)} "
+                   r"v_{j,k}}{\operatorname{std}_{j \in g(i)} v_{j,k} + \epsilon} + \frac{s_i - "
+                   r"\operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} s_j + \epsilon}",
+          symbols="v_{i,k}: verifiable reward of turn k; j: group members that reach turn k; turn_weight = "
+                  "outcome_weight = 1; eps = 1e-6")
 def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: float = 1.0,
                        outcome_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6) -> Credit:
     """Turn-Level Reward Design (Wei et al. 2025, arXiv:2505.11821): verifiable turn rewards mixed with the outcome, MT-GRPO style.

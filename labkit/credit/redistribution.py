@@ -56,7 +56,10 @@ def _scores(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, to
     return s, p, calls
 
 
-@register("red")
+@register("red", level="token", inputs={"scores": "prefix_scores"}, status="implemented", paper="2411.08302",
+          equation=r"A_t = R(x, y_{\le t}) - R(x, y_{<t})",
+          symbols="R: outcome model's score of prompt x + prefix (a value model fitted to verifier outcomes); R(x) "
+                  "= 0 unless given")
 def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float = 0.0,
         credit: str = "reward", level: str = "token") -> Credit:
     """RED (Li et al. 2024, arXiv:2411.08302): token rewards as the change in an outcome model's score of the prefix.
@@ -132,7 +135,11 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
 OutcomeModel = Callable[[Rollouts], tuple[torch.Tensor, torch.Tensor]]
 
 
-@register("acpo")
+@register("acpo", level="step", inputs={"outcome_model": "outcome_model"}, status="implemented", paper="2510.08899",
+          equation=r"A_k = s \, \frac{|c_k|}{\sum_j |c_j|},\quad c_k = \sum_{t \in \text{step } k} \frac{\partial "
+                   r"f(y)}{\partial e_t} \cdot e_t",
+          symbols="k: step; s: trajectory score (default total); f: outcome model's score; e_t: token t's input "
+                  "embedding; normalize='signed' drops the |.|")
 def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normalize: str = "abs") -> Credit:
     """ACPO attribution (Yin et al. 2025, arXiv:2510.08899): the outcome split over steps by gradient saliency.
 
@@ -218,7 +225,11 @@ from labkit.core.stats import group_normalize  # noqa: E402
 SPA_CREDITS = ("reward", "return")
 
 
-@register("spa_rl")
+@register("spa_rl", level="turn", inputs={"contributions": "progress_contributions"}, status="implemented",
+          paper="2505.20732",
+          equation=r"A_{i,k} = c_{i,k} = \sum_{t \in \text{turn } k} c(x_t)",
+          symbols="c: progress estimator's contribution, fitted so that sum_k c_k ~ outcome; credit='return': sum "
+                  "over k' >= k; outcome_weight = 0")
 def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome_weight: float = 0.0,
            eps: float = 1e-6) -> Credit:
     """SPA-RL (Wang et al. 2025, arXiv:2505.20732): a progress estimator's per-turn contribution, trained to sum to the outcome, as the turn's reward.

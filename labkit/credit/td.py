@@ -57,7 +57,10 @@ def _token_gae(rollouts: Rollouts, values: Values, gamma: float, lam: float, *,
     return adv, torch.where(m, adv + v, 0), cost
 
 
-@register("gae")
+@register("gae", level="token", inputs={"values": "token_values"}, status="implemented", paper="1506.02438",
+          equation=r"A_t = \delta_t + \gamma \lambda A_{t+1},\quad \delta_t = r_t + \gamma V_{t+1} - V_t",
+          symbols="t+1: next generated token (tool tokens skipped); V: critic value; V = 0 past the end; gamma = "
+                  "lambda = 1; no whitening by default")
 def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0,
         whiten_advantages: bool = False) -> Credit:
     """Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438): discounted TD errors.
@@ -99,7 +102,9 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
     return Credit.from_tokens(rollouts, adv, "gae", cost=cost, returns=returns, gamma=gamma, lam=lam)
 
 
-@register("td0")
+@register("td0", level="token", inputs={"values": "token_values"}, status="implemented", paper="Sutton 1988",
+          equation=r"A_t = r_t + \gamma V_{t+1} - V_t",
+          symbols="t+1: next generated token; V: critic value; V = 0 past the end; gamma = 1; never whitened")
 def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
     """One-step TD error (Sutton 1988; Schulman et al. 2016, arXiv:1506.02438): GAE with lam = 0.
 
@@ -127,7 +132,10 @@ def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
     return credit
 
 
-@register("poad")
+@register("poad", level="token", inputs={"values": "token_values"}, status="implemented", paper="2405.15821",
+          equation=r"A_t = \delta_t + d_t \lambda A_{t+1},\quad \delta_t = r_t + d_t V_{t+1} - V_t",
+          symbols="d_t = 1 if token t+1 is in the same action (turn), else gamma; V: critic value before token t; "
+                  "V = 0 past the end; gamma = lambda = 1")
 def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0) -> Credit:
     """POAD (Wen et al. 2024, arXiv:2405.15821): token-level credit inside a multi-token action by
     Bellman backups with action decomposition (BAD): no discount and no reward between the tokens
@@ -187,7 +195,12 @@ def _resolve_turn_values(rollouts: Rollouts, values: Values, present: torch.Tens
     return v.to(rollouts.rewards.dtype), cost
 
 
-@register("turn_gae")
+# Turn-PPO and AgentPRM both compute turn-level GAE: one function realises both catalogued papers.
+@register("turn_gae", level="turn", inputs={"values": "turn_values"}, status="implemented",
+          paper="2512.17008; 2511.08325",
+          equation=r"A_k = \delta_k + \gamma \lambda A_{k+1},\quad \delta_k = r_k + \gamma V_{k+1} - V_k",
+          symbols="k: turn; r_k: reward inside turn k; V_k: critic value before turn k; V = 0 after the last turn; "
+                  "gamma = lambda = 1")
 def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0) -> Credit:
     """Turn-level GAE (Turn-PPO, arXiv:2512.17008; AgentPRM, arXiv:2511.08325): GAE over turns, not tokens.
 
@@ -231,7 +244,11 @@ def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: flo
                              gamma=gamma, lam=lam)
 
 
-@register("archer")
+@register("archer", level="turn", inputs={"q_values": "turn_q_values", "v_values": "turn_values"},
+          status="implemented", paper="2402.19446",
+          equation="A_{i,k} = Q(o_k, a_k) - V(o_k)",
+          symbols="k: turn (every token of turn k takes A_{i,k}); o_k, a_k: observation, action; Q, V: off-policy "
+                  "turn-level TD critic")
 def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=None) -> Credit:
     """ARCHER (Zhou et al. 2024, arXiv:2402.19446): turn-level advantage A_k = Q(o_k, a_k) - V(o_k).
 
