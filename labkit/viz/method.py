@@ -6,7 +6,7 @@ registered estimator, or any plain function) and shows
 
 * its first docstring line (name, paper, arXiv id, linked),
 * the key equation in LaTeX, when one is given (the course keeps them in
-  ``data/estimator_equations.csv``),
+  each estimator's registered spec, ``labkit.credit.spec(name).equation``),
 * the docstring's ``Formula:`` section, verbatim,
 * the function's code without its decorator, docstring and argument checks: the lines that *are*
   the method.
