@@ -31,18 +31,19 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
             n_permutations: int = 200, seed: int = 0, antithetic: bool = False) -> Credit:
     """Shapley credit over agents (Shapley 1953; survey Sec. 6, e.g. SHARP arXiv:2602.08335): Shapley values.
 
-    Formula:
-        ``coalition_values`` (B, 2**n) — v_b(S) for trajectory b, column = bitmask of the agents
-        kept (absent agents replaced by a default, as the environment defines) — or a callable
-        rollouts -> (B, 2**n). n = ``rollouts.info["n_agents"]`` or the largest agent id + 1.
+    Inputs:
+        rollouts: ``agent_ids`` (n = ``info["n_agents"]`` or the largest agent id + 1).
+        ``coalition_values`` (agent_coalition_values): (B, 2**n), v_b(S) for trajectory b,
+        column = bitmask of the agents kept (absent agents replaced by a default, as the
+        environment defines), or a callable rollouts -> (B, 2**n).
 
+    Formula:
         phi_{b,i} = sum_{S subset N\\{i}} |S|!(n-|S|-1)!/n! (v_b(S+i) - v_b(S))      method="exact"
         phi_{b,i} ~ mean over P random orderings of v_b(pred + i) - v_b(pred)     method="sampled"
 
-        Every position of agent i in trajectory b gets phi_{b,i} (level "agent"). Efficient:
+        Every position of agent i in trajectory b gets phi_{b,i}. Efficient:
         sum_i phi_{b,i} = v_b(N) - v_b(empty), so the team outcome is split, not copied.
         No group baseline and no normalisation (use ``sharp`` for that).
-        ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory.
 
     Defaults:
         method = "exact"; sampled uses ``n_permutations=200``, ``seed=0``, no antithetic pairs.
@@ -50,11 +51,14 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
     Degenerate input:
         a one-agent team gets v(N) - v(empty); an agent absent from a trajectory has no
         position, so its phi is kept in ``values`` but painted nowhere. Groups play no role.
-        ``coalition_values=None`` raises a ValueError naming ``coalition_values``.
 
     Deviations from the reference:
         none: the textbook definition; method="sampled" is permutation sampling (Castro et al.
-        2009, ``sampled_shapley``).
+        2009, ``labkit.core.games.sampled_shapley``).
+
+    Returns:
+        credit at level "agent"; ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory,
+        ``method_detail`` (the method).
 
     Cost:
         ``env_steps`` = coalition values the method reads, summed over trajectories (2**n per
@@ -81,23 +85,28 @@ def leave_one_out_credit(rollouts: Rollouts, *, coalition_values: CoalitionValue
     """Leave-one-out / difference-reward credit over agents (Wolpert & Tumer 2002; C3's
     leave-one-out, arXiv:2603.06859 as catalogued by the survey): d_i = v(N) - v(N \\ {i}).
 
+    Inputs:
+        rollouts: ``agent_ids``.
+        ``coalition_values`` (agent_coalition_values): as in ``shapley`` (only the grand coalition
+        and the n coalitions with one agent removed are read).
+
     Formula:
         d_{b,i} = v_b(N) - v_b(N \\ {i})
 
-        ``coalition_values`` as in ``shapley`` (only the grand coalition and the n coalitions
-        with one agent removed are read). Not efficient: redundant agents all get 0 (each is
-        replaceable), complementary agents each get the whole team value. Every position of
-        agent i in trajectory b gets d_{b,i} (level "agent"). ``info``: ``loo`` (B, n).
+        Not efficient: redundant agents all get 0 (each is replaceable), complementary agents
+        each get the whole team value. Every position of agent i in trajectory b gets d_{b,i}.
 
     Defaults:
-        no options besides ``coalition_values`` (required). No normalisation.
+        no options besides ``coalition_values``. No normalisation.
 
     Degenerate input:
         a one-agent team gets v(N) - v(empty). Groups play no role.
-        ``coalition_values=None`` raises a ValueError naming ``coalition_values``.
 
     Deviations from the reference:
         none: the definition of the difference reward.
+
+    Returns:
+        credit at level "agent"; ``info``: ``loo`` (B, n).
 
     Cost:
         ``env_steps`` = (n + 1) per trajectory (the coalition values read, as in ``shapley``).
@@ -121,6 +130,10 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
            normalize_std: bool = True) -> Credit:
     """Dr. MAS (Feng et al. 2026, arXiv:2602.08847): agent-wise advantage normalisation.
 
+    Inputs:
+        rollouts: ``rewards`` (each agent's own, on its positions), ``agent_ids``, ``group_ids``
+        (task groups), ``mask``.
+
     Formula:
         R_{b,i} = agent i's reward in trajectory b (the rewards on agent i's positions, summed).
 
@@ -133,9 +146,7 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
         differ, so one agent's advantages are all shifted one way and its gradient norm
         inflates). ``unit="step"`` (the paper's Eq. 5): statistics are over agent i's actions,
         so a trajectory where agent i acted k times counts k times; ``unit="trajectory"``: once.
-        The method label is "dr_mas", or "ma_grpo" for normalize="global".
-        Every position of agent i in trajectory b gets A_{b,i} (level "agent").
-        ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n).
+        Every position of agent i in trajectory b gets A_{b,i}.
 
     Defaults:
         normalize = "agent", unit = "step", eps = 1e-6, unbiased std (as ``grpo``).
@@ -151,6 +162,10 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
     Deviations from the reference:
         the step pooling is our reading of Eq. 5, where the pool of agent k is its set of
         actions Y_k.
+
+    Returns:
+        credit at level "agent" (method "dr_mas", or "ma_grpo" for normalize="global");
+        ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n), ``normalize``.
 
     Cost:
         none beyond the sampled batch.
@@ -180,6 +195,10 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
           normalize: bool = True) -> Credit:
     """SHARP, Shapley-based hierarchical attribution (Li et al. 2026, arXiv:2602.08335): per-agent credit.
 
+    Inputs:
+        rollouts: ``agent_ids``, ``group_ids`` (task groups), ``rewards`` (which agents acted).
+        ``coalition_values`` (agent_coalition_values): as in ``shapley``.
+
     Formula:
         Each agent's reward has three parts, then advantages are normalised per agent:
 
@@ -195,7 +214,6 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
         efficiency); None = no process term. Identities: with w_shapley = w_process = 0 this is
         Dr. MAS (``dr_mas(unit="trajectory")``) on the team reward broadcast to every agent;
         with normalize=False and w_global = w_process = 0 it is ``shapley``.
-        ``info``: ``reward`` r, ``phi``, ``team_reward``, ``pool_mean``, ``pool_std``.
 
     Defaults:
         all three weights 1, exact Shapley (``n_permutations=200``, ``seed=0`` when sampled),
@@ -209,6 +227,10 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
         the paper estimates phi from a handful of masked-agent re-runs and its weights are
         tuned per benchmark; here phi comes from the given coalition table, and the weights are
         plain arguments.
+
+    Returns:
+        credit at level "agent"; ``info``: ``reward`` r, ``phi``, ``pool_mean``, ``pool_std``
+        (B, n), ``team_reward`` (B,).
 
     Cost:
         as ``shapley``: ``env_steps`` = coalition values read, summed over trajectories.
@@ -254,6 +276,9 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
     """M-GRPO, hierarchical group-relative advantages for a main agent and its sub-agents
     (Hong et al. 2025, arXiv:2511.13288): per-agent GRPO credit.
 
+    Inputs:
+        rollouts: ``rewards`` (each agent's own), ``agent_ids``, ``group_ids`` (task groups).
+
     Formula:
         With R_{b,i} the per-agent reward (agent i's rewards in trajectory b, summed):
 
@@ -269,10 +294,9 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
         the paper's trajectory alignment: every rollout contributes exactly D invocations
         (D = ``d_max``, default the largest count in the group) — rollouts with fewer duplicate
         randomly chosen invocations of their own, rollouts with more randomly drop the excess
-        (``seed``). Dropped invocations are not trained on (credit 0, flagged in
-        ``info["dropped"]``); duplicates only reweight the pool. In labkit an "invocation" is a
-        sub-agent that acted in the row (one reward each).
-        ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``, ``dropped`` (B, n) bool.
+        (``seed``). Dropped invocations are not trained on (credit 0); duplicates only reweight
+        the pool. In labkit an "invocation" is a sub-agent that acted in the row (one reward
+        each).
 
     Defaults:
         main_agent = 0, sub_groups = "agent", d_max = None, seed = 0, eps = 1e-6, unbiased std.
@@ -288,6 +312,11 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
         sub-agent's output, and its main-agent reward mixes format and correctness; labkit takes
         both from the per-agent rewards in ``rollouts`` (mix them upstream if wanted). The
         decoupled multi-server training (shared statistics store) is not modelled.
+
+    Returns:
+        credit at level "agent"; ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``,
+        ``dropped`` (B, n) bool (invocations dropped by the alignment), ``main_agent``,
+        ``sub_groups``.
 
     Cost:
         none beyond the sampled batch.
@@ -348,29 +377,32 @@ def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method
          n_permutations: int = 200, seed: int = 0) -> Credit:
     """SCAR (Cao et al. 2025, arXiv:2505.20417): Shapley credit over the reasoning segments of a trajectory.
 
+    Inputs:
+        rollouts: ``step_ids`` (the segments are the players; M = the batch's largest number of
+        steps).
+        ``coalition_values`` (step_coalition_values): (B, 2**M) or a callable rollouts ->
+        (B, 2**M): v_b(S) = the value (reward-model score / success probability) of trajectory b
+        when only the segments in bitmask S are kept.
+
     Formula:
-        Players are the steps (segments) of a trajectory: ``rollouts.step_ids``. M = the batch's
-        largest number of steps; ``coalition_values`` (B, 2**M) or a callable rollouts -> (B, 2**M):
-        v_b(S) = the value (reward-model score / success probability) of trajectory b when only
-        the segments in bitmask S are kept. For a row with m_b < M steps, bits >= m_b are absent
-        players: labkit reads v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits
-        are ignored — so absent segments are null players and get exactly 0.
+        For a row with m_b < M steps, bits >= m_b are absent players: labkit reads
+        v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits are ignored — so
+        absent segments are null players and get exactly 0.
 
         phi_{b,k} = sum_{S subset [m_b] \\ {k}} |S|!(m_b-|S|-1)!/m_b! (v_b(S+k) - v_b(S))
 
-        Credit of step k = phi_{b,k} (level "step"), the dense reward SCAR puts on segment k; the
-        segment rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
+        Credit of step k = phi_{b,k}, the dense reward SCAR puts on segment k; the segment
+        rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
         redistribute the sequence reward exactly (the paper's potential-based-shaping argument
         for an unchanged optimal policy). No baseline or normalisation here; feed phi as rewards
-        to a return/advantage estimator if wanted. ``info``: ``phi`` (B, M), ``n_steps`` (B,).
+        to a return/advantage estimator if wanted.
 
     Defaults:
         method = "exact"; ``method="sampled"`` uses ``n_permutations=200`` orderings, ``seed=0``.
 
     Degenerate input:
         a one-step row gets v(all) - v(none); rows with no step get nothing. Groups play no
-        role. More than 24 segments (``MAX_PLAYERS``) raise a ValueError naming
-        ``coalition_values``.
+        role. More than 24 segments (``MAX_PLAYERS``) are refused: their table would not fit.
 
     Deviations from the reference:
         the paper segments adaptively (tokens, spans, sentences) and uses Owen values (a
@@ -378,6 +410,9 @@ def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method
         exact (or permutation-sampled) Shapley values. The paper's value is a reward model
         scoring the partial text; in the lab it is the verifier's success rate of the tiny LM's
         continuations (``ArithmeticLM.segment_coalition_values``, notebook 09).
+
+    Returns:
+        credit at level "step"; ``info``: ``phi`` (B, M), ``n_steps`` (B,).
 
     Cost:
         ``aux_calls`` = coalition values read (2**m_b per row when exact; the distinct

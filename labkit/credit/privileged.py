@@ -34,6 +34,13 @@ from labkit.core.turns import turn_table
 def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Credit:
     """SWEET-RL (Zhou et al. 2025, arXiv:2503.15478): a privileged turn critic's advantage of the action.
 
+    Inputs:
+        rollouts: ``turn_ids``, ``states`` and ``tokens`` (each turn's observation and action).
+        ``critic`` (privileged_critic): a fitted ``labkit.learn.critics.BTCritic``, privileged
+        (k_t = the hidden state) or not (k_t = the observation).
+        ``hidden_states`` (hidden_states): the hidden state at every position, passed explicitly
+        (``rollouts.truth["hidden_states"]``) for a privileged critic.
+
     Formula:
         Step-wise evaluation from training-time information:
 
@@ -42,28 +49,29 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
         preference at turn t: (argmax_a A_c(k_t, a), argmin_a A_c(k_t, a)) over all candidates
 
         SWEET-RL trains the actor with DPO on the preference pairs (best vs worst of the
-        candidate actions sampled at the turn, ranked by the critic); ``info["preferences"]``
-        holds them, (B, N, 2) action ids (chosen, rejected), -1 where there is no turn. The
-        per-turn credit is what a policy-gradient learner can use instead. Centring by pi makes
-        the credit an advantage under the current policy (the critic's raw values are only
-        defined up to a constant per key). ``info["informative"]`` marks turns whose best and
-        worst candidates differ.
+        candidate actions sampled at the turn, ranked by the critic). The per-turn credit is
+        what a policy-gradient learner can use instead. Centring by pi makes the credit an
+        advantage under the current policy (the critic's raw values are only defined up to a
+        constant per key).
 
     Defaults:
-        pi = None (the paper's uncentred credit). ``critic`` (required) is a fitted
-        ``labkit.learn.critics.BTCritic``: privileged (k_t = the hidden state, passed explicitly
-        as ``hidden_states``) or not (k_t = the observation).
+        pi = None (the paper's uncentred credit).
 
     Degenerate input:
         a critic fitted on groups with equal outcomes stays 0 and gives credit 0 everywhere;
         ties (e.g. a key never seen in training: all 0) choose the lowest action id for both
         ends of the preference pair (not informative). Absent turns get credit 0 and
-        preference (-1, -1). A critic without ``scores``, ``n_actions`` and ``privileged``
-        raises a ValueError naming ``critic``.
+        preference (-1, -1). A critic without ``scores``, ``n_actions`` and ``privileged`` is
+        refused.
 
     Deviations from the reference:
         candidates are all of ToolWorld's actions (the paper samples a few from the actor); the
         critic is a table, not an LLM.
+
+    Returns:
+        credit at level "turn"; ``info``: ``preferences`` (B, N, 2) action ids (chosen, rejected),
+        -1 where there is no turn; ``informative`` (B, N) turns whose best and worst candidates
+        differ; ``critic_values`` (B, N, A); ``privileged`` (the critic's).
 
     Cost:
         ``aux_calls`` = turns x candidates (one critic evaluation each).
@@ -101,6 +109,11 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
 def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
     """CriticSearch-style (Zhang et al. 2025, arXiv:2511.12159): GRPO plus retrospective dense turn rewards.
 
+    Inputs:
+        rollouts: ``rewards``, ``group_ids``, ``turn_ids``, ``states`` and ``tokens`` (the turns).
+        ``verdicts`` (turn_verdicts): (B, N) 0/1 turn verdicts with N the batch's largest number
+        of turns, or a callable ``rollouts -> (B, N)`` (the judge).
+
     Formula:
         turn reward     r_t  = verdict_t in {0 (bad), 1 (good)}
         turn term       A^T_t = (r_t - mean_g r) / (std_g r + eps)   pooled over every turn of
@@ -109,12 +122,10 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
 
         A^GRPO_i is ``grpo`` on the trajectory outcomes: the critic's turn rewards complement the
         global reward, and the combination is optimised with GRPO, as the paper describes its
-        hybrid advantage. ``info``: ``turn_rewards`` (B, N), ``turn_term`` (B, N),
-        ``episode_term`` (B,).
+        hybrid advantage.
 
     Defaults:
-        alpha = 1, eps = 1e-6, unbiased std. ``verdicts`` (required) is (B, N) with N the
-        batch's largest number of turns, or a callable ``rollouts -> (B, N)`` (the judge).
+        alpha = 1, eps = 1e-6, unbiased std.
 
     Degenerate input:
         a pool of turns whose verdicts are all equal gets turn term 0; a group of one
@@ -128,6 +139,10 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
         reward mapping and normalisation are labkit's reading of the paper's summary (turn
         rewards from binary verdicts, group normalisation as in GRPO), not checked against its
         equations.
+
+    Returns:
+        credit at level "turn"; ``info``: ``turn_rewards`` (B, N), ``turn_term`` (B, N),
+        ``episode_term`` (B,), ``alpha``.
 
     Cost:
         one judge call per trajectory (the critic reads the whole trajectory once),

@@ -30,7 +30,8 @@ __all__ = ["MethodCard", "MethodCards", "method_card", "method_cards", "formula_
 
 _ARXIV = re.compile(r"arXiv[: ]?(\d{4}\.\d{4,5})")
 # docstring section headers, in the house order (tests/test_docstrings.py)
-_SECTIONS = ("Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Cost:")
+_SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Returns:",
+             "Cost:")
 
 
 def _check_function(name: str, fn) -> Callable:
