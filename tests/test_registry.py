@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from labkit.core.checks import check_number, per_position
 from labkit.core.rollouts import Credit
 from labkit.credit import ESTIMATORS, register, spec, specs
 from labkit.credit.registry import FEATURES, INPUT_KINDS, LEVELS, STATUSES, EstimatorSpec
@@ -110,3 +111,112 @@ def test_a_registered_estimator_checks_its_call_and_carries_its_spec():
             fn(None, values=1)
     finally:
         ESTIMATORS.pop("toy_ok", None)
+
+
+# --------------------------------------------------------------------------- a new estimator
+def _toy_critic_gap(rollouts, *, values, scale: float = 1.0):
+    """Toy critic gap (a test's estimator, 2026): the critic's value, scaled, as credit.
+
+    Inputs:
+        rollouts: ``mask``.
+        ``values`` (token_values): the critic's V at every position.
+
+    Formula:
+        A_t = scale * V_t
+
+    Defaults:
+        scale = 1.
+
+    Degenerate input:
+        none.
+
+    Deviations from the reference:
+        none.
+
+    Returns:
+        credit at level "token"; no ``info``.
+
+    Cost:
+        none.
+    """
+    scale = check_number("scale", scale)
+    return Credit.from_tokens(rollouts, scale * per_position("values", values, rollouts.mask), "toy_critic_gap")
+
+
+def _toy_entropy(rollouts):
+    """Toy entropy credit (a test's estimator, 2026): the policy's entropy as credit.
+
+    Inputs:
+        rollouts: ``entropies``.
+
+    Formula:
+        A_t = H_t
+
+    Defaults:
+        none.
+
+    Degenerate input:
+        none.
+
+    Deviations from the reference:
+        none.
+
+    Returns:
+        credit at level "token"; no ``info``.
+
+    Cost:
+        none.
+    """
+    if rollouts.entropies is None:
+        raise ValueError("entropies: toy_entropy reads the policy's entropies")
+    return Credit.from_tokens(rollouts, rollouts.entropies.double(), "toy_entropy")
+
+
+def test_a_new_estimator_is_picked_up_everywhere_from_its_spec():
+    """Adding an estimator is its function and its @register, nothing else: diagnose, the bench,
+    the method cards and the fuzz harness read what they need from the spec."""
+    from labkit.bench import Instance, applies, run_cell, suite_tasks
+    from labkit.course.methods import show_methods
+    from labkit.diagnose import compare_estimators, supported_estimators
+
+    try:
+        register("toy_critic_gap", level="token", inputs={"values": "token_values"}, status="implemented",
+                 paper="Toy 2026", equation=r"A_t = c \, V_t", symbols="V_t: the critic's value; c: scale")(
+                     _toy_critic_gap)
+        register("toy_entropy", level="token", needs=("entropies",), status="adaptation",
+                 replaces="a critical-action detector: the policy's entropy", paper="Toy 2026", equation="A_t = H_t",
+                 symbols="H_t: the policy's entropy at t")(_toy_entropy)
+        ro = fc.plain()
+
+        # diagnose: runs what needs no input and finds its feature, says why not otherwise
+        run, not_run = supported_estimators(ro)
+        assert "toy_entropy" in run and not_run["toy_critic_gap"] == "needs values: a critic's value of every position"
+        assert supported_estimators(ro.with_(entropies=None))[1]["toy_entropy"] == \
+            "the data lacks the sampling policy's entropies"
+        assert compare_estimators(ro, ["grpo", "toy_entropy"], sample=None).ran == ["grpo", "toy_entropy"]
+
+        # the bench: applies where the task gives its inputs, and runs there
+        tasks, (seed,) = suite_tasks("tiny")
+        chain, team = tasks[0], tasks[-1]
+        built = {t.name: t.build(seed) for t in (chain, team)}
+        assert applies(ESTIMATORS["toy_critic_gap"], built[chain.name]) is None
+        assert run_cell("tiny", chain, "toy_critic_gap", seed, built[chain.name])["status"] == "ok"
+        skipped = run_cell("tiny", team, "toy_critic_gap", seed, built[team.name])
+        assert skipped["status"] == "skipped" and skipped["reason"] == "needs values, which this task does not provide"
+        view = built[team.name]
+        assert applies(ESTIMATORS["toy_entropy"], Instance(view.rollouts, view.truth, view.level)) is None
+
+        # the method card: its equation, symbols and formula
+        card = show_methods("toy_critic_gap").cards[0]
+        assert card.equation == r"A_t = c \, V_t" and card.formula == "A_t = scale * V_t"
+
+        # the fuzz harness: a valid call from the kinds, and every probe of both behaves
+        kw = fc.estimator_inputs("toy_critic_gap", ro)
+        assert set(kw) == {"values"} and tuple(kw["values"].shape) == tuple(ro.mask.shape)
+        probes = fc.estimator_probes(["toy_critic_gap", "toy_entropy"])
+        assert {p.desc for p in probes} >= {"values: NaN everywhere", "scale=string", "rollouts without entropies"}
+        bad = [(p.id, out.cls, out.msg) for p in probes if not fc.expected_ok(p, out := fc.run_probe(p))]
+        assert bad == []
+    finally:
+        ESTIMATORS.pop("toy_critic_gap", None)
+        ESTIMATORS.pop("toy_entropy", None)
