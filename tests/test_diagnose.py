@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 
-import pandas as pd
 import pytest
 import torch
 
