@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from labkit.credit.multiagent import _shapley_matrix, exact_shapley, sampled_shapley
+from labkit.core.games import _shapley_matrix, exact_shapley, sampled_shapley
 
 torch.set_num_threads(2)
 

@@ -9,11 +9,14 @@ $LABKIT_SURVEY_CATALOG, else data/survey_catalog.csv. Labels and the lab's own t
 data/inventory/ (its README says which file holds which column); granularity and
 methodology_family are derived with labkit.survey's GRANULARITY_LABELS and METHODOLOGY_TO_FAMILY.
 The background estimators (data/inventory/baselines.csv) need no join: labkit.survey loads them
-as they are, and this script validates them.
+as they are, and this script validates them. Both tables are also held to the estimator registry:
+a row whose labkit_function is a registered estimator has that estimator's status, and its arXiv
+id (a catalog row's id, a baseline's arxiv_id) is one its registered paper names.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import os
 import sys
@@ -101,6 +104,26 @@ def build_methods(catalog: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.
     return df.reset_index(drop=True)
 
 
+def registry_disagreements(methods: pd.DataFrame, baselines: pd.DataFrame) -> list[str]:
+    """Rows of the method inventory and the baselines whose ``labkit_function`` is a registered
+    estimator but whose status is not its registered status, or whose arXiv id is not among the
+    ones its registered paper names; one line per disagreement."""
+    problems = []
+    for table, file, id_column in ((methods, "methods.csv", "id"), (baselines, "baselines.csv", "arxiv_id")):
+        for _, row in table.iterrows():
+            for path in filter(None, (p.strip() for p in str(row["labkit_function"]).split(";"))):
+                module, _, attr = path.rpartition(".")
+                spec = getattr(getattr(importlib.import_module(module), attr, None), "spec", None)
+                if spec is None:   # not a registered estimator (a loss, a schedule, a batch filter)
+                    continue
+                where = f"{file}: {row['name']} ({path})"
+                if row["status"] != spec.status:
+                    problems.append(f"{where}: status {row['status']!r}, registered {spec.status!r}")
+                if row[id_column] and row[id_column] not in spec.arxiv_ids:
+                    problems.append(f"{where}: arXiv id {row[id_column]} is not the registered paper's ({spec.paper})")
+    return problems
+
+
 def to_csv_text(df: pd.DataFrame) -> str:
     """The exact text written to disk (Unix newlines, minimal quoting)."""
     buf = io.StringIO()
@@ -118,20 +141,24 @@ def main(argv: list[str] | None = None) -> int:
     catalog = read_csv(find_catalog(args.catalog))
     tables = {path.stem: read_csv(path) for path in sorted(INVENTORY.glob("*.csv"))}
     load_baselines(INVENTORY / "baselines.csv")
-    tables.pop("baselines", None)
+    baselines = tables.pop("baselines")
     tables.pop("checklist", None)      # the reporting checklist, loaded by labkit.survey.checklist
-    outputs = {OUT_METHODS: to_csv_text(build_methods(catalog, tables))}
+    methods = build_methods(catalog, tables)
+    outputs = {OUT_METHODS: to_csv_text(methods)}
+    disagreements = registry_disagreements(methods, baselines)
+    for line in disagreements:
+        print(f"disagrees with the estimator registry: {line}")
     if args.check:
         stale = [p for p, text in outputs.items()
                  if not p.is_file() or p.read_text(encoding="utf-8") != text]
         for p in stale:
             print(f"{p.relative_to(REPO)} is out of date; run scripts/build_methods_csv.py")
-        return 1 if stale else 0
+        return 1 if stale or disagreements else 0
     for path, text in outputs.items():
         path.write_text(text, encoding="utf-8")
     load_methods(OUT_METHODS)      # validate what was written
     print(f"wrote {OUT_METHODS.relative_to(REPO)}")
-    return 0
+    return 1 if disagreements else 0
 
 
 if __name__ == "__main__":

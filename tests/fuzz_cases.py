@@ -224,37 +224,40 @@ def teamtask():
 
 
 # --------------------------------------------------------------------------- estimator inputs
-# Shape of each tensor input, by the level its second axis counts: pos (T), step (max steps),
-# turn (max turns), turn1 (max turns + 1), agent (max agents), coal (2 ** agents).
-def _width(ro, level: str) -> int:
-    if level == "pos":
+# Every estimator's valid call is built from its registered spec: each option of ``spec.inputs``
+# is filled by its kind (labkit.credit.registry.INPUT_KINDS). A tensor kind is filled by the axis
+# its second dimension counts; a callable kind by a factory below; the kinds only a simulator can
+# give (an env, its policy and hidden states, a privileged critic) by the ToolWorld, where those
+# estimators run. What cannot be derived stays in small tables: fill values that keep an input
+# valid, speed settings, and the optional tensors the valid call also passes.
+def _width(ro, axis: str) -> int:
+    """Size of a tensor input's second dimension, by the registry's axis names."""
+    if axis == "position":
         return ro.horizon
-    if level == "step":
+    if axis == "step":
         return int(ro.n_steps.max().clamp(min=0))
-    if level == "turn":
+    if axis == "turn":
         return int(ro.n_turns.max().clamp(min=0))
-    if level == "turn1":
+    if axis == "turn_boundary":
         return int(ro.n_turns.max().clamp(min=0)) + 1
-    if level == "agent":
+    if axis == "agent":
         return int(ro.agent_ids.max().clamp(min=-1)) + 1
-    if level == "coal":
+    if axis == "agent_coalition":
         return 2 ** (int(ro.agent_ids.max().clamp(min=-1)) + 1)
-    if level == "coal_step":
+    if axis == "step_coalition":
         return 2 ** int(ro.n_steps.max().clamp(min=0))
-    raise KeyError(level)
+    raise KeyError(axis)
 
 
-def _tensor(ro, level: str, fill: float = 0.5, dtype=None):
+def _tensor(ro, axis: str, fill: float = 0.5, dtype=None):
     import torch
     B = ro.batch_size
-    x = torch.full((B, _width(ro, level)), fill, dtype=dtype or torch.float64)
-    if level == "pos":
+    x = torch.full((B, _width(ro, axis)), fill, dtype=dtype or torch.float64)
+    if axis == "position":
         x = torch.where(ro.mask, x, torch.zeros((), dtype=x.dtype))
     return x
 
 
-# name -> {input: level or factory}. Tensor inputs are listed by level so the fuzz can make wrong
-# shapes and NaNs of them; factories (callables of ro) are passed as they are.
 def _value_fn(ro, k):
     import torch
     from labkit.core.rollouts import Cost
@@ -292,74 +295,98 @@ def _loo_fn(v, agents):
     return {a: v[full] - v[full - {a}] for a in agents}
 
 
-TENSOR_INPUTS: dict[str, dict[str, str]] = {
-    "gae": {"values": "pos"}, "td0": {"values": "pos"}, "poad": {"values": "pos"},
-    "turn_gae": {"values": "turn"},
-    "dpo_implicit_q": {"ref_logprobs": "pos", "logprobs": "pos"},
-    "itpo": {"ref_logprobs": "pos", "logprobs": "pos"},
-    "spro": {"ref_logprobs": "pos", "logprobs": "pos"},
-    "t_reg": {"better_logprobs": "pos", "worse_logprobs": "pos"},
-    "hicra": {"planning_mask": "pos"},
-    "istar": {"step_rewards": "pos"}, "red": {"scores": "pos"}, "spa_rl": {"contributions": "pos"},
-    "igpo": {"success_prob": "turn1"},
-    "capo": {"verdicts": "step"}, "critic_search": {"verdicts": "turn"}, "lare": {"step_rewards": "turn"},
-    "mappa": {"judge_scores": "pos"}, "tarl": {"grades": "turn"}, "llm_mca": {"judge_credit": "agent"},
-    "pure": {"step_scores": "step"}, "turn_reward_design": {"turn_rewards": "turn"},
-    "archer": {"q_values": "turn", "v_values": "turn"},
-    "hca": {"hindsight": "turn"}, "hcapo": {"hindsight": "turn"},
-    "shapley": {"coalition_values": "coal"}, "scar": {"coalition_values": "coal_step"},
-    "sharp": {"coalition_values": "coal"}, "leave_one_out": {"coalition_values": "coal"},
-    "credit_function": {"coalition_values": "coal"},
+# A valid value of every callable kind.
+CALLABLE_FILLS: dict[str, Callable[..., Any]] = {
+    "step_vines": _value_fn, "cut_vines": _cut_value_fn, "outcome_model": _outcome_model,
+    "step_rewriter": _rewrite_fn, "irl_reward": _step_reward, "credit_function": _loo_fn,
 }
+# Kinds only the ToolWorld can give: estimators that declare one run there.
+TOOLWORLD_KINDS = ("env", "policy", "hidden_states", "privileged_critic")
 # Fill values that keep each input valid (log-probabilities <= 0, probabilities in [0, 1]).
 FILL = {"ref_logprobs": -1.0, "logprobs": -0.5, "better_logprobs": -0.5, "worse_logprobs": -1.0,
         "planning_mask": 1.0, "grades": 1.0}
+# Optional tensor options the valid call passes too, so that their bad values are probed.
+EXTRA_TENSORS: dict[str, dict[str, str]] = {
+    "dpo_implicit_q": {"logprobs": "position"}, "itpo": {"logprobs": "position"}, "spro": {"logprobs": "position"},
+}
+# ToolWorld estimators' replays, kept short.
+TOOLWORLD_SETTINGS: dict[str, dict[str, Any]] = {"c3": {"n_continuations": 2}, "ccpo": {"n_continuations": 2}}
 # Estimators whose outcome must be 0/1 (a huge reward is then rightly refused).
 BINARY_OUTCOME = ("hca", "hcapo")
-OTHER_INPUTS: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "math_shepherd": {"value_fn": lambda ro: _value_fn},
-    "vineppo": {"value_fn": lambda ro: _value_fn},
-    "spo": {"value_fn": lambda ro: _cut_value_fn},
-    "acpo": {"outcome_model": lambda ro: _outcome_model},
-    "int_interventions": {"rewrite_fn": lambda ro: _rewrite_fn},
-    "step_agent": {"reward": lambda ro: _step_reward},
-    "credit_function": {"fn": lambda ro: _loo_fn},
-}
-# Estimators that need an environment's simulator or a privileged critic: run on ToolWorld.
-TOOLWORLD_ONLY = ("c3", "ccpo", "sweet_rl")
+# Features of the registry's vocabulary that are optional Rollouts fields (probed by leaving them out).
+ROLLOUT_FIELDS = ("anchor_keys", "entropies", "logprobs", "states")
 
 
-def _fill(name: str, level: str, ro):
-    import torch
-    x = _tensor(ro, level, FILL.get(name, 0.5))
-    if name == "planning_mask":
+def _kinds(name: str) -> dict[str, str]:
+    from labkit.credit import spec
+    return dict(spec(name).inputs)
+
+
+def can_fill(kind: str) -> bool:
+    """Whether the harness can make a valid value of input kind ``kind``."""
+    from labkit.credit.registry import INPUT_KINDS
+    return kind in CALLABLE_FILLS or kind in TOOLWORLD_KINDS or (
+        kind in INPUT_KINDS and INPUT_KINDS[kind].axis is not None)
+
+
+def toolworld_only(name: str) -> bool:
+    """Whether estimator ``name`` needs an input only a simulator gives (it runs on the ToolWorld)."""
+    return any(kind in TOOLWORLD_KINDS for kind in _kinds(name).values())
+
+
+def tensor_inputs(name: str) -> dict[str, str]:
+    """{option: axis} of the tensor inputs of a plain-Rollouts estimator (the ones probed with
+    wrong shapes and NaNs), the spec's followed by ``EXTRA_TENSORS``."""
+    from labkit.credit.registry import INPUT_KINDS
+    if toolworld_only(name):
+        return {}
+    out = {opt: INPUT_KINDS[kind].axis for opt, kind in _kinds(name).items() if kind not in CALLABLE_FILLS}
+    return out | EXTRA_TENSORS.get(name, {})
+
+
+def callable_inputs(name: str) -> dict[str, str]:
+    """{option: kind} of an estimator's callable inputs."""
+    return {opt: kind for opt, kind in _kinds(name).items() if kind in CALLABLE_FILLS}
+
+
+def _fill(option: str, axis: str, ro):
+    x = _tensor(ro, axis, FILL.get(option, 0.5))
+    if option == "planning_mask":
         x = x.bool() & ro.mask
     return x
 
 
+def _toolworld_fill(kind: str, ro):
+    env, pol, base = toolworld()
+    if kind == "env":
+        return env
+    if kind == "policy":
+        return pol
+    if kind == "hidden_states":
+        return ro.truth.get("hidden_states")
+    from labkit.learn.critics import BTCritic
+    if "bt" not in _CACHE:
+        _CACHE["bt"] = BTCritic.for_env(env, privileged=True).fit(base, base.truth["hidden_states"])
+    return _CACHE["bt"]
+
+
 def estimator_inputs(name: str, ro) -> dict[str, Any]:
-    """Keyword inputs that make estimator ``name`` run on ``ro`` (a plain Rollouts or a ToolWorld
-    batch for the TOOLWORLD_ONLY ones)."""
-    if name in TOOLWORLD_ONLY:
-        env, pol, _ = toolworld()
-        H = ro.truth.get("hidden_states")
-        if name == "sweet_rl":
-            from labkit.learn.critics import BTCritic
-            if "bt" not in _CACHE:
-                _, _, base = toolworld()
-                _CACHE["bt"] = BTCritic.for_env(env, privileged=True).fit(base, base.truth["hidden_states"])
-            return {"critic": _CACHE["bt"], "hidden_states": H}
-        return {"env": env, "policy": pol, "hidden_states": H, "n_continuations": 2}
+    """Keyword inputs that make estimator ``name`` run on ``ro`` (a plain Rollouts, or a ToolWorld
+    batch for the estimators that need a simulator), from the kinds of its spec's inputs."""
     kw: dict[str, Any] = {}
-    for inp, level in TENSOR_INPUTS.get(name, {}).items():
-        kw[inp] = _fill(inp, level, ro)
-    for inp, make in OTHER_INPUTS.get(name, {}).items():
-        kw[inp] = make(ro)
+    if toolworld_only(name):
+        for option, kind in _kinds(name).items():
+            kw[option] = _toolworld_fill(kind, ro)
+        return kw | TOOLWORLD_SETTINGS.get(name, {})
+    for option, axis in tensor_inputs(name).items():
+        kw[option] = _fill(option, axis, ro)
+    for option, kind in callable_inputs(name).items():
+        kw[option] = CALLABLE_FILLS[kind]
     return kw
 
 
 def base_rollouts(name: str):
-    if name in TOOLWORLD_ONLY:
+    if toolworld_only(name):
         return toolworld()[2]
     return plain()
 
@@ -640,7 +667,7 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                             lambda fn=fn, name=name, base=base: fn({"tokens": base.tokens}, **estimator_inputs(name, base)),
                             "invalid", ("rollouts",)))
         # degenerate but valid batches (inputs rebuilt for each batch)
-        if name in TOOLWORLD_ONLY:
+        if toolworld_only(name):
             degenerate = [
                 ("B = 1", lambda base=base: base.select([0]), "edge"),
                 ("groups of one", lambda base=base: base.with_(group_ids=torch.arange(base.batch_size)), "edge"),
@@ -690,9 +717,9 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                                     lambda run=run, base=base, opt=opt, val=val, extra=extra: run(base, **extra, **{opt: val}),
                                     "invalid", (opt,)))
         # tensor inputs
-        for inp, level in TENSOR_INPUTS.get(name, {}).items():
-            def good(ro, inp=inp, level=level):
-                return _fill(inp, level, ro)
+        for inp, axis in tensor_inputs(name).items():
+            def good(ro, inp=inp, axis=axis):
+                return _fill(inp, axis, ro)
             optional = name != "archer" and inp in sig.parameters and sig.parameters[inp].default is None
             variants = [] if optional else [("missing (None)", lambda ro: None)]
             variants += [
@@ -713,7 +740,7 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                 probes.append(Probe(grp, name, f"{inp}: {desc}",
                                     lambda run=run, base=base, inp=inp, make=make: run(base, **{inp: make(base)}),
                                     "invalid", args))
-        for inp in OTHER_INPUTS.get(name, {}):
+        for inp in callable_inputs(name):
             for desc, val in (("missing (None)", None), ("a string", "abc"), ("an int", 3)):
                 probes.append(Probe(grp, name, f"{inp}: {desc}",
                                     lambda run=run, base=base, inp=inp, val=val: run(base, **{inp: val}),
@@ -727,7 +754,7 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
             probes.append(Probe(grp, name, "value_fn returns a (B,) tensor",
                                 lambda run=run, base=base: run(base, value_fn=lambda ro, k: (torch.zeros(ro.batch_size), Cost())),
                                 "invalid", ("value_fn", "value_fn result")))
-        if name in TOOLWORLD_ONLY and name != "sweet_rl":
+        if toolworld_only(name) and "env" in _kinds(name).values():
             probes.append(Probe(grp, name, "hidden_states wrong shape",
                                 lambda run=run, base=base: run(base, hidden_states=base.truth["hidden_states"][:, :-1]),
                                 "invalid", ("hidden_states",)))
@@ -737,14 +764,21 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
             probes.append(Probe(grp, name, "env None",
                                 lambda run=run, base=base: run(base, env=None),
                                 "invalid", ("env",)))
-    # estimators that read optional Rollouts fields
+    # estimators without a rollouts field their spec needs: a clear error (naming the field, or
+    # the option that can stand in for it, e.g. hca's pi for missing logprobs) or a result
     from labkit.credit import ESTIMATORS as E
-    for name, field_ in (("carl", "entropies"), ("gigpo", "anchor_keys"), ("spro", "logprobs")):
-        if name in E and name in names:
+    from labkit.credit import spec
+    for name in names:
+        if name not in E or toolworld_only(name):
+            continue
+        options = tuple(inspect.signature(E[name]).parameters)
+        for field_ in spec(name).needs:
+            if field_ not in ROLLOUT_FIELDS:
+                continue
             probes.append(Probe(f"estimator:{name}", name, f"rollouts without {field_}",
                                 lambda name=name, field_=field_: E[name](plain().with_(**{field_: None}),
                                                                          **estimator_inputs(name, plain())),
-                                "either", (field_, "rollouts"), tuple(plain().tokens.shape)))
+                                "either", (field_, "rollouts", *options), tuple(plain().tokens.shape)))
     return probes
 
 

@@ -1,11 +1,10 @@
 """labkit.diagnose: measured quantities against hand-built batches with known answers, the tree
-walked from them, the estimator-needs table, the reports, the errors."""
+walked from them, what each estimator needs (its spec), the reports, the errors."""
 from __future__ import annotations
 
 import math
 import re
 
-import pandas as pd
 import pytest
 import torch
 
@@ -13,10 +12,12 @@ from labkit import survey
 from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS
 from labkit.diagnose import (STOCHASTIC_THRESHOLD, agreement_matrix, compare_estimators, decision_inputs,
-                             diagnose, disagreement, load_needs, measure_groups, measure_lengths,
+                             diagnose, disagreement, measure_groups, measure_lengths,
                              measure_positions, measure_rewards, measure_stochasticity, position_kinds, sample_groups,
                              supported_estimators)
-from labkit.diagnose.compare import FEATURES, check_needs
+from labkit.credit import register, spec, specs
+from labkit.credit.registry import FEATURES as FEATURE_VOCABULARY
+from labkit.diagnose.compare import FEATURES, not_supported_reason
 from labkit.envs.toolworld import ToolWorld
 from labkit.io import read_rollouts, write_rollouts
 from labkit.scoring import rank_correlation
@@ -210,11 +211,12 @@ def test_every_question_of_the_tree_has_a_source_of_evidence():
 
 
 # --------------------------------------------------------------------------- estimators
-def test_the_needs_table_lists_every_registered_estimator_once():
-    table = load_needs()
-    assert sorted(table.estimator) == sorted(ESTIMATORS)
-    for cell in table.needs:
-        assert all(f in FEATURES for f in filter(None, cell.split(";")))
+def test_every_registered_estimator_says_what_it_needs_in_the_features_diagnose_can_test():
+    # the registry's vocabulary and diagnose's tests are one list, and every spec uses it
+    assert list(FEATURES) == list(FEATURE_VOCABULARY)
+    assert [s.name for s in specs()] == list(ESTIMATORS)
+    for s in specs():
+        assert all(f in FEATURES for f in s.needs)
 
 
 def test_needs_filter_follows_the_data():
@@ -232,17 +234,28 @@ def test_needs_filter_follows_the_data():
     assert "tempo" in supported_estimators(singles)[1]
 
 
-def test_a_custom_table_decides_and_an_estimator_that_raises_is_skipped_with_its_message():
-    table = pd.DataFrame([("grpo", "episode", "", "", ""), ("gigpo", "turn", "", "", "claims nothing"),
-                          ("carl", "turn", "entropies", "", "")],
-                         columns=["estimator", "level", "needs", "inputs", "note"])
-    c = compare_estimators(_reasoning_like(), ["grpo", "gigpo", "carl", "rloo"], needs=table)
+def test_specs_decide_and_an_estimator_that_raises_is_skipped_with_its_message():
+    from dataclasses import replace
+    # what-if specs: gigpo claims to need nothing, grpo stays as registered
+    what_if = {"gigpo": replace(spec("gigpo"), needs=()), "carl": spec("carl")}
+    c = compare_estimators(_reasoning_like(), ["grpo", "gigpo", "carl"], specs=what_if)
     assert c.ran == ["grpo"]
     assert "anchor_keys" in c.skipped["gigpo"]             # the estimator's own error message
-    assert "not in the needs table" in c.not_supported["rloo"]
     assert "entropies" in c.not_supported["carl"]
-    with pytest.raises(ValueError, match="^needs: row 1 .*unknown feature 'wings'"):
-        check_needs(table.assign(needs=["wings", "", ""]))
+    # a reason names the inputs no file holds with their kinds' descriptions, else what the data lacks
+    assert not_supported_reason(spec("gae"), {}) == "needs values: a critic's value of every position"
+    assert not_supported_reason(spec("carl"), {"entropies": False}) == "the data lacks the sampling policy's entropies"
+    assert not_supported_reason(spec("carl"), {"entropies": True}) is None
+    with pytest.raises(TypeError, match="^estimator"):
+        not_supported_reason("carl", {"entropies": True})
+    with pytest.raises(TypeError, match="^specs"):
+        supported_estimators(_reasoning_like(), specs=[spec("grpo")])
+    # an estimator is never run blind: registering one without saying what it needs is refused
+    with pytest.raises(ValueError, match="^needs: estimator 'toy_wings'.*unknown feature 'wings'"):
+        register("toy_wings", level="episode", needs=("wings",), status="implemented", paper="2401.00001",
+                 equation="A_i = s_i", symbols="s_i: score")
+    with pytest.raises(TypeError, match="^level: estimator 'toy_blind'"):
+        register("toy_blind", status="implemented", paper="2401.00001", equation="A_i = s_i", symbols="s_i: score")
 
 
 def test_agreement_matrix_is_scorings_rank_correlation():

@@ -42,6 +42,15 @@ def test_edge_input_is_handled(probe):
     assert fc.expected_ok(probe, out), f"{out.cls}: {out.exc}: {out.msg}"
 
 
+def test_the_harness_fills_every_input_kind_an_estimator_can_declare():
+    from labkit.credit import specs
+    from labkit.credit.registry import INPUT_KINDS
+    assert [k for k in INPUT_KINDS if not fc.can_fill(k)] == []
+    for s in specs():
+        for option, kind in s.inputs.items():
+            assert fc.can_fill(kind), (s.name, option, kind)
+
+
 def test_known_gaps_name_existing_probes():
     ids = {p.id for p in PROBES}
     assert not set(fc.KNOWN_GAPS) - ids, sorted(set(fc.KNOWN_GAPS) - ids)[:5]
@@ -50,7 +59,7 @@ def test_known_gaps_name_existing_probes():
 # --------------------------------------------------------------------------- property test
 # Estimators that need an environment's simulator cannot run on random Rollouts; every other one
 # runs with generic inputs built from the batch (tests/fuzz_cases.estimator_inputs).
-PLAIN = [n for n in sorted(ESTIMATORS) if n not in fc.TOOLWORLD_ONLY]
+PLAIN = [n for n in sorted(ESTIMATORS) if not fc.toolworld_only(n)]
 
 
 @st.composite

@@ -1,37 +1,30 @@
-"""The method on the page: every registered estimator has a key equation (data/estimator_equations.csv)
-and a card that shows it with the docstring formula and the code that computes it."""
+"""The method on the page: every registered estimator's card renders its key equation (from its
+spec), its docstring formula and the code that computes it, and every estimator a notebook uses
+or the inventory assigns to it is on a card in that notebook."""
 from __future__ import annotations
 
-import csv
 import re
 
 import pytest
 
-from labkit.core.paths import data_path
-from labkit.course.methods import load_equations, show_methods
-from labkit.credit import ESTIMATORS, get_estimator
+from labkit.course.methods import show_methods
+from labkit.credit import ESTIMATORS, get_estimator, spec
 from labkit.viz.method import called_helpers, formula_section, method_card, method_code
 
 
-def test_every_registered_estimator_has_exactly_one_key_equation():
-    with open(data_path("estimator_equations.csv"), newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    names = [row["estimator"] for row in rows]
-    assert sorted(names) == sorted(ESTIMATORS) and len(names) == len(set(names))
-    for row in rows:
-        assert row["equation"].strip() and row["symbols"].strip(), row["estimator"]
-        assert "$" not in row["equation"], row["estimator"]  # the card adds the display-math fences
-        depth = 0
-        for ch in re.sub(r"\\[{}]", "", row["equation"]):   # literal \{ \} do not count
-            depth += {"{": 1, "}": -1}.get(ch, 0)
-            assert depth >= 0, row["estimator"]
-        assert depth == 0, f"{row['estimator']}: unbalanced braces"
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_every_registered_estimators_card_renders(name):
+    card = show_methods(name).cards[0]
+    assert card.name == name and card.equation.strip() and card.equation == spec(name).equation
+    assert card.formula.strip(), f"{name}: no Formula: section in its docstring"
+    text = card._repr_markdown_()
+    assert f"$$\n{card.equation}\n$$" in text and spec(name).symbols in text
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
 def test_every_card_shows_the_formula_and_the_code_without_docstring_or_checks(name):
     fn = get_estimator(name)
-    card = method_card(fn, equation=load_equations()[name][0])
+    card = method_card(fn, equation=spec(name).equation)
     inner = fn.__wrapped__
     assert card.name == name and card.formula and card.formula.splitlines()[0].strip() in inner.__doc__
     assert card.code.startswith(f"def {inner.__name__}(")
@@ -111,18 +104,39 @@ def test_every_estimator_a_notebook_uses_is_on_a_card_there(path):
     runner = list((Path(__file__).resolve().parents[1] / "labkit" / "course").glob(f"nb{key}_*.py"))
     source = code + "".join(p.read_text() for p in runner)
     used = {n for n in ESTIMATORS if re.search(rf"[\"']{n}[\"']", source)} - NOT_ESTIMATOR_USES.get(key, set())
-    shown = set()
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            shown |= set(re.findall(r"\*\*`(\w+)`\*\*", "".join(out.get("data", {}).get("text/markdown", ""))))
+    shown = _shown(path)
     assert used <= shown, f"{path.name}: used but not on a card: {sorted(used - shown)}"
 
 
-def test_every_registered_estimator_is_on_a_card_somewhere():
+def _shown(path) -> set[str]:
+    """Names on a card in a notebook's stored show_methods outputs."""
     import json
     shown = set()
-    for path in _notebooks():
-        for cell in json.loads(path.read_text())["cells"]:
-            for out in cell.get("outputs", []):
-                shown |= set(re.findall(r"\*\*`(\w+)`\*\*", "".join(out.get("data", {}).get("text/markdown", ""))))
-    assert set(ESTIMATORS) <= shown, sorted(set(ESTIMATORS) - shown)
+    for cell in json.loads(path.read_text())["cells"]:
+        for out in cell.get("outputs", []):
+            shown |= set(re.findall(r"\*\*`(\w+)`\*\*", "".join(out.get("data", {}).get("text/markdown", ""))))
+    return shown
+
+
+# Inventory rows whose notebook does not show the estimator yet: (estimator, notebook) -> why.
+# Strict: once the notebook shows it, the test fails until the entry is removed.
+NOT_ON_ITS_CARD_YET = {
+    ("archer", "05_why_agents_harder.ipynb"): "the inventory plans ArCHer for notebook 05, which does not show it "
+                                              "yet (its card and its bench row are in notebook 10)",
+}
+
+
+def test_every_estimator_the_inventory_assigns_to_a_notebook_is_on_a_card_there():
+    from pathlib import Path
+
+    from labkit.survey import load_baselines, load_methods
+    folder = Path(__file__).resolve().parents[1] / "notebooks"
+    assigned = set()
+    for table in (load_methods(), load_baselines()):
+        for function, notebook in zip(table.labkit_function, table.notebook):
+            for path in filter(None, (f.strip() for f in str(function).split(";"))):
+                name = path.rsplit(".", 1)[-1]
+                if name in ESTIMATORS and notebook:
+                    assigned.add((name, notebook))
+    missing = {(n, nb) for n, nb in assigned if n not in _shown(folder / nb)}
+    assert missing == set(NOT_ON_ITS_CARD_YET), sorted(missing ^ set(NOT_ON_ITS_CARD_YET))

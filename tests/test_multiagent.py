@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from labkit.credit import ESTIMATORS, estimate
 from labkit.learn.judges import noisy_oracle
-from labkit.credit.multiagent import (coalition_masks, exact_shapley, leave_one_out, popcount,
-                                      sampled_shapley)
+from labkit.core.games import (coalition_masks, exact_shapley, leave_one_out_values, popcount,
+                               sampled_shapley)
 from labkit.core.rollouts import Rollouts
 
 
@@ -136,13 +136,13 @@ GLOVE = game_from(lambda S: 1 if 0 in S and (1 in S or 2 in S) else 0, 3)  # 1 l
 ])
 def test_closed_form_three_player_games(game, shap, loo):
     assert torch.allclose(exact_shapley(game), torch.tensor(shap, dtype=torch.float64), atol=1e-12)
-    assert torch.allclose(leave_one_out(game), torch.tensor(loo, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(leave_one_out_values(game), torch.tensor(loo, dtype=torch.float64), atol=1e-12)
 
 
 def test_free_rider_gets_zero_under_both():
     # players 0 and 1 must both work; player 2 never changes anything
     game = game_from(lambda S: 1 if {0, 1} <= S else 0, 3)
-    phi, loo = exact_shapley(game), leave_one_out(game)
+    phi, loo = exact_shapley(game), leave_one_out_values(game)
     assert torch.allclose(phi, torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
     assert torch.allclose(loo, torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
 
@@ -218,7 +218,7 @@ def test_bad_tables_raise(bad, word):
     with pytest.raises(ValueError, match=word):
         exact_shapley(bad)
     with pytest.raises(ValueError, match=word):
-        leave_one_out(bad)
+        leave_one_out_values(bad)
 
 
 def test_sampled_shapley_bad_arguments():
@@ -252,7 +252,7 @@ def test_shapley_and_loo_estimators_broadcast_per_agent():
     assert torch.allclose(agent_values(c, ro), exact_shapley(table))
     assert c.cost.env_steps == 4 * 8
     loo = estimate("leave_one_out", ro, coalition_values=lambda r: table)
-    assert torch.allclose(agent_values(loo, ro), leave_one_out(table))
+    assert torch.allclose(agent_values(loo, ro), leave_one_out_values(table))
     assert loo.cost.env_steps == 4 * 4
     s = estimate("shapley", ro, coalition_values=table, method="sampled", n_permutations=4000, seed=0)
     assert torch.allclose(s.values, c.values, atol=0.05)

@@ -204,7 +204,7 @@ def test_every_catalog_row_has_a_lab_status(methods):
     assert set(methods["status"]) <= set(survey.STATUSES)
     assert len(methods) == 73
     # an implemented method names its function and the notebook that will show it
-    done = methods[methods["status"].isin(["implemented", "stand-in"])]
+    done = methods[methods["status"].isin(["implemented", "adaptation", "stand-in"])]
     assert (done["labkit_function"] != "").all() and done["notebook"].isin(NOTEBOOKS).all()
 
 
@@ -288,7 +288,7 @@ def test_implemented_functions_resolve(baselines, methods):
         pytest.skip(f"labkit.credit.episode is not importable yet ({err}); the episode-level "
                     f"estimators are still being written")
     rows = pd.concat([baselines, methods])
-    live = rows[rows["status"].isin(["implemented", "stand-in"])]
+    live = rows[rows["status"].isin(["implemented", "adaptation", "stand-in"])]
     assert len(live) >= 6
     for path in live["labkit_function"]:
         module, _, attr = path.rpartition(".")
@@ -313,6 +313,27 @@ def tables(build) -> dict[str, pd.DataFrame]:
 
 def test_build_script_reproduces_committed_csvs(build):
     assert build.main(["--check", "--catalog", str(CATALOG)]) == 0
+
+
+def test_the_inventory_agrees_with_the_estimator_registry(build, methods, tables):
+    from labkit.credit.registry import STATUSES as REGISTERED
+    # a registered estimator's status is one the inventory knows; the inventory adds the two
+    # statuses of methods with no code
+    assert survey.STATUSES[:len(REGISTERED)] == REGISTERED
+    assert build.registry_disagreements(methods, tables["baselines"]) == []
+    # a slip in either column is caught, with the row and the registered value
+    slipped = methods.copy()
+    vine = slipped["labkit_function"] == "labkit.credit.mc.vineppo"
+    slipped.loc[vine, "status"] = "stand-in"
+    slipped.loc[slipped["name"] == "SPO", "id"] = "2505.00000"
+    found = build.registry_disagreements(slipped, tables["baselines"])
+    assert found == ["methods.csv: VinePPO (labkit.credit.mc.vineppo): status 'stand-in', registered 'implemented'",
+                     "methods.csv: SPO (labkit.credit.mc.spo): arXiv id 2505.00000 is not the registered paper's "
+                     "(2505.23564)"]
+    baselines = tables["baselines"].copy()
+    baselines.loc[baselines["name"] == "GRPO", "status"] = "adaptation"
+    assert build.registry_disagreements(methods, baselines) == [
+        "baselines.csv: GRPO (labkit.credit.episode.grpo): status 'adaptation', registered 'implemented'"]
 
 
 def test_build_output_is_byte_identical(build, catalog, tables):

@@ -4,7 +4,7 @@ games, rewards, and the learner."""
 import pytest
 import torch
 
-from labkit.credit.multiagent import exact_shapley, leave_one_out
+from labkit.core.games import exact_shapley, leave_one_out_values
 from labkit.envs import TeamTask
 from labkit.envs.teamtask import PRESETS, TeamLearner
 from labkit.learn.loop import train
@@ -171,7 +171,7 @@ def test_play_checks_its_inputs():
 def preset_credit(name, **kw):
     env = TeamTask.preset(name, **kw)
     values = env.truth(env.scripted_policies(12.0)).values
-    return values, exact_shapley(values), leave_one_out(values)
+    return values, exact_shapley(values), leave_one_out_values(values)
 
 
 def test_redundant_solvers_get_no_leave_one_out_credit_but_share_shapley():

@@ -8,9 +8,9 @@ A ``Task`` is one setting of one world with exact truth, in one of the survey's 
 at the level it is scored, the deciding positions (where the task has them) and the auxiliary
 inputs the task can give an estimator (a vine value function, coalition values, ...).
 
-An estimator *applies* to a task when every option it requires (an option with no default in
-its registered signature) is among the task's inputs. One that does not apply, or raises on the
-task's rollouts, yields a ``skipped`` (or ``error``) record with the reason; the run goes on.
+An estimator *applies* to a task when every option it requires (the ``inputs`` of its registered
+spec) is among the task's inputs. One that does not apply, or raises on the task's rollouts,
+yields a ``skipped`` (or ``error``) record with the reason; the run goes on.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import torch
 
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
-from labkit.credit.multiagent import exact_shapley
+from labkit.core.games import exact_shapley, leave_one_out_values
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
 from labkit.envs.teamtask import PRESETS, TeamTask
@@ -354,9 +354,12 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
 
 def leave_one_out_rule(v: dict, agents: list) -> dict:
     """A written credit function for ``credit_function`` (QLLM): every agent's leave-one-out
-    credit, v(all) - v(all but the agent), from ``v`` (coalition frozenset -> value)."""
-    everyone = frozenset(agents)
-    return {a: v[everyone] - v[everyone - {a}] for a in agents}
+    credit, v(all) - v(all but the agent), from ``v`` (coalition frozenset -> value, for every
+    coalition of ``agents``). The rule is ``labkit.core.games.leave_one_out_values``, read on
+    the game's table (bit i of a coalition = ``agents[i]``)."""
+    table = torch.tensor([v[frozenset(a for i, a in enumerate(agents) if mask >> i & 1)]
+                          for mask in range(2 ** len(agents))], dtype=torch.float64)
+    return dict(zip(agents, leave_one_out_values(table).tolist()))
 
 
 def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size: int = 8) -> Task:
@@ -434,18 +437,24 @@ def estimator_names(spec: str | Sequence[str] = "all") -> list[str]:
 
 
 def _signature(fn: Callable) -> tuple[list[str], set[str], bool]:
-    """(required options, all options, takes **kwargs) of an estimator, from its signature."""
+    """(required options, all options, takes **kwargs) of an estimator. A registered estimator's
+    required options are its spec's ``inputs`` (an option may default to None and still be
+    needed); any other ``fn(rollouts, **options)`` requires the options without a default."""
     params = inspect.signature(fn).parameters
     skip = {"rollouts"}
-    required = [k for k, p in params.items() if k not in skip and p.default is inspect.Parameter.empty
-                and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    spec = getattr(fn, "spec", None)
+    if spec is not None:
+        required = list(spec.inputs)
+    else:
+        required = [k for k, p in params.items() if k not in skip and p.default is inspect.Parameter.empty
+                    and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     options = {k for k, p in params.items() if k not in skip and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
     return required, options, any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def applies(fn: Callable, instance: Instance) -> str | None:
-    """None if the estimator can run on the instance (the task gives every required option),
-    otherwise the reason it cannot."""
+    """None if the estimator can run on the instance (the task gives every option it requires:
+    a registered estimator's spec ``inputs``), otherwise the reason it cannot."""
     required, _, _ = _signature(fn)
     missing = [k for k in required if k not in instance.inputs]
     if missing:
@@ -554,15 +563,10 @@ def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, insta
         metrics.update(_extra_metrics(inst, credit))
     except Exception as e:  # recorded, not fatal: one estimator never stops a run
         msg = str(e).splitlines()[0] if str(e) else ""
-        # labkit's errors start with the argument's name: an option this task does not give
-        # (declared optional, e.g. ``verdicts=None``, but needed) is a skip, anything else an error
-        argument = msg.split(":", 1)[0]
-        if isinstance(e, ValueError) and argument in options and argument not in view.inputs:
-            return make_record(**base, reason=f"needs {argument}, which this task does not provide ({msg})"[:300],
-                               cost=sampled | {"wall_seconds": time.perf_counter() - t0})
-        # likewise a field the task's rollouts do not carry (GiGPO's anchor_keys on TeamTask, the
-        # LM's per-turn observations)
-        field_name = argument.removeprefix("rollouts.")
+        # labkit's errors start with the argument's name: a field the task's rollouts do not
+        # carry (GiGPO's anchor_keys on TeamTask, the LM's per-turn observations) is a skip,
+        # anything else an error
+        field_name = msg.split(":", 1)[0].removeprefix("rollouts.")
         if isinstance(e, ValueError) and field_name.isidentifier() and getattr(ro, field_name, 0) is None:
             return make_record(**base, reason=f"needs rollouts.{field_name}, which this task's rollouts do not carry "
                                               f"({msg})"[:300], cost=sampled | {"wall_seconds": time.perf_counter() - t0})

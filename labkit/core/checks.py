@@ -144,3 +144,15 @@ def check_choice(name: str, value: Any, allowed: tuple) -> Any:
     if value not in allowed:
         raise ValueError(f"{name}: must be one of {allowed}, got {value!r}")
     return value
+
+
+def trajectory_totals(name: str, value: Any, default: torch.Tensor) -> torch.Tensor:
+    """One total per trajectory as float64 (B,): ``default`` (e.g. the outcome scores) when
+    ``value`` is None, else ``value`` checked to be a finite (B,) tensor, B = ``default``'s length;
+    errors name ``name``. (The one rule for an estimator's optional per-trajectory total.)"""
+    if value is None:
+        return default.to(torch.float64)
+    x = as_tensor(name, value).to(torch.float64)
+    check_shape(name, x, (default.shape[0],))
+    check_finite(name, x)
+    return x

@@ -19,6 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.games import exact_shapley, leave_one_out_values, sampled_shapley
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.credit import get_estimator
 from labkit.credit import judge as judging
@@ -55,7 +56,7 @@ def game_credit(env: TeamTask, policies, *, case: str = "") -> pd.DataFrame:
     Columns: case, agent, role, shapley, loo, v_full (= J), v_empty.
     """
     values = env.truth(policies).values
-    phi, loo = _clean(ma.exact_shapley(values)), _clean(ma.leave_one_out(values))
+    phi, loo = _clean(exact_shapley(values)), _clean(leave_one_out_values(values))
     return pd.DataFrame({"case": case, "agent": env.agent_names, "role": list(env.roles),
                          "shapley": phi.tolist(), "loo": loo.tolist(), "v_full": float(values[-1]),
                          "v_empty": float(values[0])})
@@ -122,7 +123,7 @@ def score_credit_function(fn: judging.CreditFunction, *, cases: Sequence[str] = 
             credit = judging.apply_credit_function(fn, values, names)
         except ValueError as err:
             raise ValueError(f"{err} (the {case!r} team)") from err.__cause__
-        phi = _clean(ma.exact_shapley(values))
+        phi = _clean(exact_shapley(values))
         masks = env.coalition_masks()
         null = [i for i in range(len(names))
                 if bool(((values[masks[:, i]] - values[~masks[:, i]]).abs() < 1e-12).all())]
@@ -155,12 +156,12 @@ def sampled_shapley_error(values: torch.Tensor, budgets: Sequence[int] = (1, 2, 
     (|sum phi_sampled - sum phi_exact|, 0 up to rounding: every ordering is efficient).
     """
     values = torch.as_tensor(values, dtype=torch.float64)
-    exact = ma.exact_shapley(values)
+    exact = exact_shapley(values)
     rows = []
     for budget in budgets:
         budget = check_int("budgets", budget, low=1)
         for seed in seeds:
-            phi, evals = ma.sampled_shapley(values, n_permutations=budget, seed=int(seed), antithetic=antithetic)
+            phi, evals = sampled_shapley(values, n_permutations=budget, seed=int(seed), antithetic=antithetic)
             err = (phi - exact).abs()
             rows.append({"budget": budget, "seed": int(seed), "n_evaluations": evals, "mae": float(err.mean()),
                          "max_err": float(err.max()),
@@ -208,7 +209,7 @@ def credit_methods(env: TeamTask, *, judge_noise: float = 0.3, seed: int = 0) ->
         return get_estimator("mappa")(ro, judge_scores=scores)
 
     def llm_mca(ro):
-        phi = ma.exact_shapley(cv(ro))
+        phi = exact_shapley(cv(ro))
         return get_estimator("llm_mca")(ro, judge_credit=judges.noisy_oracle(phi, noise=judge_noise, seed=seed))
 
     return {
@@ -245,7 +246,7 @@ def agent_credit_agreement(env: TeamTask, policies, *, n_tasks: int = 32, group_
     """
     ro = env.sample(policies, n_tasks, group_size=group_size, seed=seed)
     n = env.n_agents
-    phi = _clean(ma.exact_shapley(env.coalition_values(ro)))
+    phi = _clean(exact_shapley(env.coalition_values(ro)))
     methods = credit_methods(env, judge_noise=judge_noise, seed=seed) if methods is None else methods
     credit, rows = {}, []
     varying = [i for i in range(n) if float(phi[:, i].std()) > 1e-9]
@@ -478,7 +479,6 @@ def segment_shapley_study(env, rollouts: Rollouts, *, k: int = 8, games: Sequenc
     import time
 
     from labkit.credit import estimate
-    from labkit.credit.multiagent import leave_one_out
     from labkit.envs.arithmetic.truth import truth_step_advantage  # the tiny LM's truth: loads transformers
 
     k = check_int("k", k, low=1)
@@ -496,7 +496,7 @@ def segment_shapley_study(env, rollouts: Rollouts, *, k: int = 8, games: Sequenc
         values[game] = table
         phi = estimate("scar", rollouts, coalition_values=table)
         n_steps = int(rollouts.n_steps.max())
-        loo = leave_one_out(table)[:, :n_steps]
+        loo = leave_one_out_values(table)[:, :n_steps]
         loo = torch.where(present, loo, 0)
         for method, step_credit in (("shapley", phi.values[:, :n_steps]), ("leave-one-out", loo)):
             token = rollouts.broadcast(step_credit, "step")

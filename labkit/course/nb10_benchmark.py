@@ -232,7 +232,9 @@ def register_own(fn: Callable, name: str) -> Callable:
     if name in ESTIMATORS and name not in _OWN:
         raise ValueError(f"name: {name!r} is a built-in estimator; pick another name")
     ESTIMATORS.pop(name, None)   # the registry refuses a name twice: drop the reader's earlier version
-    wrapped = register(name)(fn)
+    # the registry records a spec: a reader's estimator writes per-token credit from the rollouts alone
+    wrapped = register(name, level="token", status="implemented", paper="the reader's own (notebook 10)",
+                       equation=r"A_{i,t} = f(\text{rollouts})_{i,t}", symbols="f: the reader's function")(fn)
     _OWN.add(name)
     return wrapped
 

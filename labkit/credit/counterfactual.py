@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_int
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.protocols import Env, HiddenStateTruth, require
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns
@@ -97,10 +97,26 @@ def _reexecute(env, policy, state: tuple, t, first, *, seed: int) -> tuple[torch
 
 
 # --------------------------------------------------------------------------- C3
-@register("c3")
+@register("c3", level="turn", needs=("states",),
+          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="implemented",
+          paper="2603.06859",
+          equation=r"A_{i,k} = G_k - \mathbb{E}_{a' \sim d(\cdot \mid o_k)} \mathbb{E}\left[G_k \mid s_k, "
+                   r"\operatorname{do}(a')\right],\quad G_k = \sum_{l \ge k} r_l",
+          symbols="k: turn; G_k: realised return-to-go; d: default action, pi(.|o_k) by default; expectation by 8 "
+                  "replays from the restored hidden state s_k")
 def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
        default="policy", n_continuations: int = 8, seed: int = 0, truth=None, critic=None, pi=None) -> Credit:
     """C3 (Chen et al. 2026, arXiv:2603.06859): realised return minus a counterfactual default's, per turn.
+
+    Inputs:
+        rollouts: ``rewards``, ``turn_ids``, ``states`` and ``tokens`` (each turn's observation
+        and action).
+        ``env`` (env), ``policy`` (policy) and ``hidden_states`` (hidden_states) for the default
+        mode, re-execution: the environment restores the hidden state a turn started from
+        (``env.rollout_from``; the explicit ``hidden_states`` = ``rollouts.truth["hidden_states"]``,
+        as the simulator's save-state would be) and ``policy`` plays on. Mode "exact" reads
+        ``truth`` = ``env.truth(policy)`` instead of replaying; mode "learned" a fitted ``critic``
+        and the policy table (``pi`` or ``policy``).
 
     Formula:
         Contextual counterfactual credit assignment:
@@ -119,19 +135,14 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
 
         ``mode``:
 
-        * ``"reexecute"``: restore s_t (``env.rollout_from``, hidden state from the explicit
-          ``hidden_states``), force a' ~ d, let ``policy`` play on; mean over
+        * ``"reexecute"``: restore s_t, force a' ~ d, let ``policy`` play on; mean over
           ``n_continuations`` replays per turn, all turns of the batch vectorised. Unbiased for
           the exact value below; equal to it when the world and the policy are deterministic.
-        * ``"exact"``: E[credit | s_t, a_t] = Q(s_t, a_t) - sum_a' d(a') Q(s_t, a') from the DP
-          (``truth`` = ``env.truth(policy)``; ``hidden_states`` needed). For tests; an oracle.
+        * ``"exact"``: E[credit | s_t, a_t] = Q(s_t, a_t) - sum_a' d(a') Q(s_t, a') from the DP.
+          For tests; an oracle.
         * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts predicts the
           counterfactual from what is observable: sum_a' d(a') Q_hat(o_t, a') with ``critic`` a
-          fitted ``labkit.learn.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay); the
-          default distribution needs the policy table (``pi`` or ``policy``).
-
-        ``info``: ``counterfactual`` (B, N) the baseline, ``returns`` (B, N) G_t, ``mode``,
-        ``default``.
+          fitted ``labkit.learn.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay).
 
     Defaults:
         mode = "reexecute", default = "policy", n_continuations = 8, seed = 0.
@@ -146,6 +157,10 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
         turns and the continuation is re-sampled from the policy (the tools are random, so
         nothing else could be held fixed). The paper's LOO baseline is over K alternatives
         including the taken one, each of which gets credit; labkit credits the taken action only.
+
+    Returns:
+        credit at level "turn"; ``info``: ``counterfactual`` (B, N) the baseline, ``returns``
+        (B, N) G_t, ``mode``, ``default``.
 
     Cost:
         re-execution: ``env_resets`` = restored states (turns x n_continuations), ``env_steps`` =
@@ -201,10 +216,22 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
 
 
 # --------------------------------------------------------------------------- CCPO
-@register("ccpo")
+@register("ccpo", level="turn", needs=("states",),
+          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="implemented",
+          paper="2603.21563",
+          equation=r"A_{i,k} = \mathbb{E}\left[G_k \mid s_k, \operatorname{do}(a_k)\right] - \sum_a \pi(a \mid o_k) "
+                   r"\, \mathbb{E}\left[G_k \mid s_k, \operatorname{do}(a)\right]",
+          symbols="k: turn; G_k: return from turn k on; each do(a) estimated by 8 replays from the restored hidden "
+                  "state s_k (exact mode: Q - V)")
 def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
          n_continuations: int = 8, seed: int = 0, truth=None) -> Credit:
     """CCPO (Li et al. 2026, arXiv:2603.21563): the average treatment effect of a turn's action.
+
+    Inputs:
+        rollouts: ``turn_ids``, ``states`` and ``tokens`` (each turn's observation and action).
+        ``env`` (env), ``policy`` (policy) and ``hidden_states`` (hidden_states): re-execution
+        from the restored state of every turn, as in ``c3``. Mode "exact" reads ``truth`` =
+        ``env.truth(policy)`` instead of replaying.
 
     Formula:
         Counterfactual credit policy optimisation:
@@ -216,10 +243,9 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
         ``mode="reexecute"`` forces every action a in turn (``n_continuations`` replays each; the
         do(a_t) replays are among them) and weights the means by pi exactly; ``mode="exact"``
         uses the DP, where the formula is by definition Q(s_t, a_t) - V(s_t) = A(s_t, a_t), the
-        exact advantage (``truth`` = ``env.truth(policy)``). Unlike C3 the first term is itself
-        an interventional mean, not the realised return, so the luck of the tool answers after
-        turn t is averaged out of both terms. ``info``: ``do_values`` (B, N, A) E[G | do(a)]
-        estimates, ``baseline`` (B, N).
+        exact advantage. Unlike C3 the first term is itself an interventional mean, not the
+        realised return, so the luck of the tool answers after turn t is averaged out of both
+        terms.
 
     Defaults:
         mode = "reexecute", n_continuations = 8, seed = 0.
@@ -234,6 +260,10 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
         intervention logic per turn of one agent, as the survey (§5.2) describes CCPO's causal
         view (each action a treatment, the outcome the effect). Its "no unobserved confounders"
         assumption holds here by construction: the intervention restores the full hidden state.
+
+    Returns:
+        credit at level "turn"; ``info``: ``do_values`` (B, N, A) E[G | do(a)] estimates,
+        ``baseline`` (B, N), ``mode``.
 
     Cost:
         re-execution: ``env_resets`` = turns x n_actions x n_continuations (every action is an
@@ -274,9 +304,19 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
 INT_ROWS = ("failed", "all")
 
 
-@register("int_interventions")
+@register("int_interventions", level="step", inputs={"rewrite_fn": "step_rewriter"}, status="implemented",
+          paper="2601.14209",
+          equation=r"A_{i,k} = s_i - \frac{1}{m} \sum_{j=1}^{m} s'_{i,k,j}",
+          symbols="k: step; s'_j: outcomes of the m <= K = 4 rewrites of step k that differ from it (m = 0: credit "
+                  "0); failed responses only by default")
 def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str = "failed") -> Credit:
     """InT, self-proposed interventions (Yang et al. 2026, arXiv:2601.14209): blame a step whose rewrite flips the outcome.
+
+    Inputs:
+        rollouts: ``rewards`` (the outcome R), ``step_ids``.
+        ``rewrite_fn`` (step_rewriter): ``rewrite_fn(rollouts, cells, k) -> (outcomes (n, k),
+        changed (n, k) bool, Cost)`` for the list of ``(row, step)`` cells (for the tiny LM:
+        ``ArithmeticLM.step_rewrite_fn(seed=...)``).
 
     Formula:
         For step i of a response with outcome R, the policy rewrites step i k times from the
@@ -291,21 +331,17 @@ def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str =
         gets 0. On this task a correct step has one correct form, so replacing it breaks it and
         the blame concentrates on the first wrong step. ``rows="all"`` also intervenes on
         successful responses, where credit_i = 1 - flip_i credits a step whose replacement
-        breaks the success. ``info``: ``flip_rate`` (B, S), ``interventions`` (B, S) m,
-        ``rewritten`` (B, S) bool (cells that were rewritten), ``k``, ``rows``.
+        breaks the success.
 
     Defaults:
         k = 4 rewrites per step, rows = "failed" (the paper intervenes on failed traces only;
-        successful responses get 0). ``rewrite_fn`` (required): ``rewrite_fn(rollouts, cells, k)
-        -> (outcomes (n, k), changed (n, k) bool, Cost)`` for the list of ``(row, step)`` cells
-        (for the tiny LM: ``ArithmeticLM.step_rewrite_fn(seed=...)``).
+        successful responses get 0).
 
     Degenerate input:
         a batch with no failed response (under rows="failed") gets zero credit and costs
         nothing; a row with nothing generated gets 0. A step whose k rewrites all repeat
         the original gets 0 (no intervention found). A one-step failed response is blamed by
-        the rate at which a fresh answer succeeds. A ``rewrite_fn`` returning the wrong shapes
-        raises a ValueError naming ``rewrite_fn``.
+        the rate at which a fresh answer succeeds.
 
     Deviations from the reference:
         InT has the model, given a reference solution, find the first error of a failed trace
@@ -314,6 +350,10 @@ def int_interventions(rollouts: Rollouts, *, rewrite_fn, k: int = 4, rows: str =
         steps (no reference solution shown; an identical rewrite is not counted as an
         intervention), every step is intervened on rather than only the located first error,
         and the result is a per-step credit instead of SFT data.
+
+    Returns:
+        credit at level "step"; ``info``: ``flip_rate`` (B, S), ``interventions`` (B, S) m,
+        ``rewritten`` (B, S) bool (cells that were rewritten), ``k``, ``rows``.
 
     Cost:
         what ``rewrite_fn`` reports: ``policy_forwards`` = sequences sampled (rewrites and their

@@ -13,7 +13,7 @@ import torch
 from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import top_fraction as select_top
-from labkit.credit._registry import get_estimator, register
+from labkit.credit.registry import get_estimator, register
 
 
 def turn_entropy(rollouts: Rollouts, method: str = "carl") -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,10 +40,18 @@ def _base_estimator(base: str, base_kwargs: dict[str, Any] | None, method: str):
         raise ValueError(f"base: {str(err).removeprefix('name: ')}") from None
 
 
-@register("carl")
+@register("carl", level="turn", needs=("entropies",), status="implemented", paper="2512.04949",
+          equation=r"A_{i,t} = \mathbf{1}\left[k(t) \in \operatorname{top}_{\lceil \rho n \rceil}(H)\right] "
+                   r"A^{\text{base}}_{i,t}",
+          symbols="k(t): turn of token t; H: turn's mean policy entropy, ranked over all n turns of the batch; rho "
+                  "= top_fraction = 0.3; base = grpo")
 def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
          base_kwargs: dict[str, Any] | None = None) -> Credit:
     """CARL, critical-action-focused RL (Shen et al. 2025, arXiv:2512.04949): credit on high-entropy turns.
+
+    Inputs:
+        rollouts: ``entropies`` (the sampling policy's, per position), ``turn_ids``, and what the
+        base estimator reads (``grpo``: ``rewards``, ``group_ids``).
 
     Formula:
         H_{i,k}  = mean over turn k's positions of the policy entropy
@@ -54,11 +62,7 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
         to it). Zero credit means the turn's tokens get no gradient: CARL reports ~72 % fewer
         updates at equal performance. Ties in entropy are broken by position (row-major:
         trajectory, then turn), so exactly ceil(top_fraction * n) turns are kept.
-        ``top_fraction = 1`` returns the base credit. Returns turn-level credit when the base
-        credit is constant within every turn (episode- and turn-level bases), else token-level
-        credit. ``info``: ``kept`` (B, N) bool, ``turn_entropy`` (B, N), ``share_updated``
-        (kept / all turns), ``entropy_threshold`` (entropy of the least uncertain kept turn),
-        ``base`` (name) and ``base_info``.
+        ``top_fraction = 1`` returns the base credit.
 
     Defaults:
         base = "grpo", top_fraction = 0.3, base_kwargs = None.
@@ -66,8 +70,7 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
     Degenerate input:
         a batch with one turn keeps it; all-equal entropies keep the first turns (row-major).
         Groups of one, zero variance etc. are whatever the base estimator does with them.
-        Rollouts without ``entropies`` raise a ValueError naming ``entropies``; ``base="carl"``
-        or an unknown base name raises a ValueError naming ``base``.
+        Rollouts without ``entropies`` are refused, and so is ``base="carl"``.
 
     Deviations from the reference:
         credit part only. Deliberate simplifications: the paper also re-samples (branches)
@@ -75,6 +78,12 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
         rewards; labkit keeps only the selective-update part, on a fixed batch, and selects a
         fixed fraction rather than an entropy threshold. No public code was found, so
         conventions are labkit's own.
+
+    Returns:
+        credit at level "turn" when the base credit is constant within every turn (episode- and
+        turn-level bases, the default), else at level "token"; ``info``: ``kept`` (B, N) bool,
+        ``turn_entropy`` (B, N), ``share_updated`` (kept / all turns), ``entropy_threshold``
+        (entropy of the least uncertain kept turn), ``base`` (name) and ``base_info``.
 
     Cost:
         the base estimator's cost, passed through unchanged; the entropies are read from the
@@ -101,10 +110,20 @@ def carl(rollouts: Rollouts, *, base: str = "grpo", top_fraction: float = 0.3,
 
 
 # --------------------------------------------------------------------------- HICRA
-@register("hicra")
+@register("hicra", level="token", inputs={"planning_mask": "planning_mask"}, status="implemented",
+          paper="2509.03646",
+          equation=r"A'_t = A_t + \alpha \, |A_t| \, \mathbf{1}[t \in \mathcal{P}]",
+          symbols="A_t: base credit (grpo); P: planning tokens (planning_mask); alpha = 0.2")
 def hicra(rollouts: Rollouts, *, planning_mask, alpha: float = 0.2, base: str = "grpo",
           base_kwargs: dict[str, Any] | None = None, base_credit=None) -> Credit:
     """HICRA, hierarchy-aware credit (Wang et al. 2025, arXiv:2509.03646): base credit amplified on planning tokens.
+
+    Inputs:
+        rollouts: ``mask``, and what the base estimator reads (``grpo``: ``rewards``,
+        ``group_ids``).
+        ``planning_mask`` (planning_mask): a (B, T) bool tensor marking the planning tokens (for
+        the arithmetic task: ``labkit.envs.arithmetic.labels.planning_mask``, operands and the
+        answer mark).
 
     Formula:
         A'_t = A_t + alpha * |A_t|    if token t is a planning token
@@ -113,11 +132,7 @@ def hicra(rollouts: Rollouts, *, planning_mask, alpha: float = 0.2, base: str = 
         A_t is a base estimator's token credit (default ``grpo``). On a planning token a
         positive credit grows by the factor (1 + alpha) and a negative one shrinks by
         (1 - alpha): the update pushes strategic choices up harder and punishes them less
-        than the procedural tokens of the same trajectory. ``planning_mask`` (B, T) bool marks
-        the planning tokens (for the arithmetic task: ``labkit.envs.arithmetic.labels
-        .planning_mask``, operands and the answer mark). ``info``: ``planning_mask``,
-        ``planning_share`` (planning / generated tokens), ``bonus`` (B, T) the added alpha|A_t|,
-        ``base``, ``base_info``.
+        than the procedural tokens of the same trajectory.
 
     Defaults:
         alpha = 0.2, base = "grpo" (the paper's setting), base_kwargs = None. ``base_credit``
@@ -128,14 +143,18 @@ def hicra(rollouts: Rollouts, *, planning_mask, alpha: float = 0.2, base: str = 
         no planning token (an all-False mask) returns the base credit; all tokens planning
         adds alpha |A| everywhere; alpha = 0 returns the base credit. Zero base credit (a
         group of one failing under GRPO, an all-equal group) stays 0. Planning flags off the
-        mask are ignored. A mask of the wrong shape or dtype raises a ValueError / TypeError
-        naming ``planning_mask``; an unknown base raises one naming ``base``.
+        mask are ignored; a mask that is not bool is refused.
 
     Deviations from the reference:
         HICRA finds planning tokens with "strategic grams" (n-grams of planning phrases mined
         from reasoning traces); the arithmetic task knows them by construction, so the mask is
         exact rather than mined. Credit part only: the paper's semantic-entropy diagnostics
         are not reproduced.
+
+    Returns:
+        credit at level "token"; ``info``: ``planning_mask`` (on generated tokens),
+        ``planning_share`` (planning / generated tokens), ``bonus`` (B, T) the added alpha|A_t|,
+        ``alpha``, ``base`` (name) and ``base_info``.
 
     Cost:
         the base estimator's cost (or ``base_credit``'s), passed through unchanged.

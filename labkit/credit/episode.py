@@ -15,16 +15,21 @@ import torch
 from labkit.core.checks import check_bool, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 
 def _episode_credit(rollouts: Rollouts, adv: torch.Tensor, method: str, **info) -> Credit:
     return Credit.from_level(rollouts, adv[:, None], "episode", method, **info)
 
 
-@register("reinforce")
+@register("reinforce", level="episode", status="implemented", paper="Williams 1992",
+          equation=r"A_{i,t} = s_i = \sum_{t'} r_{i,t'}",
+          symbols="s_i: trajectory score, the same on every token; no baseline")
 def reinforce(rollouts: Rollouts) -> Credit:
     """REINFORCE (Williams 1992): every token's credit is the trajectory's total reward.
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i).
 
     Formula:
         A_{i,t} = s_i = sum_t r_{i,t}
@@ -40,15 +45,24 @@ def reinforce(rollouts: Rollouts) -> Credit:
     Deviations from the reference:
         none.
 
+    Returns:
+        credit at level "episode" (one value per trajectory, on each of its generated tokens); no
+        ``info``.
+
     Cost:
         none beyond the sampled batch.
     """
     return _episode_credit(rollouts, rollouts.scores, "reinforce")
 
 
-@register("reinforce_baseline")
+@register("reinforce_baseline", level="episode", status="implemented", paper="Williams 1992",
+          equation=r"A_i = s_i - \frac{1}{B} \sum_{j=1}^{B} s_j",
+          symbols="s_i: trajectory score; B: batch size (whole-batch mean, groups ignored, s_i included)")
 def reinforce_baseline(rollouts: Rollouts) -> Credit:
     """REINFORCE with a mean baseline (Williams 1992): the score minus the batch mean.
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_j).
 
     Formula:
         A_i = s_i - mean_j s_j over the whole batch (groups ignored). The mean includes s_i
@@ -63,6 +77,9 @@ def reinforce_baseline(rollouts: Rollouts) -> Credit:
     Deviations from the reference:
         none.
 
+    Returns:
+        credit at level "episode"; no ``info``.
+
     Cost:
         none beyond the sampled batch.
     """
@@ -70,16 +87,21 @@ def reinforce_baseline(rollouts: Rollouts) -> Credit:
     return _episode_credit(rollouts, scores - scores.mean(), "reinforce_baseline")
 
 
-@register("rloo")
+@register("rloo", level="episode", status="implemented", paper="2402.14740",
+          equation=r"A_i = s_i - \frac{1}{n-1} \sum_{j \in g(i), j \ne i} s_j",
+          symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; n = |g(i)|; a group of one gets 0")
 def rloo(rollouts: Rollouts) -> Credit:
     """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740).
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``group_ids`` (the prompt groups).
 
     Formula:
         A_i = s_i - mean_{j in group(i), j != i} s_j = n/(n-1) * (s_i - mean_group)
         Unbiased: the baseline does not depend on trajectory i.
 
     Defaults:
-        none (no options); groups are ``rollouts.group_ids``.
+        none (no options).
 
     Degenerate input:
         a group of one has no other sample to compare with and gets credit 0; an all-equal
@@ -89,6 +111,9 @@ def rloo(rollouts: Rollouts) -> Credit:
         verl's scalar RLOO (``rloo``) returns a singleton's raw score; labkit follows its
         vectorised version (``rloo_vectorized``: 0); elsewhere equal to both (tested).
 
+    Returns:
+        credit at level "episode"; no ``info``.
+
     Cost:
         none beyond the sampled batch.
     """
@@ -97,9 +122,16 @@ def rloo(rollouts: Rollouts) -> Credit:
     return _episode_credit(rollouts, scale * (rollouts.scores - mean), "rloo")
 
 
-@register("grpo")
+@register("grpo", level="episode", status="implemented", paper="2402.03300",
+          equation=r"A_i = \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} s_j + "
+                   r"\epsilon}",
+          symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; std unbiased; eps = 1e-6; a group "
+                  "of one: mean 0, std 1")
 def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
     """GRPO group-relative advantage (Shao et al. 2024, arXiv:2402.03300).
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``group_ids`` (the prompt groups).
 
     Formula:
         A_i = (s_i - mean_group) / (std_group + eps)      (std unbiased)
@@ -118,6 +150,10 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
         group-of-one rule; labkit sums in float64, verl in float32, so they agree to about 1e-6,
         tests/test_verl_bridge.py); TRL uses eps = 1e-4 (only matters for near-constant groups).
 
+    Returns:
+        credit at level "episode" (method "dr_grpo" when normalize_std=False); ``info``:
+        ``group_mean`` and ``group_std`` (B,), each trajectory's group statistics.
+
     Cost:
         none beyond the sampled batch.
     """
@@ -127,9 +163,14 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
                            group_mean=mean, group_std=std)
 
 
-@register("dr_grpo")
+@register("dr_grpo", level="episode", status="implemented", paper="2503.20783",
+          equation=r"A_i = s_i - \operatorname{mean}_{j \in g(i)} s_j",
+          symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; a group of one keeps its raw score")
 def dr_grpo(rollouts: Rollouts) -> Credit:
     """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): GRPO without the std division.
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``group_ids`` (the prompt groups).
 
     Formula:
         A_i = s_i - mean_group
@@ -147,16 +188,27 @@ def dr_grpo(rollouts: Rollouts) -> Credit:
         loss-aggregation choice made in the training loop (``labkit.learn.loop``), not here.
         Equal to verl's ``grpo`` with ``norm_adv_by_std_in_grpo=False`` (tested).
 
+    Returns:
+        credit at level "episode"; ``info``: ``group_mean`` and ``group_std`` (B,) (as ``grpo``'s).
+
     Cost:
         none beyond the sampled batch.
     """
     return grpo(rollouts, normalize_std=False)
 
 
-@register("reinforce_pp")
+# Discounted returns vary along a trajectory, so REINFORCE++ credits tokens, not episodes.
+@register("reinforce_pp", level="token", status="implemented", paper="2501.03262",
+          equation=r"A_{i,t} = \frac{G_{i,t} - \operatorname{mean}(G)}{\sqrt{\operatorname{var}(G) + "
+                   r"\epsilon}},\quad G_{i,t} = r_{i,t} + \gamma G_{i,t+1}",
+          symbols="mean, population var over all generated tokens of the batch; gamma = 1; eps = 1e-8; "
+                  "group_baseline: G = s_i - group mean")
 def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool = False,
                  eps: float = 1e-8) -> Credit:
     """REINFORCE++ (Hu 2025, arXiv:2501.03262): batch-whitened discounted returns.
+
+    Inputs:
+        rollouts: ``rewards``, ``mask``; ``group_ids`` with ``group_baseline=True``.
 
     Formula:
         G_{i,t} = r_{i,t} + gamma G_{i,t+1}
@@ -184,6 +236,10 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
         verl's times sqrt((var_unbiased + eps) / (var + eps)), about 1 + 1/(2n) (1.000001 for a
         batch of 512k tokens; tests/test_verl_bridge.py checks that this factor is the only
         difference). A batch with one generated token: verl raises, labkit gives 0.
+
+    Returns:
+        credit at level "token"; ``info``: ``batch_mean`` and ``batch_var``, the whitening's
+        statistics of G.
 
     Cost:
         none beyond the sampled batch.

@@ -19,7 +19,7 @@ from labkit.core.checks import check_choice, check_number
 from labkit.core.rollouts import Credit, Rollouts
 from labkit.core.stats import discounted_returns, group_normalize, group_stats
 from labkit.core.turns import turn_rewards
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 GIGPO_NORMS = ("mean_norm", "mean_std_norm")
 
@@ -79,10 +79,19 @@ def anchor_groups(rollouts: Rollouts) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- GiGPO
-@register("gigpo")
+@register("gigpo", level="turn", needs=("anchor_keys",), status="implemented", paper="2505.10978",
+          equation=r"A_{i,k} = \left(s_i - \operatorname{mean}_{g(i)} s\right) + \omega \left(R_{i,k} - "
+                   r"\operatorname{mean}_{\mathcal{A}(i,k)} R\right),\quad R_{i,k} = \sum_{l \ge k} \gamma^{l-k} "
+                   "r_{i,l}",
+          symbols="k: turn; A(i,k): turns of the task group starting from the same anchor state (alone: step term "
+                  "0); omega = 1; gamma = 0.95")
 def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: str = "mean_norm",
           eps: float = 1e-6) -> Credit:
     """GiGPO, group-in-group policy optimisation (Feng et al. 2025, arXiv:2505.10978): turn credit.
+
+    Inputs:
+        rollouts: ``rewards``, ``group_ids`` (task groups), ``turn_ids``, ``step_ids`` and
+        ``anchor_keys`` (one observation key per step; a turn's key is its first step's).
 
     Formula:
         episode term  A^E_i   = s_i - mean_{group(i)} s              (norm = "mean_norm")
@@ -94,10 +103,6 @@ def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: 
         s_i is the trajectory's total reward, groups are ``group_ids``; an anchor group is the set
         of turns (from any trajectory of the same task group, repeat visits within one trajectory
         included) whose anchor key is identical. Every token of turn k takes A_{i,k}.
-        ``info``: ``anchor_index`` (B, N) anchor-group id per turn, ``anchor_sizes`` (size of
-        each group), ``turn_anchor_size`` (B, N), ``singleton_share`` (share of anchor groups of
-        size 1), ``singleton_turn_share`` (share of turns that sit in one), ``episode_term``,
-        ``step_term``, ``step_returns`` (all (B, N) except the episode term (B,)).
 
     Defaults:
         stds are unbiased, eps = 1e-6, omega = 1, gamma = 0.95 as in verl-agent's examples;
@@ -109,7 +114,7 @@ def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: 
         possible); an anchor group whose returns are all equal has step term 0. With every
         anchor group a singleton, or omega = 0, GiGPO is exactly ``dr_grpo`` (mean_norm) or
         ``grpo`` with the same eps (mean_std_norm). A trajectory with no generated turn gets 0.
-        Rollouts without ``anchor_keys`` raise a ValueError naming ``anchor_keys``.
+        Rollouts without ``anchor_keys`` are refused.
 
     Deviations from the reference:
         deliberate differences from verl-agent: (1) its episode term by default pools one entry
@@ -118,6 +123,13 @@ def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: 
         key matching (verl-agent optionally merges text observations with similarity >= 0.95).
         (3) Rewards are read per turn from the token rewards, discounting once per turn, not per
         token.
+
+    Returns:
+        credit at level "turn"; ``info``: ``anchor_index`` (B, N) anchor-group id per turn,
+        ``anchor_sizes`` (size of each group), ``turn_anchor_size`` (B, N), ``singleton_share``
+        (share of anchor groups of size 1), ``singleton_turn_share`` (share of turns that sit in
+        one), ``episode_term`` (B,), ``step_term`` and ``step_returns`` (B, N), and the settings
+        ``omega``, ``gamma``, ``norm``.
 
     Cost:
         none beyond the sampled batch.

@@ -25,7 +25,7 @@ import torch
 
 from labkit.core.checks import (as_tensor, check_bool, check_finite, check_in_range, check_number, check_shape,
                                 resolve_input)
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.turns import binary_outcome, turn_table
 from labkit.credit.episode import grpo
@@ -64,10 +64,23 @@ def _resolve(name: str, value, rollouts: Rollouts, present: torch.Tensor) -> tup
 
 
 # --------------------------------------------------------------------------- HCA
-@register("hca")
+@register("hca", level="turn", needs=("states", "logprobs"), inputs={"hindsight": "hindsight"}, status="implemented",
+          paper="1912.02503",
+          equation=r"A_{i,k} = \left(1 - \frac{\pi(a_k \mid s_k)}{h(a_k \mid s_k, Z_i)}\right) Z_i",
+          symbols="k: turn; Z_i in {0,1}: trajectory outcome; h: probability of the action given the outcome "
+                  "(exact or learned hindsight model)")
 def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
         max_ratio: float | None = None) -> Credit:
     """Return-conditioned hindsight credit assignment (Harutyunyan et al. 2019, arXiv:1912.02503): (1 - pi / h) Z.
+
+    Inputs:
+        rollouts: ``rewards`` (Z, unless ``outcome`` is given), ``turn_ids``, ``states`` and
+        ``tokens`` (each turn's observation and action), ``logprobs`` (pi(a_t | s_t), unless
+        the table ``pi`` is given).
+        ``hindsight`` (hindsight): h(a_t | ., Z) of every turn's action, (B, N) with N the
+        batch's largest number of turns, or a callable ``rollouts -> (B, N)``: e.g.
+        ``exact_hindsight(...)`` (oracle) or a fitted ``LearnedHindsight`` (counted on what the
+        agent sees).
 
     Formula:
         credit_t = (1 - pi(a_t | s_t) / h(a_t | s_t, Z)) * Z
@@ -81,27 +94,27 @@ def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
         e.g. submitting an unfixed bug) never appears in a successful episode, so its credit is
         always 0, not -V(s): HCA cannot blame what no success carries (the paper assumes h > 0
         wherever pi > 0). With a binary Z every failed trajectory gets credit 0 (its information
-        is in the ratios of the successful ones). ``info``: ``ratio`` (pi / h, (B, N)),
-        ``hindsight`` (h), ``outcome``.
+        is in the ratios of the successful ones).
 
     Defaults:
         Z = the trajectory's total reward, which must be 0 / 1 (or pass ``outcome=`` (B,)).
-        ``hindsight`` (required) is h(a_t | ., Z) of every turn's action, (B, N) with N the
-        batch's largest number of turns, or a callable ``rollouts -> (B, N)``: e.g.
-        ``exact_hindsight(...)`` (oracle) or a fitted ``LearnedHindsight`` (counted on what the
-        agent sees). pi(a_t | s_t) comes from ``pi`` (an (n_obs, n_actions) table) or else from
-        ``rollouts.logprobs``. ``max_ratio`` (default None = no clipping) caps pi / h.
+        pi = None (pi(a_t | s_t) from ``rollouts.logprobs``; else an (n_obs, n_actions) table).
+        ``max_ratio`` = None (no clipping; a number caps pi / h).
 
     Degenerate input:
         groups play no role (a group of one is fine); a batch with no success gives credit 0
         everywhere; absent turns get 0. h = 0 for an action of a trajectory whose Z = 1 is
-        impossible for the exact h and for ``LearnedHindsight`` (it counts the action) and
-        raises a ValueError if passed; a non-binary outcome raises a ValueError.
+        impossible for the exact h and for ``LearnedHindsight`` (it counts the action) and is
+        refused if passed, as is a non-binary outcome.
 
     Deviations from the reference:
         the paper also has state-conditioned HCA (h(a | s, s')); labkit implements the
         return-conditioned form only, with Z = the whole episode's outcome (the return from
         every turn on when only the end is rewarded).
+
+    Returns:
+        credit at level "turn"; ``info``: ``ratio`` (pi / h, (B, N)), ``hindsight`` (h),
+        ``outcome`` (Z).
 
     Cost:
         none beyond the rollouts (h is a table lookup); a callable h counts as one auxiliary
@@ -124,10 +137,22 @@ def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
 
 
 # --------------------------------------------------------------------------- HCAPO
-@register("hcapo")
+@register("hcapo", level="turn", needs=("states", "logprobs"), inputs={"hindsight": "hindsight"}, status="stand-in",
+          paper="2603.08754",
+          replaces="the LLM re-scoring its own action given the outcome (post-hoc critic): a hindsight model "
+                   "fitted on rollouts, or the exact DP on tabular worlds",
+          equation=r"A_{i,k} = A^{\text{grpo}}_i + \omega \max\left(0, (\rho_k - 1) Z_i\right),\quad \rho_k = "
+                   r"\min\left(\frac{h(a_k \mid s_k, Z_i)}{\pi(a_k \mid s_k)}, \rho_{\max}\right)",
+          symbols="h: action prob given outcome from a fitted model (LLM in paper); Z_i in {0,1}; omega = 1; "
+                  "rho_max = 5; max(0,.): do-no-harm")
 def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, omega: float = 1.0,
           rho_max: float = 5.0, do_no_harm: bool = True, eps: float = 1e-6) -> Credit:
     """HCAPO (Tan et al. 2026, arXiv:2603.08754): GRPO plus a hindsight-ratio step term, per turn.
+
+    Inputs:
+        rollouts: as ``hca`` (``rewards``, ``turn_ids``, ``states``, ``tokens``, ``logprobs``),
+        plus ``group_ids`` for the GRPO term.
+        ``hindsight`` (hindsight): h(a_t | ., Z) of every turn's action, as in ``hca``.
 
     Formula:
         Hindsight credit assignment for long-horizon LLM agents:
@@ -141,17 +166,16 @@ def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, om
 
         A^GRPO_i is ``grpo`` on the trajectory outcomes (trajectory scale); the step term moves
         the turns of a successful trajectory whose action the hindsight model finds more likely
-        given success. ``info``: ``rho`` (B, N), ``step_term`` (B, N), ``episode_term`` (B,),
-        ``hindsight``.
+        given success.
 
     Defaults:
-        omega = 1, rho_max = 5, do_no_harm = True, eps = 1e-6 (GRPO's). ``hindsight``,
-        ``outcome`` and ``pi`` as in ``hca``.
+        omega = 1, rho_max = 5, do_no_harm = True, eps = 1e-6 (GRPO's). ``outcome`` and ``pi``
+        as in ``hca``.
 
     Degenerate input:
         the GRPO term follows ``grpo`` (a group of one: raw score / (1 + eps); an all-equal group: 0); failed
         trajectories have step term 0 (Z = 0), so they carry only the GRPO term. Absent turns
-        get 0; a non-binary outcome raises a ValueError.
+        get 0; a non-binary outcome is refused.
 
     Deviations from the reference:
         STAND-IN: in the paper the hindsight probability P(a_t | context, outcome) comes from the
@@ -167,6 +191,10 @@ def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, om
         reasoning / action steps. The formulas above are labkit's reconstruction from HCA's
         identity, not checked against the paper's equations; temporal smoothing is not applied
         (a ToolWorld turn is one action).
+
+    Returns:
+        credit at level "turn"; ``info``: ``rho`` (B, N), ``step_term`` (B, N), ``episode_term``
+        (B,), ``hindsight``, and the settings ``omega``, ``rho_max``, ``do_no_harm``.
 
     Cost:
         as ``hca``: none beyond the rollouts; a callable h counts as one auxiliary call per

@@ -22,7 +22,7 @@ from labkit.core.checks import (as_tensor, check_choice, check_finite, check_num
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 LEVELS = ("token", "step")
 
@@ -56,10 +56,21 @@ def _at_level(rollouts: Rollouts, token: torch.Tensor, level: str, method: str, 
     return Credit.from_level(rollouts, step, "step", method, token_rewards=token, **info)
 
 
-@register("dpo_implicit_q")
+@register("dpo_implicit_q", level="step", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"},
+          status="implemented", paper="2404.12358",
+          equation=r"A_{i,k} = \beta \sum_{t \in \text{step } k} \left(\log \pi(y_t \mid x, y_{<t}) - \log "
+                   r"\pi_{\text{ref}}(y_t \mid x, y_{<t})\right)",
+          symbols="pi: DPO-tuned policy; pi_ref: its reference model; beta = 0.1; level='token' gives each token "
+                  "its own term")
 def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 0.1,
                    level: str = "step") -> Credit:
     """From r to Q* (Rafailov et al. 2024, arXiv:2404.12358): a DPO-tuned policy's log-ratio to its reference as credit.
+
+    Inputs:
+        rollouts: ``mask``, ``step_ids`` (for level "step"), ``logprobs`` (the tuned policy's,
+        unless ``logprobs`` is given: for rollouts sampled from the tuned policy).
+        ``ref_logprobs`` (ref_logprobs): (B, T) log-probabilities of the generated tokens under
+        the reference model.
 
     Formula:
         r_t = beta * (log pi(y_t | x, y_<t) - log pi_ref(y_t | x, y_<t))
@@ -70,27 +81,28 @@ def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: flo
         DPO sequence reward beta * log pi(y|x)/pi_ref(y|x). ``level="token"`` returns r_t;
         ``level="step"`` (default) gives every token of step i the step's sum
         sum_{t in step i} r_t = Q*(s_i, step i) - V*(s_i) (zero rewards inside a step make
-        the per-token advantages telescope). ``info["token_rewards"]`` keeps r_t at step level.
+        the per-token advantages telescope).
 
     Defaults:
         beta = 0.1 (the DPO temperature the shipped tuned model was trained with; any beta > 0
-        rescales the credit without reordering it), level = "step". ``logprobs`` (default:
-        ``rollouts.logprobs``, the sampling policy's, for rollouts sampled from the tuned
-        policy) and ``ref_logprobs`` (required) are (B, T) log-probabilities of the generated
-        tokens under the tuned policy and the reference model.
+        rescales the credit without reordering it), level = "step", logprobs = None
+        (``rollouts.logprobs``).
 
     Degenerate input:
         beta = 0 gives zero credit everywhere (allowed). A row with nothing generated, or a
         policy equal to its reference, gets zero credit. A one-step trajectory's step credit
         is the sequence-level implicit reward. Positions off the mask get 0 whatever the
-        inputs hold there. Missing ``logprobs`` when the rollouts carry none raises a
-        ValueError naming ``logprobs``; positive or non-finite log-probabilities raise one
-        naming the argument.
+        inputs hold there. Log-probabilities above 0 are refused (probabilities or logits
+        passed by mistake).
 
     Deviations from the reference:
         none in the formula. The paper uses these rewards to guide search and to show DPO
         learns credit; the lab reads them as credit on fixed rollouts of the *base* model
         (off-policy for the tuned model), which is what "how good is DPO's credit" asks.
+
+    Returns:
+        credit at level "step" (level "token" with ``level="token"``); ``info``: ``beta``,
+        ``sequence_reward`` (B,), and at step level ``token_rewards`` (B, T) r_t.
 
     Cost:
         none counted here: the two log-probability tensors are inputs (one forward pass of
@@ -105,10 +117,25 @@ def dpo_implicit_q(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: flo
                      sequence_reward=token.sum(1))
 
 
-@register("t_reg")
+@register("t_reg", level="token",
+          inputs={"better_logprobs": "conditioned_logprobs", "worse_logprobs": "conditioned_logprobs"},
+          status="stand-in", paper="2412.02685",
+          replaces="the LLM's 'better' / 'worse' self-prompts: a copy of the tiny LM fine-tuned to read two "
+                   "conditioning tokens",
+          equation=r"A_t = \alpha \left(\log p(y_t \mid \text{better}, x, y_{<t}) - \log p(y_t \mid \text{worse}, "
+                   r"x, y_{<t})\right)",
+          symbols="p: one model read under 'better' / 'worse' conditioning (two tokens fine-tuned in the lab); "
+                  "alpha = scale = 1; token level")
 def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float = 1.0,
           level: str = "token") -> Credit:
     """T-REG (Zhou et al. 2024, arXiv:2412.02685): self-generated token rewards from contrastive prompting.
+
+    Inputs:
+        rollouts: ``mask``, ``step_ids`` (for level "step").
+        ``better_logprobs`` and ``worse_logprobs`` (conditioned_logprobs): (B, T)
+        log-probabilities of the generated tokens under the two conditionings; for the tiny LM:
+        ``treg.rollout_logprobs(ro, condition="better")`` and ``condition="worse"`` with
+        ``treg = ArithmeticLM.load().tuned("treg")``.
 
     Formula:
         r_t = scale * (log p(y_t | better-prompt, x, y_<t) - log p(y_t | worse-prompt, x, y_<t))
@@ -116,18 +143,14 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
         The same model reads the same completion twice, once told to answer well and once
         told to answer badly; a token the "better" reading prefers gets positive credit, one the
         "worse" reading prefers negative credit. ``level="step"`` sums r_t over each step and
-        gives every token of the step that sum (``info["token_rewards"]`` keeps r_t).
+        gives every token of the step that sum.
 
     Defaults:
-        scale = 1.0, level = "token". ``better_logprobs`` and ``worse_logprobs`` (required) are
-        (B, T) log-probabilities of the generated tokens under the two conditionings; for the
-        tiny LM: ``treg.rollout_logprobs(ro, condition="better")`` and ``condition="worse"``
-        with ``treg = ArithmeticLM.load().tuned("treg")``.
+        scale = 1.0, level = "token".
 
     Degenerate input:
         scale = 0 or identical conditionings give zero credit; a row with nothing generated
-        gets none. Positions off the mask get 0. Positive or non-finite
-        log-probabilities raise a ValueError naming the argument.
+        gets none. Positions off the mask get 0.
 
     Deviations from the reference:
         T-REG prompts a large instruction-following LLM in natural language ("revise to be
@@ -137,6 +160,10 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
         ``scripts/train_implicit_lm.py``), a separate model rather than the policy itself, and
         uses the contrast directly as credit. The paper's normalisation of the contrast (a
         squashing into a bounded weight) is left out: ``scale`` only rescales.
+
+    Returns:
+        credit at level "token" (level "step" with ``level="step"``, then with ``info``
+        ``token_rewards`` (B, T) r_t); ``info``: ``scale``.
 
     Cost:
         none counted here: the two log-probability tensors are inputs (two forward passes of
@@ -156,10 +183,23 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
 ITPO_NORMS = ("softmax", "none")
 
 
-@register("itpo")
+@register("itpo", level="turn", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"}, status="implemented",
+          paper="2603.23550",
+          equation=r"A_{i,k} = \frac{G_{i,k} - \operatorname{mean}_{g(i)} G_{\cdot,0}}{\operatorname{std}_{g(i)} "
+                   r"G_{\cdot,0} + \epsilon},\quad G_{i,k} = s_i \sum_{l \ge k} \operatorname{softmax}_l(r_{i,l})",
+          symbols="r_{i,l} = beta * sum of log pi/pi_ref over turn l; softmax over the trajectory's turns, so G_0 "
+                  "= s_i; std 0 -> 1; beta = 1")
 def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
          normalize: str = "softmax", eps: float = 1e-6) -> Credit:
     """ITPO (Wang et al. 2026, arXiv:2603.23550): turn rewards from the policy's log-ratio to its pre-training reference, group-normalised returns as credit.
+
+    Inputs:
+        rollouts: ``rewards`` (the outcome R), ``group_ids``, ``turn_ids``, ``logprobs`` (the
+        current policy's, unless ``logprobs`` is given).
+        ``ref_logprobs`` (ref_logprobs): (B, T) log-probabilities of the taken actions under the
+        reference; for a tabular ToolWorld agent
+        ``labkit.learn.turn_models.policy_logprobs(policy, rollouts)`` on a copy of the policy
+        taken before training (exact, no model needed).
 
     Formula:
         r_k   = beta * sum_{t in turn k} (log pi(a_t | h_t) - log pi_ref(a_t | h_t))
@@ -175,17 +215,12 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
 
         The baseline and the scale are GRPO's, computed on the episode totals of the group (with
         "softmax" G_0 = R, so they are exactly GRPO's); a turn's credit is what was earned from
-        it on. Every position of turn k takes A_k. ``info``: ``turn_rewards`` (r_k, (B, N)),
-        ``redistributed`` (rho_k), ``returns`` (G_k).
+        it on. Every position of turn k takes A_k.
 
     Defaults:
         beta = 1.0 (softmax weights compare log-ratios directly; the paper's beta scales an
-        implicit PRM trained with a small DPO temperature), normalize = "softmax", eps = 1e-6.
-        ``logprobs`` (default ``rollouts.logprobs``, the sampling policy's) and
-        ``ref_logprobs`` (required): (B, T) log-probabilities of the taken actions under the
-        current policy and under the reference; for a tabular ToolWorld agent
-        ``labkit.learn.turn_models.policy_logprobs(policy, rollouts)`` on the policy and on a
-        copy taken before training (exact, no model needed).
+        implicit PRM trained with a small DPO temperature), normalize = "softmax", eps = 1e-6,
+        logprobs = None (``rollouts.logprobs``, the sampling policy's).
 
     Degenerate input:
         a policy equal to its reference gives r_k = 0: "softmax" then splits R equally over the
@@ -193,8 +228,7 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         its turn. A group of one gets mean 0 and std 1 (raw returns, GRPO's singleton rule,
         ``group_normalize``); a group whose totals are all equal keeps its within-episode spread
         unscaled (std taken as 1, not eps: the within-episode spread would otherwise be
-        multiplied by 1 / eps). A row with no played turn gets 0. Positive or
-        non-finite log-probabilities raise a ValueError naming the argument.
+        multiplied by 1 / eps). A row with no played turn gets 0.
 
     Deviations from the reference:
         ITPO reads the implicit rewards off an implicit PRM (in the lab's reading of the paper, a
@@ -202,6 +236,10 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
         "implicit PRM" is the policy itself against its pre-training snapshot, as the lab's
         task asks, exact for a tabular agent, and the advantage is the GRPO-normalised
         reward-to-go above (one of the paper's combinations, not its PPO critic).
+
+    Returns:
+        credit at level "turn"; ``info``: ``turn_rewards`` (r_k, (B, N)), ``redistributed``
+        (rho_k), ``returns`` (G_k), ``beta``, ``normalize``.
 
     Cost:
         none counted here: both log-probability tensors are inputs (one pass of the policy and
@@ -235,34 +273,41 @@ def itpo(rollouts: Rollouts, *, ref_logprobs, logprobs=None, beta: float = 1.0,
                              beta=beta, normalize=normalize)
 
 
-@register("istar")
+@register("istar", level="turn", inputs={"step_rewards": "implicit_step_rewards"}, status="implemented",
+          paper="2509.19199",
+          equation=r"A_{i,k} = \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} "
+                   r"s_j + \epsilon} + \alpha \, \frac{r_{i,k} - \operatorname{mean}_{g(i)} "
+                   r"r}{\operatorname{std}_{g(i)} r + \epsilon}",
+          symbols="r_{i,k}: implicit PRM reward of turn k (a DPO-fitted table); r stats over all turns of the "
+                  "group; alpha = 1; eps = 1e-6")
 def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
     """iStar (Liu et al. 2025, arXiv:2509.19199): an implicit step reward model's per-turn log-ratio, group-normalised, added to the GRPO episode advantage.
+
+    Inputs:
+        rollouts: ``rewards`` (the outcome R), ``group_ids``, ``turn_ids``.
+        ``step_rewards`` (implicit_step_rewards): a (B, T) tensor of the PRM's step reward at
+        every position, or a callable ``rollouts -> that tensor`` (a fitted
+        ``labkit.learn.turn_models.ImplicitStepRewardModel`` is one).
 
     Formula:
         r_k   = sum_{t in turn k} r_phi(h_t, a_t),  r_phi = beta * log pi_phi / pi_ref
                 (the implicit PRM, fitted with a DPO loss on pairs of whole trajectories of one
-                 task, the better outcome preferred: ``labkit.learn.turn_models.ImplicitStepRewardModel``)
+                 task, the better outcome preferred)
         A^E_i = (R_i - mean_group(R)) / (std_group(R) + eps)                 (GRPO, episode level)
         A^S_k = (r_k - mean(r over every turn of the group)) / (std(same) + eps)   (step level)
         A_k   = A^E_i + alpha * A^S_k
 
-        Every position of turn k takes A_k. ``info``: ``step_rewards`` (r_k, (B, N)),
-        ``episode_advantage`` (A^E, (B,)), ``step_advantage`` (A^S, (B, N)).
+        Every position of turn k takes A_k.
 
     Defaults:
         alpha = 1.0 (the two advantages added with equal weight; the paper treats the weight
         of the step term as a hyperparameter), eps = 1e-6.
-        ``step_rewards`` (required): a (B, T) tensor of the PRM's step reward at every
-        position, or a callable ``rollouts -> that tensor`` (a fitted
-        ``ImplicitStepRewardModel`` is one).
 
     Degenerate input:
         alpha = 0 is GRPO. All step rewards equal in a group (e.g. an unfitted PRM, r = 0)
         gives A^S = 0 there (0 / eps), hence GRPO. A group with a single played turn keeps that
         turn's raw step reward (GRPO's singleton rule, ``group_normalize``); a group of one
-        trajectory gets its raw outcome as A^E. A row with no played turn gets 0. A wrongly
-        shaped or non-finite ``step_rewards`` raises a ValueError naming it.
+        trajectory gets its raw outcome as A^E. A row with no played turn gets 0.
 
     Deviations from the reference:
         iStar's PRM is a copy of the policy LLM trained alternately with it, and it computes
@@ -270,6 +315,10 @@ def istar(rollouts: Rollouts, *, step_rewards, alpha: float = 1.0, eps: float = 
         action) fitted on a batch of the current agent, the lab's stand-in for that LLM (it
         cannot read history beyond the last observation, as the agent cannot). The paper's
         step normalisation is over the steps of the group; so is this one.
+
+    Returns:
+        credit at level "turn"; ``info``: ``step_rewards`` (r_k, (B, N)), ``episode_advantage``
+        (A^E, (B,)), ``step_advantage`` (A^S, (B, N)), ``alpha``.
 
     Cost:
         ``aux_calls`` = one PRM pass per trajectory when ``step_rewards`` is a callable; 0 for
@@ -319,9 +368,19 @@ def _step_agent_rewards(rollouts: Rollouts, reward) -> tuple[torch.Tensor, torch
     return r, obs, present, called
 
 
-@register("step_agent")
+@register("step_agent", level="turn", needs=("states",), inputs={"reward": "irl_reward"}, status="implemented",
+          paper="2411.03817",
+          equation=r"A_{i,k} = \sum_{l \ge k} \gamma^{l-k} r_\phi(o_l, a_l)",
+          symbols="k: turn; r_phi: inverse-RL step reward ~ log pi_E/pi; gamma = 0 (own turn only); with pi given "
+                  "r_phi is centred on its pi-average")
 def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Credit:
     """StepAgent (Deng et al. 2024, arXiv:2411.03817): an inverse-RL step reward from expert demos as turn credit.
+
+    Inputs:
+        rollouts: ``turn_ids``, ``states`` and ``tokens`` (each turn's observation and action).
+        ``reward`` (irl_reward): an (n_obs, A) tensor indexed by observation and action ids, or a
+        callable (obs (B, N), action (B, N)) -> (B, N) reward per turn, e.g. a fitted
+        ``labkit.learn.irl.StepRewardIRL``.
 
     Formula:
         r_t = r_phi(o_t, a_t)     the learned step reward of the turn's (observation, action)
@@ -331,19 +390,16 @@ def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Cr
         not depend on the action, so the policy gradient keeps its expectation). The turn's credit
         is the discounted sum from t on: c_t = sum_{k >= t} gamma^(k - t) r_k; gamma = 0 keeps
         each turn's own reward (StepAgent's step-wise comparison with the expert's step). For
-        ``labkit.learn.irl.StepRewardIRL`` r_phi = log D / (1 - D) ~ log pi_E(a | o) / pi(a | o).
+        ``StepRewardIRL`` r_phi = log D / (1 - D) ~ log pi_E(a | o) / pi(a | o).
 
     Defaults:
-        gamma = 0.0, pi = None (no centring). ``reward`` (required): an (n_obs, A) tensor
-        indexed by observation and action ids, or a callable (obs (B, N), action (B, N)) -> (B, N)
-        reward per turn, e.g. a fitted ``StepRewardIRL``.
+        gamma = 0.0, pi = None (no centring).
 
     Degenerate input:
         A row with no played turn gets zero credit; a one-turn trajectory gets its turn's
         reward. Observations the expert never visited carry reward 0 in ``StepRewardIRL`` (no
         evidence either way), hence zero credit without ``pi``. A table that does not cover an
-        observation or action id, a non-finite reward, or gamma outside [0, 1] raises a
-        ValueError naming the argument.
+        observation or action id is refused.
 
     Deviations from the reference:
         StepAgent learns the step reward with an LLM discriminator on the agent's and the
@@ -352,6 +408,10 @@ def step_agent(rollouts: Rollouts, *, reward, pi=None, gamma: float = 0.0) -> Cr
         action) with a closed-form logistic fit (``labkit.learn.irl``), the expert is the best
         memoryless policy the exact DP finds (``expert_policy``), there is no curriculum, and
         the reward is scored as credit on fixed rollouts rather than trained on.
+
+    Returns:
+        credit at level "turn"; ``info``: ``step_rewards`` (B, N) r_t (centred with ``pi``),
+        ``gamma``.
 
     Cost:
         ``aux_calls`` = one reward-model lookup per played turn (table or callable). Fitting the

@@ -14,22 +14,29 @@ from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finit
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, group_normalize
 from labkit.core.turns import turn_rewards
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 SuccessProb = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 IGPO_FINALS = ("outcome", "ig_plus_outcome", "ig")
 
 
-@register("igpo")
+@register("igpo", level="turn", inputs={"success_prob": "success_prob"}, status="stand-in", paper="2510.14967",
+          replaces="the policy's teacher-forced probability of the gold answer after every turn: the exact success "
+                   "probability of the state after the turn (DP, or Monte Carlo)",
+          equation=r"A_{i,k} = \sum_{l \ge k} \gamma^{l-k} \tilde{r}_{i,l},\quad r_{i,k} = p_{i,k} - p_{i,k-1}",
+          symbols="p_k: success prob after turn k (exact DP); last turn's r = s_i; r~: r z-scored over all turns "
+                  "of the task group; gamma = 1")
 def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, eps: float = 1e-6,
          final: str = "outcome", normalize: bool = True) -> Credit:
     """IGPO, information-gain policy optimisation (Wang et al. 2025, arXiv:2510.14967): turn information gain.
 
-    Formula:
-        ``success_prob`` (B, N + 1), N = the batch's largest number of turns: p_{i,0} before the
-        first turn, p_{i,k} after turn k. For a trajectory with n_i turns, p_{i,0..n_i} are read
-        and later columns ignored.
+    Inputs:
+        rollouts: ``rewards`` (the outcome s_i), ``group_ids`` (task groups), ``turn_ids``.
+        ``success_prob`` (success_prob): (B, N + 1), N = the batch's largest number of turns:
+        p_{i,0} before the first turn, p_{i,k} after turn k; or a callable ``rollouts -> (B, N + 1)``.
+        For a trajectory with n_i turns, p_{i,0..n_i} are read and later columns ignored.
 
+    Formula:
         r_{i,k} = p_{i,k} - p_{i,k-1}                    for turns k < n_i (information gain)
         r_{i,n} = s_i                                    final = "outcome" (the paper)
                 = p_{i,n} - p_{i,n-1} + s_i              final = "ig_plus_outcome"
@@ -40,12 +47,10 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
 
         and every token of turn k takes A_{i,k}. s_i is the trajectory's total reward.
         With final = "ig" and normalize=False the credits telescope: A_{i,k} = s_i - p_{i,k-1} at
-        gamma = 1, the outcome minus the value before turn k. ``info``: ``ig`` raw turn rewards r,
-        ``turn_rewards`` normalised r~, ``success_prob``.
+        gamma = 1, the outcome minus the value before turn k.
 
     Defaults:
         gamma = 1, eps = 1e-6, unbiased std (as ``grpo``), final = "outcome", normalize = True.
-        ``success_prob`` (required) is the (B, N + 1) tensor or a callable ``rollouts -> (B, N + 1)``.
 
     Degenerate input:
         a pool with one entry (one one-turn trajectory) gets mean 0 and std 1 (``grpo``'s
@@ -60,6 +65,10 @@ def igpo(rollouts: Rollouts, *, success_prob: SuccessProb, gamma: float = 1.0, e
         or Monte Carlo. That stand-in is far better informed than a policy's belief, so IGPO
         looks better here than it may in practice. The pooled group normalisation is our
         reading of the paper (Sec. 3), not checked against its code.
+
+    Returns:
+        credit at level "turn"; ``info``: ``ig`` the raw turn rewards r, ``turn_rewards`` the
+        normalised r~, ``success_prob`` (as read), and the settings ``gamma``, ``final``.
 
     Cost:
         a callable is counted as one policy forward per probability read (the paper's

@@ -13,11 +13,12 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input
+from labkit.core.agents import CoalitionValues, agent_rewards, coalition_table, n_agents_of
+from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input,
+                                trajectory_totals)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, whiten
-from labkit.credit._registry import register
-from labkit.credit.multiagent import CoalitionValues, agent_rewards, coalition_table, n_agents_of
+from labkit.credit.registry import register
 
 JudgeOutput = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
@@ -34,36 +35,46 @@ def _judge(rollouts: Rollouts, output, name: str, shape: tuple[int, ...]) -> tup
 MAPPA_NORMS = ("global", "none")
 
 
-@register("mappa")
+@register("mappa", level="token", inputs={"judge_scores": "action_scores"}, status="stand-in", paper="2601.23228",
+          replaces="the LLM coach's 0-10 score of every action: an exact per-action quality plus seeded noise",
+          equation=r"A_{b,t} = \frac{r_{b,t} - \operatorname{mean}(r)}{\sqrt{\operatorname{var}(r) + "
+                   r"\epsilon}},\quad r_{b,t} = c_{b,t} + w \, s_b",
+          symbols="c_{b,t}: coach's score of action t (noisy oracle); mean, population var over the batch; w = "
+                  "outcome_weight = 0; eps = 1e-8")
 def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: str = "global",
           outcome_weight: float = 0.0, eps: float = 1e-8) -> Credit:
     """MAPPA (Li et al. 2026, arXiv:2601.23228): per-action process rewards from AI feedback, batch-whitened.
 
+    Inputs:
+        rollouts: ``mask`` (each generated position is one action), ``rewards`` (the outcome s_b,
+        for ``outcome_weight``).
+        ``judge_scores`` (action_scores): the coach's score of the action at every generated
+        position, (B, T) or a callable rollouts -> (B, T) (read only where ``mask`` is True;
+        MAPPA's coach gives 0..10 after seeing the agent's role, input, action and the tool /
+        environment feedback).
+
     Formula:
-        ``judge_scores`` s: the coach's score of the action at every generated position (read
-        only where ``mask`` is True; MAPPA's coach gives 0..10 after seeing the agent's role,
-        input, action and the tool / environment feedback). Each action is its own training
-        sample with reward s_{b,t}; MAPPA trains with REINFORCE++, whose advantage is the reward
-        whitened over the whole batch (no task groups: agents downstream of others see
-        different inputs, so a group of identical prompts does not exist):
+        Each action is its own training sample with reward s_{b,t}; MAPPA trains with
+        REINFORCE++, whose advantage is the reward whitened over the whole batch (no task
+        groups: agents downstream of others see different inputs, so a group of identical
+        prompts does not exist):
 
         r_{b,t} = s_{b,t} + outcome_weight * s_b              (s_b = trajectory b's total reward)
         A_{b,t} = (r_{b,t} - mean r) / sqrt(var r + eps)      over all generated positions
                                                               normalize="global" (default)
         A_{b,t} = r_{b,t}                                     normalize="none"
 
-        Credit is per position (level "token"; each TeamTask position is one action). The 0..10
-        scale does not matter after whitening. ``info``: ``scores`` s (B, T), ``reward`` r.
+        Credit is per position (each TeamTask position is one action). The 0..10 scale does
+        not matter after whitening.
 
     Defaults:
         normalize = "global", outcome_weight = 0, eps = 1e-8. Whitening follows REINFORCE++
         (OpenRLHF): biased (population) variance, eps = 1e-8 inside the square root, the same
-        ``labkit.core.stats.whiten`` that ``reinforce_pp`` uses. ``judge_scores`` (required) is
-        (B, T) or a callable rollouts -> (B, T).
+        ``labkit.core.stats.whiten`` that ``reinforce_pp`` uses.
 
     Degenerate input:
         a batch with one action, or all-equal rewards, gives 0 (0 / sqrt(eps)); a batch with no
-        action gives 0. ``judge_scores=None`` raises a ValueError naming ``judge_scores``.
+        action gives 0.
 
     Deviations from the reference:
         the per-action-sample reading and the batch-wide whitening are our reading of the paper
@@ -73,6 +84,9 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
         mixing it in. STAND-IN: the coach is an LLM in the paper; in labkit ``judge_scores``
         usually comes from ``noisy_oracle`` applied to an exact per-action quality. Not
         modelled: REINFORCE++'s KL term.
+
+    Returns:
+        credit at level "token"; ``info``: ``scores`` s (B, T), ``reward`` r (B, T).
 
     Cost:
         a callable judge costs one ``aux_calls`` per scored action; a tensor costs nothing here.
@@ -96,13 +110,23 @@ def mappa(rollouts: Rollouts, *, judge_scores: JudgeOutput = None, normalize: st
 LLM_MCA_RESCALE = ("none", "team")
 
 
-@register("llm_mca")
+@register("llm_mca", level="agent", needs=("agents",), inputs={"judge_credit": "agent_credit"}, status="stand-in",
+          paper="2502.16863",
+          replaces="the centralised LLM critic's per-agent credit: the exact Shapley value plus seeded noise",
+          equation=r"A_{b,i} = c_{b,i}\quad \left(\text{rescale: } \frac{c_{b,i} \, R_b}{\sum_j c_{b,j}}\right)",
+          symbols="c_{b,i}: critic's reported credit of agent i (noisy exact Shapley; an LLM in the paper); R_b: "
+                  "team reward; default no rescale")
 def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: str = "none",
             team_reward=None) -> Credit:
     """LLM-MCA (Nagpal et al. 2025, arXiv:2502.16863): per-agent credit from a centralised LLM critic.
 
+    Inputs:
+        rollouts: ``agent_ids``, ``rewards`` (which agents acted; the team reward for
+        rescale="team").
+        ``judge_credit`` (agent_credit): the critic's reported contribution c_{b,i} of agent i in
+        trajectory b, (B, n) or a callable rollouts -> (B, n).
+
     Formula:
-        ``judge_credit`` c: the critic's reported contribution c_{b,i} of agent i in trajectory b.
         The paper's critic reads all agents' trajectories and the team reward and numerically
         decomposes that reward into per-agent rewards, which then train each agent's policy in
         place of the shared reward.
@@ -111,19 +135,16 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
         A_{b,i} = c_{b,i} * R_b / sum_j c_{b,j}               rescale="team": force the report to
                                                               add up to the team reward R_b
 
-        Every position of agent i gets A_{b,i} (level "agent"). ``info``: ``report`` c (B, n),
-        ``unscaled_rows``.
+        Every position of agent i gets A_{b,i}.
 
     Defaults:
-        rescale = "none". ``judge_credit`` (required) is (B, n) or a callable rollouts -> (B, n).
-        ``team_reward`` (B,) is used by rescale="team" (default: each trajectory's total
-        reward, ``rollouts.scores``; labkit never reads ``rollouts.truth``).
+        rescale = "none". ``team_reward`` (B,) is used by rescale="team" (default: each
+        trajectory's total reward, ``rollouts.scores``; labkit never reads ``rollouts.truth``).
 
     Degenerate input:
         with rescale="team", a row whose reported credits sum to 0 cannot be rescaled and keeps
         its raw report (listed in ``info["unscaled_rows"]``). Agents absent from a trajectory get
-        0. ``judge_credit=None``, a wrong shape or a non-finite report raise a ValueError naming
-        ``judge_credit``.
+        0.
 
     Deviations from the reference:
         whether the paper forces the report to add up to the team reward is not settled by our
@@ -132,6 +153,10 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
         MARL algorithm on it; here one number per agent per trajectory, used as the advantage.
         STAND-IN: the critic is an LLM in the paper; here ``judge_credit`` usually comes from
         ``noisy_oracle`` applied to the exact Shapley values of each trajectory.
+
+    Returns:
+        credit at level "agent"; ``info``: ``report`` c (B, n), ``unscaled_rows`` (the rows kept
+        raw).
 
     Cost:
         a callable judge costs one ``aux_calls`` per trajectory; a tensor costs nothing here.
@@ -144,12 +169,7 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
     _, present = agent_rewards(rollouts, n)
     unscaled = []
     if rescale == "team":
-        if team_reward is None:
-            team = rollouts.scores.to(torch.float64)
-        else:
-            team = as_tensor("team_reward", team_reward).to(torch.float64)
-            check_shape("team_reward", team, (B,))
-            check_finite("team_reward", team)
+        team = trajectory_totals("team_reward", team_reward, rollouts.scores)
         total = torch.where(present, c, 0.0).sum(1)
         ok = total.abs() > 1e-12
         unscaled = (~ok).nonzero().flatten().tolist()
@@ -164,16 +184,28 @@ def llm_mca(rollouts: Rollouts, *, judge_credit: JudgeOutput = None, rescale: st
 CAPO_VOTES = ("majority", "intersection", "average")
 
 
-@register("capo")
+@register("capo", level="step", inputs={"verdicts": "step_verdicts"}, status="stand-in", paper="2508.02298",
+          replaces="the LLM generative verifier's step critiques: the exact step correctness, each verdict flipped "
+                   "at a seeded error rate",
+          equation=r"A_{i,t} = W_o \, \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in "
+                   r"g(i)} s_j + \epsilon} - W_p \, f_{i,s(t)}",
+          symbols="f: 1 if the verifier's critiques (majority vote) flag step s(t) as wrong; W_o = 2, W_p = 1; std "
+                  "unbiased; eps = 1e-6")
 def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "majority", outcome_weight: float = 2.0,
          process_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6) -> Credit:
     """CAPO (Xie et al. 2025, arXiv:2508.02298): outcome credit minus a penalty on the tokens of steps a generative verifier flags.
 
+    Inputs:
+        rollouts: ``rewards`` (the outcome rv), ``group_ids``, ``step_ids``.
+        ``verdicts`` (step_verdicts): a verifier's judgement of every step, 1 = correct, 0 =
+        wrong: (B, S) or (V, B, S) in [0, 1], or a callable rollouts -> that, e.g.
+        ``labkit.learn.judges.stand_in_step_verifier``.
+
     Formula:
-        ``verdicts`` v: a verifier's judgement of every step, 1 = correct, 0 = wrong (CAPO asks
-        an off-the-shelf LLM, used as a generative process reward model, to critique all steps
-        of a response in one pass, judging each step only by its own correctness). With several
-        critiques (V, B, S) they are combined by a vote, giving the flag f_s in [0, 1]:
+        CAPO asks an off-the-shelf LLM, used as a generative process reward model, to critique
+        all steps of a response in one pass, judging each step only by its own correctness.
+        With several critiques (V, B, S) they are combined by a vote, giving the flag f_s in
+        [0, 1]:
 
             majority:     f_s = 1 if more than half of the critiques call step s wrong
             intersection: f_s = 1 if every critique calls it wrong
@@ -186,21 +218,17 @@ def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "major
             A_{i,t} = W_whole * (rv_i - mean_g rv) / (std_g rv + eps) - W_process * f_{i,s(t)}
 
         With W_whole > W_process a right answer with a flagged step still beats a wrong answer
-        (CAPO's asymmetric weighting, balancing outcome and process). ``info``: ``flags`` f
-        (B, S), ``outcome_advantage`` (B,).
+        (CAPO's asymmetric weighting, balancing outcome and process).
 
     Defaults:
         vote = "majority", outcome_weight W_whole = 2, process_weight W_process = 1 (the
         asymmetric setting as we read the paper), normalize_std = True (GRPO), eps = 1e-6.
-        ``verdicts`` (required): (B, S) or (V, B, S) in [0, 1], or a callable rollouts -> that,
-        e.g. ``labkit.learn.judges.stand_in_step_verifier``.
 
     Degenerate input:
         a group of one gets its raw outcome term (GRPO's group-of-one rule), so only the
         penalty distinguishes its steps; a group with equal outcomes has outcome term 0 and
         only flagged steps move. With one critique every vote is that critique. Absent steps
-        get 0. Missing, mis-shaped or out-of-range verdicts raise a ValueError naming
-        ``verdicts``.
+        get 0.
 
     Deviations from the reference:
         how the token reward becomes an advantage (group-normalising the outcome term and adding
@@ -208,6 +236,10 @@ def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "major
         code (none was public). STAND-IN: the verifier is a large LLM in CAPO; in labkit
         ``verdicts`` usually comes from ``stand_in_step_verifier``: the task's exact step
         correctness with each verdict flipped at a seeded error rate.
+
+    Returns:
+        credit at level "step"; ``info``: ``flags`` f (B, S), ``outcome_advantage`` (B,),
+        ``n_critiques``.
 
     Cost:
         a callable verifier costs one ``aux_calls`` per trajectory per critique (one pass
@@ -277,9 +309,20 @@ def apply_credit_function(fn: CreditFunction, values, names) -> torch.Tensor:
     return credit
 
 
-@register("credit_function")
+@register("credit_function", level="agent", needs=("agents",),
+          inputs={"fn": "credit_function", "coalition_values": "agent_coalition_values"}, status="stand-in",
+          paper="2504.12961",
+          replaces="the LLM that writes the credit function: a function the reader writes",
+          equation=r"A_{b,i} = \operatorname{fn}(v_b, N)_i,\quad v_b(S) \text{ for every } S \subseteq N",
+          symbols="fn: credit function written as code (by the reader; an LLM in QLLM); v_b(S): value of coalition "
+                  "S of agents N in trajectory b")
 def credit_function(rollouts: Rollouts, *, fn: CreditFunction = None, coalition_values: CoalitionValues = None) -> Credit:
     """A written credit function over coalition values (QLLM, Jiang et al. 2025, arXiv:2504.12961): agent credit as code.
+
+    Inputs:
+        rollouts: ``agent_ids``, ``info["agent_names"]`` (else "agent 0", ...).
+        ``fn`` (credit_function): ``fn(v, agents) -> {agent: credit}``.
+        ``coalition_values`` (agent_coalition_values): as in ``shapley``, (B, 2**n).
 
     Formula:
         QLLM has a language model write the function that turns what each agent did into its
@@ -287,22 +330,23 @@ def credit_function(rollouts: Rollouts, *, fn: CreditFunction = None, coalition_
 
             c_b = fn(v_b, agents)        v_b[frozenset(S)] = v_b(S) for every coalition S
 
-        with ``coalition_values`` as in ``shapley`` (B, 2**n) and ``agents`` the names in
-        ``rollouts.info["agent_names"]`` (else "agent 0", ...). Every position of agent i gets
-        c_{b,i} (level "agent"). ``info``: ``credit`` (B, n).
+        and every position of agent i gets c_{b,i}.
 
     Defaults:
-        none: ``fn`` and ``coalition_values`` are required.
+        none: ``fn`` and ``coalition_values`` are both needed.
 
     Degenerate input:
-        a one-agent team calls ``fn`` with two coalitions (empty, full). A function that raises,
-        returns a missing agent, a non-number or a non-finite credit raises a ValueError naming
-        ``fn`` (the batch row is in the message).
+        a one-agent team calls ``fn`` with two coalitions (empty, full). A function that fails,
+        returns a missing agent, a non-number or a non-finite credit is reported with the batch
+        row it failed on.
 
     Deviations from the reference:
         QLLM's generated function mixes per-agent Q-values inside a value-decomposition critic
         (TFCAF); the lab's function reads exact coalition values, and its author is the reader
         (notebook 09), a STAND-IN for the language model.
+
+    Returns:
+        credit at level "agent"; ``info``: ``credit`` (B, n).
 
     Cost:
         ``env_steps`` = 2**n coalition values read per trajectory, as ``shapley``.
@@ -332,33 +376,42 @@ def _turn_presence(rollouts: Rollouts) -> torch.Tensor:
 TARL_GRADE_VALUES = (-1.0, 0.0, 1.0)
 
 
-@register("tarl")
+# SCRIBE's skill-template grades enter through TARL's estimator, so it names both papers.
+@register("tarl", level="turn", inputs={"grades": "turn_grades"}, status="stand-in", paper="2509.14480; 2601.03555",
+          replaces="the LLM judge's turn grades: the sign of the exact turn advantage with a seeded error rate "
+                   "(for SCRIBE: hand-written skill templates)",
+          equation=r"A_{i,k} = \frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} "
+                   r"s_j + \epsilon} + w \, q_{i,k}",
+          symbols="q_{i,k} in {-1, 0, +1}: judge's grade of turn k (noisy sign of exact advantage); w = "
+                  "grade_weight = 1; eps = 1e-6")
 def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float = 1.0, normalize_std: bool = True,
          eps: float = 1e-6) -> Credit:
     """TARL (Tan et al. 2025, arXiv:2509.14480): an LLM judge grades every turn -1 / 0 / +1, added to the outcome credit.
 
+    Inputs:
+        rollouts: ``rewards`` (the outcome R), ``group_ids``, ``turn_ids``.
+        ``grades`` (turn_grades): g_{i,n} in {-1, 0, +1}, the judge's verdict on turn n of
+        trajectory i, (B, N) with N the batch's largest number of turns, or a callable
+        rollouts -> (B, N), e.g. ``functools.partial(labkit.learn.judges.stand_in_turn_grades,
+        advantage=A)``.
+
     Formula:
-        ``grades`` g_{i,n} in {-1, 0, +1}: the judge's verdict on turn n of trajectory i (TARL's
-        judge reads the whole interaction and marks each turn as harmful, neutral or helpful).
-        The turn's credit is the trajectory's group-normalised outcome (GRPO) plus the graded
-        turn reward:
+        TARL's judge reads the whole interaction and marks each turn as harmful, neutral or
+        helpful. The turn's credit is the trajectory's group-normalised outcome (GRPO) plus the
+        graded turn reward:
 
             A_{i,n} = (R_i - mean_g R) / (std_g R + eps) + grade_weight * g_{i,n}
 
-        Every position of turn n takes A_{i,n} (level "turn"). ``info``: ``grades`` (B, N),
-        ``outcome_advantage`` (B,).
+        Every position of turn n takes A_{i,n}.
 
     Defaults:
         grade_weight = 1 (labkit's choice: one grade step weighs about one outcome standard
-        deviation), normalize_std = True (GRPO), eps = 1e-6. ``grades`` (required) is (B, N)
-        with N the batch's largest number of turns, or a callable rollouts -> (B, N), e.g.
-        ``functools.partial(labkit.learn.judges.stand_in_turn_grades, advantage=A)``.
+        deviation), normalize_std = True (GRPO), eps = 1e-6.
 
     Degenerate input:
         a group of one gets its raw outcome (GRPO's singleton rule) plus its grades; a group
         with equal outcomes has outcome term 0, so only the grades move its turns; all-zero
-        grades give plain GRPO. Absent turns get 0. Missing, mis-shaped, non-finite grades or
-        grades outside {-1, 0, +1} raise a ValueError naming ``grades``.
+        grades give plain GRPO. Absent turns get 0. Grades outside {-1, 0, +1} are refused.
 
     Deviations from the reference:
         the three-level grades are the paper's; how they enter the advantage (added to the
@@ -368,6 +421,10 @@ def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float 
         ``labkit.learn.judges.stand_in_turn_grades``: the sign of the exact turn advantage
         (with a dead zone) and a known error rate. Not modelled: TARL's mixed-task (math)
         curriculum, which targets exploration, not credit.
+
+    Returns:
+        credit at level "turn"; ``info``: ``grades`` (B, N), ``outcome_advantage`` (B,),
+        ``grade_weight``.
 
     Cost:
         a callable judge costs one ``aux_calls`` per trajectory (the judge reads the whole
@@ -393,37 +450,46 @@ def tarl(rollouts: Rollouts, *, grades: JudgeOutput = None, grade_weight: float 
 LARE_TARGETS = ("reward_to_go", "reward")
 
 
-@register("lare")
+# The paper read is arXiv 2412.11120; the survey's catalog files LaRe under 2412.16989.
+@register("lare", level="turn", inputs={"step_rewards": "judged_turn_rewards"}, status="stand-in",
+          paper="2412.11120; 2412.16989",
+          replaces="the LLM-written latent reward and its neural decoder: hand-written turn features and a "
+                   "least-squares decoder",
+          equation=r"A_{i,n} = G_{i,n} - \operatorname{mean}_{j \in g(i)} G_{j,0},\quad G_{i,n} = \sum_{k \ge n} "
+                   r"\gamma^{k-n} \hat{r}_{i,k}",
+          symbols="r^_{i,k}: proxy turn reward decoded from hand-written latent features (LLM code in paper); n, "
+                  "k: turns; gamma = 1")
 def lare(rollouts: Rollouts, *, step_rewards: JudgeOutput = None, target: str = "reward_to_go",
          gamma: float = 1.0) -> Credit:
     """LaRe (Qu et al. 2025, arXiv:2412.11120): proxy step rewards decoded from an LLM-written latent reward, as turn credit.
 
+    Inputs:
+        rollouts: ``group_ids``, ``turn_ids``.
+        ``step_rewards`` (judged_turn_rewards): r_hat_{i,n}, the proxy reward of turn n, (B, N)
+        with N the batch's largest number of turns, or a callable rollouts -> (B, N); in labkit
+        ``LatentRewardRegressor.step_rewards(turn_features(env, rollouts))``
+        (``labkit.learn.judges``, ``labkit.envs.toolworld.features``).
+
     Formula:
-        ``step_rewards`` r_hat_{i,n}: the proxy reward of turn n, r_hat = f(phi(s_n, a_n)), where
-        phi is LaRe's latent reward (interpretable evaluation factors of the step, written by
-        an LLM as code) and f a decoder trained so that each episode's proxy rewards add up to
-        its return (return decomposition). The proxy rewards replace the sparse episodic reward
-        in the policy update; with no learned critic here, the credit is the proxy return from
-        the turn on, with the group's mean predicted episode return as baseline:
+        r_hat = f(phi(s_n, a_n)), where phi is LaRe's latent reward (interpretable evaluation
+        factors of the step, written by an LLM as code) and f a decoder trained so that each
+        episode's proxy rewards add up to its return (return decomposition). The proxy rewards
+        replace the sparse episodic reward in the policy update; with no learned critic here,
+        the credit is the proxy return from the turn on, with the group's mean predicted episode
+        return as baseline:
 
             G_{i,n} = sum_{k >= n} gamma^(k - n) r_hat_{i,k}
             A_{i,n} = G_{i,n} - mean_{j in group(i)} G_{j,0}           target="reward_to_go"
             A_{i,n} = r_hat_{i,n} - mean of r_hat over the group's turns    target="reward"
 
-        ``info``: ``step_rewards`` (B, N), ``returns`` G (B, N), ``baseline``.
-
     Defaults:
-        target = "reward_to_go", gamma = 1. ``step_rewards`` (required) is (B, N) with N the
-        batch's largest number of turns, or a callable rollouts -> (B, N); in labkit it is
-        ``LatentRewardRegressor.step_rewards(turn_features(env, rollouts))``
-        (``labkit.learn.judges``, ``labkit.envs.toolworld.features``).
+        target = "reward_to_go", gamma = 1.
 
     Degenerate input:
         a group of one has itself as baseline: with target="reward_to_go" its first turn gets
         0 and later turns the negative of the proxy reward already collected; a one-turn
         trajectory gets its own proxy reward minus the baseline. All-zero proxy rewards give 0.
-        Absent turns get 0. Missing, mis-shaped or non-finite ``step_rewards`` raise a
-        ValueError naming it; an unknown ``target`` names ``target``.
+        Absent turns get 0.
 
     Deviations from the reference:
         STAND-IN: LaRe's latent reward is code written by an LLM (with self-verification);
@@ -435,6 +501,10 @@ def lare(rollouts: Rollouts, *, step_rewards: JudgeOutput = None, target: str = 
         the code-written latent reward plus a return-decomposing decoder, which labkit follows.
         The arXiv id in the lab's inventory (2412.16989) differs from the paper's (2412.11120,
         AAAI 2025).
+
+    Returns:
+        credit at level "turn" (method "lare_reward_to_go" or "lare_reward"); ``info``:
+        ``step_rewards`` (B, N), ``returns`` G (B, N), ``baseline``, ``gamma``.
 
     Cost:
         a callable costs one ``aux_calls`` per trajectory (one pass of the latent-reward code

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.core.stats import group_normalize, step_advantage, whiten
 from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
 
@@ -49,22 +49,30 @@ def _step_values(rollouts: Rollouts, value_fn: ValueFn, k: int) -> tuple[torch.T
     return v_start, v_next, r_step, cost
 
 
-@register("vineppo")
+@register("vineppo", level="step", inputs={"value_fn": "step_vines"}, status="implemented", paper="2410.01679",
+          equation=r"A_{i,k} = r_{i,k} + \gamma \hat{V}_{i,k+1} - \hat{V}_{i,k},\quad \hat{V}_{i,k} = \frac{1}{K} "
+                   r"\sum_{j=1}^{K} R^{(j)}_{i,k}",
+          symbols="k: step; R^(j): reward of j-th of K = 9 continuations from the prefix before step k; V^ = 0 "
+                  "after the last step; gamma = 1")
 def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float = 1.0,
             whiten_advantages: bool = False) -> Credit:
     """VinePPO (Kazemnejad et al. 2024, arXiv:2410.01679): step credit from Monte Carlo values of prefixes.
+
+    Inputs:
+        rollouts: ``rewards``, ``step_ids`` (the steps), ``mask``.
+        ``value_fn`` (step_vines): the continuation sampler, ``value_fn(rollouts, k) -> (V, Cost)``
+        with V (B, S) the mean reward of k continuations from the prefix before every step (see
+        the module docstring).
 
     Formula:
         V_i = mean reward of k continuations sampled from the prefix before step i,  V_S = 0
         A_i = r_i + gamma * V_{i+1} - V_i         (r_i: reward received inside step i)
 
         and every token of step i takes A_i. Unbiased values make A_i an unbiased (noisy)
-        estimate of the step's true advantage, with no critic to learn. ``info["step_values"]``
-        holds the V_i estimates.
+        estimate of the step's true advantage, with no critic to learn.
 
     Defaults:
         as the paper: k = 9, gamma = 1 (applied per step); whiten_advantages = False.
-        ``value_fn`` (required) is the continuation sampler (see the module docstring).
 
     Degenerate input:
         a one-step trajectory gets r - V_0; with k = 1 values are single-sample and very noisy
@@ -74,6 +82,10 @@ def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float =
 
     Deviations from the reference:
         VinePPO whitens advantages over the batch; labkit does only with ``whiten_advantages=True``.
+
+    Returns:
+        credit at level "step" (level "token" when whitened); ``info``: ``step_values`` (B, S), the
+        V_i estimates, and ``k``.
 
     Cost:
         whatever ``value_fn`` reports (k continuations per step); an exact value_fn costs nothing.
@@ -88,9 +100,17 @@ def vineppo(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 9, gamma: float =
     return credit
 
 
-@register("math_shepherd")
+@register("math_shepherd", level="step", inputs={"value_fn": "step_vines"}, status="implemented", paper="2312.08935",
+          equation=r"A_{i,k} = r_{i,k} + \hat{V}_{i,k+1},\quad \hat{V}_{i,k+1} = \frac{1}{K} \sum_{j=1}^{K} "
+                   "R^{(j)}_{i,k}",
+          symbols="k: step; R^(j): reward of j-th of K = 8 continuations after step k; V^ = 0 after the last step; "
+                  "mode='hard': 1[A > 0]")
 def math_shepherd(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 8, mode: str = "soft") -> Credit:
     """Math-Shepherd step labels (Wang et al. 2024, arXiv:2312.08935), used directly as credit.
+
+    Inputs:
+        rollouts: ``rewards``, ``step_ids`` (the steps), ``mask``.
+        ``value_fn`` (step_vines): the continuation sampler, as ``vineppo``'s.
 
     Formula:
         Step i is judged by what happens after it: k continuations are sampled from the prefix
@@ -110,12 +130,16 @@ def math_shepherd(rollouts: Rollouts, *, value_fn: ValueFn, k: int = 8, mode: st
         A one-step trajectory gets its own outcome as the label (no continuation is sampled
         after the last step). With k = 1 the soft label is a single 0/1 sample. Absent steps
         (padding) get 0. mode = "hard" needs outcome rewards in {0, 1} (it thresholds the
-        estimate at > 0, which equals "any continuation succeeded" only for 0/1 rewards): any
-        other reward on a generated position raises a ValueError naming ``rollouts.rewards``.
+        estimate at > 0, which equals "any continuation succeeded" only for 0/1 rewards) and
+        refuses any other reward on a generated position (``rollouts.rewards``).
 
     Deviations from the reference:
         Math-Shepherd trains a PRM on these labels; the lab skips the PRM and uses the labels
         themselves (what a perfect PRM fit would output).
+
+    Returns:
+        credit at level "step" (method "math_shepherd_soft" or "math_shepherd_hard"); ``info``:
+        ``k``.
 
     Cost:
         What ``value_fn`` reports: k continuations per step boundary (``policy_forwards``,
@@ -146,10 +170,23 @@ SPO_CREDIT_ON = ("low_prob", "all")
 TEMPO_NODE_VALUES = ("unbiased", "all_leaves")
 
 
-@register("spo")
+# SPO thinks in segments, but a segment is not one of the rollouts' own units (steps, turns): its
+# cuts are SPO's, and inside a segment only the low-probability tokens take the segment's
+# advantage. The credit it returns varies token by token, so its level is "token".
+@register("spo", level="token", needs=("logprobs",), inputs={"value_fn": "cut_vines"}, status="implemented",
+          paper="2505.23564",
+          equation=r"A_t = \mathbf{1}[p_t < \tau] \, A_{j(t)},\quad A_j = r_j + \hat{V}(c_{j+1}) - \hat{V}(c_j)",
+          symbols="j(t): segment of token t, starting at cut c_j (every 5th token with p_t < tau = 0.9); V^: mean "
+                  "of K = 9 continuations; 0 after the end")
 def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "prob", threshold: float = 0.9,
         interval: int = 5, credit_on: str | None = None) -> Credit:
     """SPO-chain (Guo et al. 2025, arXiv:2505.23564): segment credit from Monte Carlo values at cut points.
+
+    Inputs:
+        rollouts: ``rewards``, ``mask``, ``logprobs`` (the sampled tokens' probabilities, for
+        ``cut="prob"`` or ``credit_on="low_prob"``).
+        ``value_fn`` (cut_vines): ``fn(rollouts, cuts, k) -> (values (B, T), Cost)`` with V of
+        the prefix before each position where ``cuts`` is True (``ArithmeticLM.cut_value_fn``).
 
     Formula:
         Cut points (segment starts). ``cut="prob"`` (the paper's rule): the generated tokens
@@ -170,17 +207,12 @@ def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "pro
         Which tokens take A_j (``credit_on``): "low_prob" (the paper's probability mask) gives
         it only to the segment's tokens with p_t < threshold (the cut token itself and any
         skipped candidates) and 0 to confident tokens, whose gradient would be near zero and
-        mostly noise; "all" gives every token of the segment A_j. ``info``: ``cuts`` (B, T)
-        bool, ``segment_ids`` (B, T), ``segment_values`` (B, N) V at each segment start,
-        ``segment_valued`` (B, N) whether it was sampled, ``segment_advantages`` (B, N),
-        ``credited`` (B, T) bool (tokens that take their segment's A_j).
+        mostly noise; "all" gives every token of the segment A_j.
 
     Defaults:
         as SPO-chain on GSM8K: threshold = 0.9, interval = 5 ("int5": a cut every 5th
         low-probability token), k = 9 continuations per cut; ``credit_on`` None means
-        "low_prob" with ``cut="prob"`` and "all" with ``cut="interval"``. ``value_fn``
-        (required): ``fn(rollouts, cuts, k) -> (values (B, T), Cost)`` with V of the prefix
-        before each position where ``cuts`` is True (``ArithmeticLM.cut_value_fn``).
+        "low_prob" with ``cut="prob"`` and "all" with ``cut="interval"``.
 
     Degenerate input:
         a rollout with no cut point is one segment (the whole response): with "low_prob" it has
@@ -188,9 +220,8 @@ def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "pro
         outcome - V(response start). A cut on every token (``cut="interval"``, interval = 1,
         or threshold near 1) makes every token its own segment: A_t = r_t + V(t+1) - V(t), a
         per-token VinePPO. A one-token response gets outcome - V(start) when its token is
-        credited. Groups play no role. Bad threshold (outside (0, 1]), interval < 1, k < 1, a
-        non-callable ``value_fn`` or ``cut="prob"`` without ``rollouts.logprobs`` raise errors
-        naming the argument.
+        credited. Groups play no role. ``cut="prob"`` on rollouts without ``logprobs`` is
+        refused.
 
     Deviations from the reference:
         the reference never samples V at the response start: with its probability mask the head
@@ -199,6 +230,13 @@ def spo(rollouts: Rollouts, *, value_fn: CutValueFn, k: int = 9, cut: str = "pro
         so the cost equals the reference's in its own setting. Probabilities are those of the
         sampling policy (``rollouts.logprobs``) rather than a separate actor forward pass. No
         advantage whitening or PPO clipping (those belong to the training loop).
+
+    Returns:
+        credit at level "token" (it varies inside a segment); ``info``: ``cuts`` (B, T) bool,
+        ``segment_ids`` (B, T), ``segment_values`` (B, N) V at each segment start,
+        ``segment_valued`` (B, N) whether it was sampled, ``segment_advantages`` (B, N),
+        ``credited`` (B, T) bool (tokens that take their segment's A_j), and the settings ``k``,
+        ``cut``, ``threshold``, ``interval``, ``credit_on``.
 
     Cost:
         what ``value_fn`` reports: k continuations per distinct prefix at a cut (plus the
@@ -268,10 +306,18 @@ def _check_leaves(leaves, responses: list[list[int]]) -> list[TreeLeaf]:
     return out
 
 
-@register("tempo")
+@register("tempo", level="token", needs=("groups",), status="implemented", paper="2509.18314",
+          equation=r"A_{i,t} = A^{\text{grpo}}_i + \mathbf{1}\left[|\operatorname{ch}(n_t)| \ge 2\right] "
+                   r"\left(V(n_{t+1}) - V(n_t)\right)",
+          symbols="n_t: prefix-tree node before token t; ch: its children; V(n): mean outcome of the leaves below "
+                  "n; A^grpo: grpo credit")
 def tempo(rollouts: Rollouts, *, tree_fn: TreeFn | None = None, branching: int = 4, eps: float = 1e-6,
           normalize_std: bool = True, node_values: str = "unbiased") -> Credit:
     """TEMPO (Tran et al. 2025, arXiv:2509.18314): GRPO plus branch-gated TD credit from a prefix tree.
+
+    Inputs:
+        rollouts: ``tokens``, ``mask``, ``rewards`` (the outcome), ``group_ids`` (a group's
+        responses share one tree).
 
     Formula:
         The responses of a group (same prompt), and any extra leaves ``tree_fn`` forks, are
@@ -297,21 +343,18 @@ def tempo(rollouts: Rollouts, *, tree_fn: TreeFn | None = None, branching: int =
         unbiased draw of the node's value, whereas a fork made deeper down was forced through
         the node and follows the rollout's later choices. With (a) every leaf is sampled from
         the prompt and both rules are P2T's mean. ``"all_leaves"`` averages every leaf below.
-        ``info``: ``node_values`` / ``next_values`` (B, T) V(n_t) / V(n_{t+1}), ``branch``
-        (B, T) bool, ``n_children`` (B, T), ``td`` (B, T), ``group_advantage`` (B,),
-        ``tree_leaves`` (B,) leaves in each rollout's tree.
 
     Defaults:
-        branching = 4 forks per fork point (used only with ``tree_fn``), eps = 1e-6 and
-        normalize_std = True as GRPO (``labkit.credit.episode.grpo``), node_values = "unbiased".
+        tree_fn = None (mode (a)), branching = 4 forks per fork point (used only with
+        ``tree_fn``), eps = 1e-6 and normalize_std = True as GRPO
+        (``labkit.credit.episode.grpo``), node_values = "unbiased".
 
     Degenerate input:
         a group of one without ``tree_fn`` is a single path: no branch, TD = 0, and it gets
         GRPO's group-of-one rule (its raw score; ``labkit.core.stats.group_normalize``). A
         group whose outcomes are all equal gets 0 everywhere (every node has that value). A
         one-token response branches at most at its only token. Identical responses share one
-        path. Bad ``branching`` (< 1), a non-callable ``tree_fn``, or leaves that do not
-        start with their rollout's tokens raise errors naming the argument.
+        path. Leaves from ``tree_fn`` that do not start with their rollout's tokens are refused.
 
     Deviations from the reference:
         the paper builds trees only from a GRPO group (mode (a)); forking explicit trees (mode
@@ -319,6 +362,12 @@ def tempo(rollouts: Rollouts, *, tree_fn: TreeFn | None = None, branching: int =
         one get a tree. V averages raw outcomes (the paper's summary describes normalised
         rewards; for 0/1 outcomes this changes only the scale of the TD term relative to the
         GRPO term). No token-level loss weighting or clipping (training-loop choices).
+
+    Returns:
+        credit at level "token"; ``info``: ``node_values`` / ``next_values`` (B, T) V(n_t) /
+        V(n_{t+1}), ``branch`` (B, T) bool, ``n_children`` (B, T), ``td`` (B, T),
+        ``group_advantage`` (B,), ``tree_leaves`` (B,) leaves in each rollout's tree,
+        ``branching`` (0 without ``tree_fn``) and ``node_rule`` (the ``node_values`` setting).
 
     Cost:
         (a): none beyond the sampled batch. (b): what ``tree_fn`` reports (``policy_forwards``

@@ -1,280 +1,49 @@
 """Multi-agent credit: who in a team deserves the team's outcome?
 
-The core objects are cooperative games. A game on n players is a table of coalition values
-``v`` with shape (..., 2**n): column ``S`` (an integer bitmask, bit i set = player i is in the
-coalition) holds v(S), column 0 the empty coalition and column 2**n - 1 the grand coalition.
-Leading dimensions are a batch of games (one per trajectory, usually).
-
-* ``exact_shapley``   Shapley values from all 2**n coalitions, one matrix product.
-* ``sampled_shapley`` permutation-sampling estimate with a budget (Castro et al. 2009).
-* ``leave_one_out``   v(N) - v(N \\ {i}), the difference reward / C3's leave-one-out.
-
-Estimators registered here turn those into per-agent ``Credit`` on multi-agent ``Rollouts``
-(one position per agent action, ``agent_ids`` = acting agent, each agent's own reward on its
-last position): ``shapley``, ``leave_one_out``, ``sharp``, ``dr_mas``, ``m_grpo`` and ``scar``
-(Shapley over reasoning steps instead of agents).
+Estimators registered here turn a team's cooperative game (its coalition values, or the agents'
+own rewards) into per-agent ``Credit`` on multi-agent ``Rollouts`` (one position per agent
+action, ``agent_ids`` = acting agent, each agent's own reward on its last position): ``shapley``,
+``leave_one_out``, ``sharp``, ``dr_mas``, ``m_grpo`` and ``scar`` (Shapley over reasoning steps
+instead of agents). The game maths lives in ``labkit.core.games``, the per-agent views of a batch
+in ``labkit.core.agents``.
 """
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-from typing import Callable, Union
-
 import torch
 
+from labkit.core.agents import (CoalitionValues, agent_rewards, agent_step_counts, coalition_table, group_index,
+                                n_agents_of, normalize_pools)
 from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape,
-                                resolve_input)
-from labkit.credit._registry import register
-from labkit.core.rollouts import Cost, Credit, Rollouts, segment_reduce
-from labkit.core.stats import group_normalize
-
-MAX_PLAYERS = 24  # 2**24 columns of float64 is 128 MB per game; beyond that use sampled_shapley
-
-CoalitionValues = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
-
-
-# --------------------------------------------------------------------------- games
-def _n_from_width(name: str, width: int) -> int:
-    if width < 1 or width & (width - 1):
-        raise ValueError(f"{name}: the last dimension must be 2**n (one column per coalition), got {width}")
-    n = width.bit_length() - 1
-    if n > MAX_PLAYERS:
-        raise ValueError(f"{name}: {n} players is too many for a full table (max {MAX_PLAYERS}); "
-                         "use sampled_shapley with a callable")
-    return n
-
-
-def _as_table(name: str, values) -> tuple[torch.Tensor, int]:
-    """Validate a coalition table; returns it as float64 and the number of players."""
-    v = as_tensor(name, values)
-    if v.dim() == 0:
-        raise ValueError(f"{name}: expected shape (..., 2**n), got a scalar")
-    n = _n_from_width(name, v.shape[-1])
-    if v.dtype == torch.bool or not v.is_floating_point():
-        v = v.to(torch.float64)
-    v = v.to(torch.float64)
-    check_finite(name, v)
-    return v, n
-
-
-def popcount(n: int) -> torch.Tensor:
-    """Coalition sizes |S| for S = 0 .. 2**n - 1, (2**n,) long."""
-    masks = torch.arange(2 ** n)
-    bits = (masks[:, None] >> torch.arange(n)) & 1
-    return bits.sum(1)
-
-
-def coalition_masks(n: int) -> torch.Tensor:
-    """Membership table: ``out[S, i]`` is True when player i is in coalition S, (2**n, n) bool."""
-    n = check_int("n", n, low=0, high=MAX_PLAYERS)
-    return ((torch.arange(2 ** n)[:, None] >> torch.arange(n)) & 1).bool()
-
-
-@lru_cache(maxsize=8)
-def _shapley_matrix(n: int) -> torch.Tensor:
-    """M (2**n, n) with phi = v @ M.
-
-    Expanding phi_i = sum_{S not containing i} w(|S|) (v(S + i) - v(S)), w(k) = k!(n-k-1)!/n!,
-    every coalition S appears once per player: with sign + and weight w(|S| - 1) when i is in S
-    (as the "after" coalition), with sign - and weight w(|S|) when i is not (as the "before").
-    """
-    inside = coalition_masks(n)
-    size = inside.sum(1)
-    # w(k) = 1 / (n * C(n-1, k)), exact in float64 for the sizes we allow
-    w = torch.tensor([1.0 / (n * math.comb(n - 1, k)) for k in range(n)] + [0.0], dtype=torch.float64)
-    plus = w[(size - 1).clamp(min=0)][:, None]
-    minus = w[size.clamp(max=n - 1)][:, None]
-    return torch.where(inside, plus, -minus)
-
-
-def exact_shapley(values) -> torch.Tensor:
-    """Exact Shapley values of the game(s) ``values`` (..., 2**n) -> (..., n), float64.
-
-        phi_i = sum_{S subset N \\ {i}} |S|! (n - |S| - 1)! / n! * (v(S + i) - v(S))
-
-    Computed without a loop over coalitions: each coalition's value enters phi_i with a weight
-    that depends only on |S| and on whether i is in S, so phi = v @ M for a fixed (2**n, n)
-    matrix M (cached per n). For n > 16 (M over 8 MB) a loop over the n players is used
-    instead. A game on 0 players returns shape (..., 0).
-    """
-    v, n = _as_table("values", values)
-    if n == 0:
-        return v.new_zeros(v.shape[:-1] + (0,))
-    if n <= 16:
-        return v @ _shapley_matrix(n)
-    size = popcount(n)
-    w = torch.tensor([1.0 / (n * math.comb(n - 1, k)) for k in range(n)], dtype=torch.float64)
-    masks = torch.arange(2 ** n)
-    out = []
-    for i in range(n):
-        before = masks[(masks >> i) & 1 == 0]
-        diff = v[..., before | (1 << i)] - v[..., before]
-        out.append(diff @ w[size[before]])
-    return torch.stack(out, -1)
-
-
-def leave_one_out(values) -> torch.Tensor:
-    """Leave-one-out (difference reward) credit, (..., 2**n) -> (..., n):
-
-        d_i = v(N) - v(N \\ {i})
-
-    What the team loses when player i alone is removed (C3's leave-one-out; the "difference
-    rewards" of Wolpert & Tumer). Unlike Shapley it is not efficient: redundant players all get
-    0, complementary players each get the whole value.
-    """
-    v, n = _as_table("values", values)
-    full = 2 ** n - 1
-    drop = torch.tensor([full ^ (1 << i) for i in range(n)], dtype=torch.long)
-    return v[..., full:full + 1] - v[..., drop]
-
-
-def sampled_shapley(values_or_fn, n: int | None = None, *, n_permutations: int, seed: int = 0,
-                    antithetic: bool = False) -> tuple[torch.Tensor, int]:
-    """Permutation-sampling Shapley estimate (Castro, Gomez & Tejada 2009). Returns (phi, cost).
-
-    Draw P uniformly random orderings of the players; in each, walk the players in order and give
-    each its marginal contribution v(predecessors + i) - v(predecessors); average over orderings.
-    Unbiased for every player, and efficient in every single ordering (the contributions
-    telescope to v(N) - v(empty)), so the estimate always sums exactly to v(N) - v(empty).
-
-    ``values_or_fn``: a table (..., 2**n) (then ``n`` may be omitted), or a callable taking a
-    1-D long tensor of M coalition bitmasks and returning their values with last dimension M
-    (leading batch dims allowed). ``n_permutations`` >= 1 is the budget; the same orderings are
-    used for every game in a batch. ``antithetic=True`` pairs each ordering with its reverse
-    (P/2 random orderings, rounded up, so P rounds up to even) — a variance reduction; off by
-    default. ``seed`` fixes the orderings.
-
-    Cost: the number of DISTINCT coalitions the orderings visit (the empty and grand coalition
-    included), i.e. the v(S) evaluations a caller without a table has to pay for, per game.
-    It never exceeds 2**n.
-    """
-    n_permutations = check_int("n_permutations", n_permutations, low=1)
-    seed = check_int("seed", seed)
-    fn = None
-    if callable(values_or_fn) and not isinstance(values_or_fn, torch.Tensor):
-        if n is None:
-            raise ValueError("n: the number of players is required when values_or_fn is a callable")
-        n = check_int("n", n, low=1, high=62)
-        fn = values_or_fn
-    else:
-        table, n_table = _as_table("values_or_fn", values_or_fn)
-        if n is not None and check_int("n", n) != n_table:
-            raise ValueError(f"n: the table has 2**{n_table} columns but n = {n}")
-        n = n_table
-        if n == 0:
-            return table.new_zeros(table.shape[:-1] + (0,)), 1
-    g = torch.Generator().manual_seed(seed)
-    if check_bool("antithetic", antithetic):
-        half = torch.rand((n_permutations + 1) // 2, n, generator=g).argsort(-1)
-        perms = torch.cat([half, half.flip(-1)], 0)
-    else:
-        perms = torch.rand(n_permutations, n, generator=g).argsort(-1)
-    P = perms.shape[0]
-    after = torch.cumsum(1 << perms, dim=1)                       # (P, n): coalition once perm[k] joined
-    visited = torch.cat([torch.zeros(1, dtype=torch.long), after.flatten()])
-    uniq, inverse = torch.unique(visited, return_inverse=True)
-    if fn is None:
-        vals = table[..., uniq]
-    else:
-        vals = as_tensor("values_or_fn", fn(uniq.clone()))
-        if vals.dim() == 0 or vals.shape[-1] != uniq.numel():
-            raise ValueError(f"values_or_fn: the callable must return one value per coalition "
-                             f"(last dimension {uniq.numel()}), got shape {tuple(vals.shape)}")
-        vals = vals.to(torch.float64)
-        check_finite("values_or_fn", vals)
-    # every "before" coalition is the previous "after" (or the empty one), so one lookup serves both
-    inv_after = inverse[1:].reshape(P, n)
-    inv_before = torch.cat([inverse[:1].expand(P, 1), inv_after[:, :-1]], 1)
-    v_after = vals[..., inv_after.flatten()].reshape(vals.shape[:-1] + (P, n))
-    v_before = vals[..., inv_before.flatten()].reshape(vals.shape[:-1] + (P, n))
-    marginal = v_after - v_before                                   # (..., P, n) by position
-    phi = torch.zeros(vals.shape[:-1] + (n,), dtype=torch.float64)
-    phi = phi.index_add(-1, perms.flatten(), marginal.reshape(vals.shape[:-1] + (P * n,)))
-    return phi / P, int(uniq.numel())
-
-
-# --------------------------------------------------------------------------- rollouts helpers
-def n_agents_of(rollouts: Rollouts) -> int:
-    """Number of agents: ``rollouts.info["n_agents"]`` if set, else the largest agent id + 1."""
-    n = rollouts.info.get("n_agents")
-    if n is None:
-        return int(rollouts.agent_ids.max()) + 1
-    n = check_int("info['n_agents']", n, low=1)
-    seen = int(rollouts.agent_ids.max()) + 1
-    if seen > n:
-        raise ValueError(f"info['n_agents']: is {n} but agent_ids go up to {seen - 1}")
-    return n
-
-
-def agent_rewards(rollouts: Rollouts, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-agent rewards R[b, i] (sum of agent i's rewards in trajectory b) and whether agent i
-    acted in trajectory b, both (B, n); n defaults to ``n_agents_of(rollouts)``."""
-    n = n_agents_of(rollouts) if n is None else n
-    R, present = segment_reduce(rollouts.agent_ids, rollouts.rewards, "sum", n_segments=n)
-    return R.to(torch.float64), present
-
-
-def agent_step_counts(rollouts: Rollouts, n: int) -> torch.Tensor:
-    """How many positions (actions) agent i has in trajectory b, (B, n) long."""
-    ones = rollouts.mask.to(torch.float64)
-    return segment_reduce(rollouts.agent_ids, ones, "sum", n_segments=n)[0].round().long()
-
-
-def coalition_table(rollouts: Rollouts, coalition_values, n: int, name: str = "coalition_values") -> torch.Tensor:
-    coalition_values, _ = resolve_input(name, coalition_values, rollouts,
-                                        expected=f"a (B, 2**n) tensor of coalition values (n = {n}) or a "
-                                                 "callable rollouts -> (B, 2**n)")
-    v = as_tensor(name, coalition_values)
-    check_shape(name, v, (rollouts.batch_size, 2 ** n))
-    v, _ = _as_table(name, v)
-    return v
-
-
-def normalize_pools(values: torch.Tensor, present: torch.Tensor, pool: torch.Tensor,
-                    weight: torch.Tensor | None = None, eps: float = 1e-6,
-                    normalize_std: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """GRPO-normalise entries of ``values`` (B, n) inside pools: (v - mean_pool) / (std_pool + eps).
-
-    ``pool`` (B, n) long names the pool of every entry; only ``present`` entries count and get a
-    value (others 0). ``weight`` (B, n) long repeats an entry in the statistics (e.g. once per
-    action it took), default 1. Degenerate pools follow ``grpo``: a pool of one sample has
-    mean 0 and std 1; an all-equal pool gives 0 (0 / eps). Returns (normalised, mean, std), (B, n).
-    """
-    out = torch.zeros_like(values)
-    mean_full = torch.zeros_like(values)
-    std_full = torch.ones_like(values)
-    if not bool(present.any()):
-        return out, mean_full, std_full
-    adv, mean, std, _ = group_normalize(values[present], pool[present], eps=eps, normalize_std=normalize_std,
-                                        weight=None if weight is None else weight[present])
-    out[present] = adv
-    mean_full[present] = mean
-    std_full[present] = std
-    return out, mean_full, std_full
-
-
-def _group_index(rollouts: Rollouts) -> torch.Tensor:
-    return torch.unique(rollouts.group_ids, return_inverse=True)[1]
+                                trajectory_totals)
+from labkit.core.games import MAX_PLAYERS, exact_shapley, leave_one_out_values, sampled_shapley
+from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.credit.registry import register
 
 
 # --------------------------------------------------------------------------- estimators
-@register("shapley")
+@register("shapley", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="implemented", paper="Shapley 1953",
+          equation=r"A_{b,i} = \sum_{S \subseteq N \setminus \{i\}} \frac{|S|! \, (n - |S| - 1)!}{n!} \left(v_b(S "
+                   r"\cup \{i\}) - v_b(S)\right)",
+          symbols="i: agent; n = |N|; v_b(S): team value of trajectory b with only the agents in S; "
+                  "method='sampled': mean over random orderings")
 def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
             n_permutations: int = 200, seed: int = 0, antithetic: bool = False) -> Credit:
     """Shapley credit over agents (Shapley 1953; survey Sec. 6, e.g. SHARP arXiv:2602.08335): Shapley values.
 
-    Formula:
-        ``coalition_values`` (B, 2**n) — v_b(S) for trajectory b, column = bitmask of the agents
-        kept (absent agents replaced by a default, as the environment defines) — or a callable
-        rollouts -> (B, 2**n). n = ``rollouts.info["n_agents"]`` or the largest agent id + 1.
+    Inputs:
+        rollouts: ``agent_ids`` (n = ``info["n_agents"]`` or the largest agent id + 1).
+        ``coalition_values`` (agent_coalition_values): (B, 2**n), v_b(S) for trajectory b,
+        column = bitmask of the agents kept (absent agents replaced by a default, as the
+        environment defines), or a callable rollouts -> (B, 2**n).
 
+    Formula:
         phi_{b,i} = sum_{S subset N\\{i}} |S|!(n-|S|-1)!/n! (v_b(S+i) - v_b(S))      method="exact"
         phi_{b,i} ~ mean over P random orderings of v_b(pred + i) - v_b(pred)     method="sampled"
 
-        Every position of agent i in trajectory b gets phi_{b,i} (level "agent"). Efficient:
+        Every position of agent i in trajectory b gets phi_{b,i}. Efficient:
         sum_i phi_{b,i} = v_b(N) - v_b(empty), so the team outcome is split, not copied.
         No group baseline and no normalisation (use ``sharp`` for that).
-        ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory.
 
     Defaults:
         method = "exact"; sampled uses ``n_permutations=200``, ``seed=0``, no antithetic pairs.
@@ -282,11 +51,14 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
     Degenerate input:
         a one-agent team gets v(N) - v(empty); an agent absent from a trajectory has no
         position, so its phi is kept in ``values`` but painted nowhere. Groups play no role.
-        ``coalition_values=None`` raises a ValueError naming ``coalition_values``.
 
     Deviations from the reference:
         none: the textbook definition; method="sampled" is permutation sampling (Castro et al.
-        2009, ``sampled_shapley``).
+        2009, ``labkit.core.games.sampled_shapley``).
+
+    Returns:
+        credit at level "agent"; ``info``: ``phi`` (B, n), ``n_evaluations`` per trajectory,
+        ``method_detail`` (the method).
 
     Cost:
         ``env_steps`` = coalition values the method reads, summed over trajectories (2**n per
@@ -305,35 +77,43 @@ def shapley(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, met
                              n_evaluations=evals, method_detail=method)
 
 
-@register("leave_one_out")
+@register("leave_one_out", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="implemented", paper="Wolpert & Tumer 2002",
+          equation=r"A_{b,i} = v_b(N) - v_b(N \setminus \{i\})",
+          symbols="i: agent; N: all agents; v_b(S): team value of trajectory b with only the agents in S")
 def leave_one_out_credit(rollouts: Rollouts, *, coalition_values: CoalitionValues = None) -> Credit:
     """Leave-one-out / difference-reward credit over agents (Wolpert & Tumer 2002; C3's
     leave-one-out, arXiv:2603.06859 as catalogued by the survey): d_i = v(N) - v(N \\ {i}).
 
+    Inputs:
+        rollouts: ``agent_ids``.
+        ``coalition_values`` (agent_coalition_values): as in ``shapley`` (only the grand coalition
+        and the n coalitions with one agent removed are read).
+
     Formula:
         d_{b,i} = v_b(N) - v_b(N \\ {i})
 
-        ``coalition_values`` as in ``shapley`` (only the grand coalition and the n coalitions
-        with one agent removed are read). Not efficient: redundant agents all get 0 (each is
-        replaceable), complementary agents each get the whole team value. Every position of
-        agent i in trajectory b gets d_{b,i} (level "agent"). ``info``: ``loo`` (B, n).
+        Not efficient: redundant agents all get 0 (each is replaceable), complementary agents
+        each get the whole team value. Every position of agent i in trajectory b gets d_{b,i}.
 
     Defaults:
-        no options besides ``coalition_values`` (required). No normalisation.
+        no options besides ``coalition_values``. No normalisation.
 
     Degenerate input:
         a one-agent team gets v(N) - v(empty). Groups play no role.
-        ``coalition_values=None`` raises a ValueError naming ``coalition_values``.
 
     Deviations from the reference:
         none: the definition of the difference reward.
+
+    Returns:
+        credit at level "agent"; ``info``: ``loo`` (B, n).
 
     Cost:
         ``env_steps`` = (n + 1) per trajectory (the coalition values read, as in ``shapley``).
     """
     n = n_agents_of(rollouts)
     v = coalition_table(rollouts, coalition_values, n)
-    d = leave_one_out(v)
+    d = leave_one_out_values(v)
     return Credit.from_level(rollouts, d, "agent", "leave_one_out",
                              cost=Cost(env_steps=(n + 1) * rollouts.batch_size), loo=d)
 
@@ -342,10 +122,17 @@ DR_MAS_NORMS = ("agent", "global")
 POOL_UNITS = ("step", "trajectory")
 
 
-@register("dr_mas")
+@register("dr_mas", level="agent", needs=("agents",), status="implemented", paper="2602.08847",
+          equation=r"A_{b,i} = \frac{R_{b,i} - \mu_{g,i}}{\sigma_{g,i} + \epsilon}",
+          symbols="R_{b,i}: agent i's reward in trajectory b; mu, sigma: mean, unbiased std of agent i's rewards "
+                  "in task group g, once per action; eps = 1e-6")
 def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", eps: float = 1e-6,
            normalize_std: bool = True) -> Credit:
     """Dr. MAS (Feng et al. 2026, arXiv:2602.08847): agent-wise advantage normalisation.
+
+    Inputs:
+        rollouts: ``rewards`` (each agent's own, on its positions), ``agent_ids``, ``group_ids``
+        (task groups), ``mask``.
 
     Formula:
         R_{b,i} = agent i's reward in trajectory b (the rewards on agent i's positions, summed).
@@ -359,9 +146,7 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
         differ, so one agent's advantages are all shifted one way and its gradient norm
         inflates). ``unit="step"`` (the paper's Eq. 5): statistics are over agent i's actions,
         so a trajectory where agent i acted k times counts k times; ``unit="trajectory"``: once.
-        The method label is "dr_mas", or "ma_grpo" for normalize="global".
-        Every position of agent i in trajectory b gets A_{b,i} (level "agent").
-        ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n).
+        Every position of agent i in trajectory b gets A_{b,i}.
 
     Defaults:
         normalize = "agent", unit = "step", eps = 1e-6, unbiased std (as ``grpo``).
@@ -378,6 +163,10 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
         the step pooling is our reading of Eq. 5, where the pool of agent k is its set of
         actions Y_k.
 
+    Returns:
+        credit at level "agent" (method "dr_mas", or "ma_grpo" for normalize="global");
+        ``info``: ``agent_rewards`` R, ``pool_mean``, ``pool_std`` (B, n), ``normalize``.
+
     Cost:
         none beyond the sampled batch.
     """
@@ -386,7 +175,7 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
     eps = check_number("eps", eps, low=0.0)
     n = n_agents_of(rollouts)
     R, present = agent_rewards(rollouts, n)
-    g = _group_index(rollouts)[:, None].expand(-1, n)
+    g = group_index(rollouts)[:, None].expand(-1, n)
     pool = g * n + torch.arange(n) if normalize == "agent" else g
     weight = agent_step_counts(rollouts, n) if unit == "step" else None
     adv, mean, std = normalize_pools(R, present, pool, weight, eps, normalize_std)
@@ -394,12 +183,21 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
                              agent_rewards=R, pool_mean=mean, pool_std=std, normalize=normalize)
 
 
-@register("sharp")
+@register("sharp", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="implemented", paper="2602.08335",
+          equation=r"A_{b,i} = \frac{r_{b,i} - \operatorname{mean}_{g,i} r}{\operatorname{std}_{g,i} r + "
+                   r"\epsilon},\quad r_{b,i} = w_g R_b + w_s \phi_{b,i} + w_p p_{b,i}",
+          symbols="R_b: team reward v_b(N); phi: agent's Shapley value; p: process reward (0 if none); weights 1; "
+                  "stats over group g rows where i acted")
 def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, process_rewards=None,
           team_reward=None, w_global: float = 1.0, w_shapley: float = 1.0, w_process: float = 1.0,
           method: str = "exact", n_permutations: int = 200, seed: int = 0, eps: float = 1e-6,
           normalize: bool = True) -> Credit:
     """SHARP, Shapley-based hierarchical attribution (Li et al. 2026, arXiv:2602.08335): per-agent credit.
+
+    Inputs:
+        rollouts: ``agent_ids``, ``group_ids`` (task groups), ``rewards`` (which agents acted).
+        ``coalition_values`` (agent_coalition_values): as in ``shapley``.
 
     Formula:
         Each agent's reward has three parts, then advantages are normalised per agent:
@@ -416,7 +214,6 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
         efficiency); None = no process term. Identities: with w_shapley = w_process = 0 this is
         Dr. MAS (``dr_mas(unit="trajectory")``) on the team reward broadcast to every agent;
         with normalize=False and w_global = w_process = 0 it is ``shapley``.
-        ``info``: ``reward`` r, ``phi``, ``team_reward``, ``pool_mean``, ``pool_std``.
 
     Defaults:
         all three weights 1, exact Shapley (``n_permutations=200``, ``seed=0`` when sampled),
@@ -430,6 +227,10 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
         the paper estimates phi from a handful of masked-agent re-runs and its weights are
         tuned per benchmark; here phi comes from the given coalition table, and the weights are
         plain arguments.
+
+    Returns:
+        credit at level "agent"; ``info``: ``reward`` r, ``phi``, ``pool_mean``, ``pool_std``
+        (B, n), ``team_reward`` (B,).
 
     Cost:
         as ``shapley``: ``env_steps`` = coalition values read, summed over trajectories.
@@ -445,12 +246,7 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
         phi, evals = exact_shapley(v), 2 ** n
     else:
         phi, evals = sampled_shapley(v, n_permutations=n_permutations, seed=seed)
-    if team_reward is None:
-        team = v[:, -1]
-    else:
-        team = as_tensor("team_reward", team_reward).to(torch.float64)
-        check_shape("team_reward", team, (B,))
-        check_finite("team_reward", team)
+    team = trajectory_totals("team_reward", team_reward, v[:, -1])
     if process_rewards is None:
         proc = torch.zeros(B, n, dtype=torch.float64)
     else:
@@ -460,7 +256,7 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
     r = float(w_global) * team[:, None] + float(w_shapley) * phi + float(w_process) * proc
     _, present = agent_rewards(rollouts, n)
     if check_bool("normalize", normalize):
-        pool = _group_index(rollouts)[:, None] * n + torch.arange(n)
+        pool = group_index(rollouts)[:, None] * n + torch.arange(n)
         adv, mean, std = normalize_pools(r, present, pool, None, eps)
     else:
         adv, mean, std = torch.where(present, r, 0), torch.zeros_like(r), torch.ones_like(r)
@@ -471,11 +267,17 @@ def sharp(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, proce
 M_GRPO_SUB_GROUPS = ("agent", "pooled")
 
 
-@register("m_grpo")
+@register("m_grpo", level="agent", needs=("agents",), status="implemented", paper="2511.13288",
+          equation=r"A_{b,i} = \frac{R_{b,i} - \operatorname{mean}_{P} R}{\operatorname{std}_{P} R + \epsilon}",
+          symbols="R_{b,i}: agent i's reward; P: pool = task group x agent (default); pooled: all sub-agent calls, "
+                  "aligned to D per rollout; eps = 1e-6")
 def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent",
            d_max: int | None = None, seed: int = 0, eps: float = 1e-6) -> Credit:
     """M-GRPO, hierarchical group-relative advantages for a main agent and its sub-agents
     (Hong et al. 2025, arXiv:2511.13288): per-agent GRPO credit.
+
+    Inputs:
+        rollouts: ``rewards`` (each agent's own), ``agent_ids``, ``group_ids`` (task groups).
 
     Formula:
         With R_{b,i} the per-agent reward (agent i's rewards in trajectory b, summed):
@@ -492,10 +294,9 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
         the paper's trajectory alignment: every rollout contributes exactly D invocations
         (D = ``d_max``, default the largest count in the group) — rollouts with fewer duplicate
         randomly chosen invocations of their own, rollouts with more randomly drop the excess
-        (``seed``). Dropped invocations are not trained on (credit 0, flagged in
-        ``info["dropped"]``); duplicates only reweight the pool. In labkit an "invocation" is a
-        sub-agent that acted in the row (one reward each).
-        ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``, ``dropped`` (B, n) bool.
+        (``seed``). Dropped invocations are not trained on (credit 0); duplicates only reweight
+        the pool. In labkit an "invocation" is a sub-agent that acted in the row (one reward
+        each).
 
     Defaults:
         main_agent = 0, sub_groups = "agent", d_max = None, seed = 0, eps = 1e-6, unbiased std.
@@ -512,6 +313,11 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
         both from the per-agent rewards in ``rollouts`` (mix them upstream if wanted). The
         decoupled multi-server training (shared statistics store) is not modelled.
 
+    Returns:
+        credit at level "agent"; ``info``: ``agent_rewards``, ``pool_mean``, ``pool_std``,
+        ``dropped`` (B, n) bool (invocations dropped by the alignment), ``main_agent``,
+        ``sub_groups``.
+
     Cost:
         none beyond the sampled batch.
     """
@@ -524,7 +330,7 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
         d_max = check_int("d_max", d_max, low=1)
     R, present = agent_rewards(rollouts, n)
     B = rollouts.batch_size
-    g = _group_index(rollouts)
+    g = group_index(rollouts)
     is_main = torch.arange(n)[None, :] == main_agent
     dropped = torch.zeros(B, n, dtype=torch.bool)
     if sub_groups == "agent":
@@ -561,34 +367,42 @@ def m_grpo(rollouts: Rollouts, *, main_agent: int = 0, sub_groups: str = "agent"
                              pool_std=std, dropped=dropped, main_agent=main_agent, sub_groups=sub_groups)
 
 
-@register("scar")
+@register("scar", level="step", inputs={"coalition_values": "step_coalition_values"}, status="implemented",
+          paper="2505.20417",
+          equation=r"A_{b,k} = \sum_{S \subseteq [m] \setminus \{k\}} \frac{|S|! \, (m - |S| - 1)!}{m!} \left(v_b(S "
+                   r"\cup \{k\}) - v_b(S)\right)",
+          symbols="k: step (a player); m: number of steps of trajectory b; v_b(S): value (success rate) with only "
+                  "the steps in S kept")
 def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method: str = "exact",
          n_permutations: int = 200, seed: int = 0) -> Credit:
     """SCAR (Cao et al. 2025, arXiv:2505.20417): Shapley credit over the reasoning segments of a trajectory.
 
+    Inputs:
+        rollouts: ``step_ids`` (the segments are the players; M = the batch's largest number of
+        steps).
+        ``coalition_values`` (step_coalition_values): (B, 2**M) or a callable rollouts ->
+        (B, 2**M): v_b(S) = the value (reward-model score / success probability) of trajectory b
+        when only the segments in bitmask S are kept.
+
     Formula:
-        Players are the steps (segments) of a trajectory: ``rollouts.step_ids``. M = the batch's
-        largest number of steps; ``coalition_values`` (B, 2**M) or a callable rollouts -> (B, 2**M):
-        v_b(S) = the value (reward-model score / success probability) of trajectory b when only
-        the segments in bitmask S are kept. For a row with m_b < M steps, bits >= m_b are absent
-        players: labkit reads v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits
-        are ignored — so absent segments are null players and get exactly 0.
+        For a row with m_b < M steps, bits >= m_b are absent players: labkit reads
+        v_b(S & (2**m_b - 1)) — the columns that differ only in absent bits are ignored — so
+        absent segments are null players and get exactly 0.
 
         phi_{b,k} = sum_{S subset [m_b] \\ {k}} |S|!(m_b-|S|-1)!/m_b! (v_b(S+k) - v_b(S))
 
-        Credit of step k = phi_{b,k} (level "step"), the dense reward SCAR puts on segment k; the
-        segment rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
+        Credit of step k = phi_{b,k}, the dense reward SCAR puts on segment k; the segment
+        rewards add up to v_b(all) - v_b(none) (efficiency), so with v_b(none) = 0 they
         redistribute the sequence reward exactly (the paper's potential-based-shaping argument
         for an unchanged optimal policy). No baseline or normalisation here; feed phi as rewards
-        to a return/advantage estimator if wanted. ``info``: ``phi`` (B, M), ``n_steps`` (B,).
+        to a return/advantage estimator if wanted.
 
     Defaults:
         method = "exact"; ``method="sampled"`` uses ``n_permutations=200`` orderings, ``seed=0``.
 
     Degenerate input:
         a one-step row gets v(all) - v(none); rows with no step get nothing. Groups play no
-        role. More than 24 segments (``MAX_PLAYERS``) raise a ValueError naming
-        ``coalition_values``.
+        role. More than 24 segments (``MAX_PLAYERS``) are refused: their table would not fit.
 
     Deviations from the reference:
         the paper segments adaptively (tokens, spans, sentences) and uses Owen values (a
@@ -596,6 +410,9 @@ def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method
         exact (or permutation-sampled) Shapley values. The paper's value is a reward model
         scoring the partial text; in the lab it is the verifier's success rate of the tiny LM's
         continuations (``ArithmeticLM.segment_coalition_values``, notebook 09).
+
+    Returns:
+        credit at level "step"; ``info``: ``phi`` (B, M), ``n_steps`` (B,).
 
     Cost:
         ``aux_calls`` = coalition values read (2**m_b per row when exact; the distinct

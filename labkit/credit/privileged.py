@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape, resolve_input
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 from labkit.credit.episode import grpo
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize
@@ -24,9 +24,22 @@ from labkit.core.turns import turn_table
 
 
 # --------------------------------------------------------------------------- SWEET-RL critic
-@register("sweet_rl")
+@register("sweet_rl", level="turn", needs=("states",),
+          inputs={"critic": "privileged_critic", "hidden_states": "hidden_states"}, status="implemented",
+          paper="2503.15478",
+          equation=r"A_{i,t} = A_c(h_t, a_t)\quad \left(- \sum_a \pi(a \mid o_t) \, A_c(h_t, a) \text{ if } \pi "
+                   r"\text{ is given}\right)",
+          symbols="t: turn; A_c: Bradley-Terry turn-advantage critic; h_t: privileged hidden state (or observation "
+                  "o_t); default: uncentred")
 def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Credit:
     """SWEET-RL (Zhou et al. 2025, arXiv:2503.15478): a privileged turn critic's advantage of the action.
+
+    Inputs:
+        rollouts: ``turn_ids``, ``states`` and ``tokens`` (each turn's observation and action).
+        ``critic`` (privileged_critic): a fitted ``labkit.learn.critics.BTCritic``, privileged
+        (k_t = the hidden state) or not (k_t = the observation).
+        ``hidden_states`` (hidden_states): the hidden state at every position, passed explicitly
+        (``rollouts.truth["hidden_states"]``) for a privileged critic.
 
     Formula:
         Step-wise evaluation from training-time information:
@@ -36,28 +49,29 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
         preference at turn t: (argmax_a A_c(k_t, a), argmin_a A_c(k_t, a)) over all candidates
 
         SWEET-RL trains the actor with DPO on the preference pairs (best vs worst of the
-        candidate actions sampled at the turn, ranked by the critic); ``info["preferences"]``
-        holds them, (B, N, 2) action ids (chosen, rejected), -1 where there is no turn. The
-        per-turn credit is what a policy-gradient learner can use instead. Centring by pi makes
-        the credit an advantage under the current policy (the critic's raw values are only
-        defined up to a constant per key). ``info["informative"]`` marks turns whose best and
-        worst candidates differ.
+        candidate actions sampled at the turn, ranked by the critic). The per-turn credit is
+        what a policy-gradient learner can use instead. Centring by pi makes the credit an
+        advantage under the current policy (the critic's raw values are only defined up to a
+        constant per key).
 
     Defaults:
-        pi = None (the paper's uncentred credit). ``critic`` (required) is a fitted
-        ``labkit.learn.critics.BTCritic``: privileged (k_t = the hidden state, passed explicitly
-        as ``hidden_states``) or not (k_t = the observation).
+        pi = None (the paper's uncentred credit).
 
     Degenerate input:
         a critic fitted on groups with equal outcomes stays 0 and gives credit 0 everywhere;
         ties (e.g. a key never seen in training: all 0) choose the lowest action id for both
         ends of the preference pair (not informative). Absent turns get credit 0 and
-        preference (-1, -1). A critic without ``scores``, ``n_actions`` and ``privileged``
-        raises a ValueError naming ``critic``.
+        preference (-1, -1). A critic without ``scores``, ``n_actions`` and ``privileged`` is
+        refused.
 
     Deviations from the reference:
         candidates are all of ToolWorld's actions (the paper samples a few from the actor); the
         critic is a table, not an LLM.
+
+    Returns:
+        credit at level "turn"; ``info``: ``preferences`` (B, N, 2) action ids (chosen, rejected),
+        -1 where there is no turn; ``informative`` (B, N) turns whose best and worst candidates
+        differ; ``critic_values`` (B, N, A); ``privileged`` (the critic's).
 
     Cost:
         ``aux_calls`` = turns x candidates (one critic evaluation each).
@@ -84,9 +98,21 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
 
 
 # --------------------------------------------------------------------------- CriticSearch
-@register("critic_search")
+@register("critic_search", level="turn", needs=("states",), inputs={"verdicts": "turn_verdicts"}, status="stand-in",
+          paper="2511.12159",
+          replaces="the frozen critique LLM that reads the trajectory and the gold answer: verdicts from the sign "
+                   "of the exact turn advantage, flipped at a seeded error rate",
+          equation=r"A_{i,k} = A^{\text{grpo}}_i + \alpha \, \frac{v_{i,k} - \operatorname{mean}_{g(i)} "
+                   r"v}{\operatorname{std}_{g(i)} v + \epsilon}",
+          symbols="v_{i,k}: 0/1 judge verdict on turn k; mean/std over all turns of the task group; A^grpo_i: grpo "
+                  "credit; alpha = 1; eps = 1e-6")
 def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: float = 1e-6) -> Credit:
     """CriticSearch-style (Zhang et al. 2025, arXiv:2511.12159): GRPO plus retrospective dense turn rewards.
+
+    Inputs:
+        rollouts: ``rewards``, ``group_ids``, ``turn_ids``, ``states`` and ``tokens`` (the turns).
+        ``verdicts`` (turn_verdicts): (B, N) 0/1 turn verdicts with N the batch's largest number
+        of turns, or a callable ``rollouts -> (B, N)`` (the judge).
 
     Formula:
         turn reward     r_t  = verdict_t in {0 (bad), 1 (good)}
@@ -96,12 +122,10 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
 
         A^GRPO_i is ``grpo`` on the trajectory outcomes: the critic's turn rewards complement the
         global reward, and the combination is optimised with GRPO, as the paper describes its
-        hybrid advantage. ``info``: ``turn_rewards`` (B, N), ``turn_term`` (B, N),
-        ``episode_term`` (B,).
+        hybrid advantage.
 
     Defaults:
-        alpha = 1, eps = 1e-6, unbiased std. ``verdicts`` (required) is (B, N) with N the
-        batch's largest number of turns, or a callable ``rollouts -> (B, N)`` (the judge).
+        alpha = 1, eps = 1e-6, unbiased std.
 
     Degenerate input:
         a pool of turns whose verdicts are all equal gets turn term 0; a group of one
@@ -115,6 +139,10 @@ def critic_search(rollouts: Rollouts, *, verdicts, alpha: float = 1.0, eps: floa
         reward mapping and normalisation are labkit's reading of the paper's summary (turn
         rewards from binary verdicts, group normalisation as in GRPO), not checked against its
         equations.
+
+    Returns:
+        credit at level "turn"; ``info``: ``turn_rewards`` (B, N), ``turn_term`` (B, N),
+        ``episode_term`` (B,), ``alpha``.
 
     Cost:
         one judge call per trajectory (the critic reads the whole trajectory once),

@@ -19,7 +19,7 @@ from labkit.core.checks import (as_tensor, check_choice, check_finite, check_num
                                 resolve_input)
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import group_normalize, group_stats
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 StepScores = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 PURE_FORMS = ("min", "sum")
@@ -38,16 +38,26 @@ def _step_scores(rollouts: Rollouts, step_scores, present: torch.Tensor) -> tupl
     return torch.where(present, p, 0.0), called
 
 
-@register("pure")
+@register("pure", level="step", inputs={"step_scores": "prm_step_scores"}, status="implemented", paper="2504.08662",
+          equation=r"A_{i,k} = G_{i,k} - \operatorname{mean}_{j \in g(i), j \ne i} G_{j,0},\quad G_{i,k} = \sum_{l "
+                   r"\ge k} \operatorname{softmax}_l\left(-\frac{r_{i,l}}{T}\right) r_{i,l} + s_i",
+          symbols="k: step; r = 2p - 1, p: PRM prob that step is good; softmax over the response's steps; T = 0.1; "
+                  "group of one: baseline 0")
 def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min", temperature: float = 0.1,
          verifiable_weight: float = 1.0) -> Credit:
     """PURE (Cheng et al. 2025, arXiv:2504.08662): min-form credit, a step is worth the worst step still to come.
 
+    Inputs:
+        rollouts: ``rewards`` (the verifiable reward R, inside the last step), ``step_ids``,
+        ``group_ids``.
+        ``step_scores`` (prm_step_scores): p_s, the PRM's probability that step s is good, a
+        (B, S) tensor in [0, 1] or a callable rollouts -> (B, S), e.g.
+        ``ProcessRewardModel.load().step_scores``.
+
     Formula:
-        p_s: the PRM's probability that step s is good (``step_scores``); its step reward is
-        r_s = p(+) - p(-) = 2 p_s - 1 in [-1, 1]. form="min" (PURE) reweights the rewards of a
-        response with a soft minimum over its steps, form="sum" keeps them (the usual sum-form
-        credit PURE argues against):
+        The PRM's step reward is r_s = p(+) - p(-) = 2 p_s - 1 in [-1, 1]. form="min" (PURE)
+        reweights the rewards of a response with a soft minimum over its steps, form="sum"
+        keeps them (the usual sum-form credit PURE argues against):
 
             w_s  = softmax_s(-r_s / T)          (over the response's own steps)
             r'_s = w_s * r_s                    form="min"
@@ -64,13 +74,11 @@ def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min
 
         Sum form: a response padded with extra harmless steps (r > 0) collects more return;
         min form: the weights concentrate on the lowest step, so sum_s r'_s ~ min_s r_s and
-        padding adds almost nothing. ``info``: ``step_rewards`` r (B, S), ``weighted_rewards``
-        r', ``weights`` w, ``returns`` G, ``baseline`` b (B,).
+        padding adds almost nothing.
 
     Defaults:
         form = "min", temperature T = 0.1 (PURE's setting), verifiable_weight = 1 (PURE's
-        ``verifiable_reward_coef``). ``step_scores`` (required): a (B, S) tensor in [0, 1] or a
-        callable rollouts -> (B, S), e.g. ``ProcessRewardModel.load().step_scores``.
+        ``verifiable_reward_coef``).
 
     Degenerate input:
         a group of one has no other response: its baseline is 0 and it gets its raw returns
@@ -79,9 +87,8 @@ def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min
         global minimum as return and steps after it about 0 (PURE's approximation; its separate
         "strict min-form", G_s = min over s' >= s, is not implemented). T -> infinity gives
         w = 1 / n, the mean step reward. Ties in the lowest score share the weight. Absent steps
-        (padding) get 0; a response with no generated token gets no credit. ``step_scores``
-        missing, mis-shaped, non-finite or outside [0, 1] raises a ValueError naming it;
-        temperature <= 0 raises a ValueError naming ``temperature``.
+        (padding) get 0; a response with no generated token gets no credit. Scores outside
+        [0, 1] are refused.
 
     Deviations from the reference:
         PURE's RLOO baseline (verl ``compute_rloo_outcome_advantage``) is the other responses'
@@ -92,6 +99,11 @@ def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min
         step then has the step's return only after the step's reward token, so labkit gives the
         whole step the return from its own reward on (level "step"). No KL penalty, no
         advantage whitening (PURE's ``adv_norm`` is off by default).
+
+    Returns:
+        credit at level "step" (method "pure_min" or "pure_sum"); ``info``: ``step_rewards`` r
+        (B, S), ``weighted_rewards`` r', ``weights`` w, ``returns`` G, ``baseline`` b (B,),
+        ``temperature``.
 
     Cost:
         a callable ``step_scores`` costs one ``aux_calls`` per trajectory (one PRM forward pass
@@ -124,10 +136,22 @@ def pure(rollouts: Rollouts, *, step_scores: StepScores = None, form: str = "min
                              baseline=baseline, temperature=T)
 
 
-@register("spro")
+@register("spro", level="token", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"}, status="implemented",
+          paper="2507.01551",
+          equation=r"A_{i,t} = A^{\text{grpo}}_i + \mathrm{CPR}_{i,t} - \operatorname{mean}_{k \in g(i), t < |y_k|} "
+                   r"\mathrm{CPR}_{k,t},\quad \mathrm{CPR}_{i,t} = \beta \sum_{j \le t} \log "
+                   r"\frac{\pi(y_j)}{\pi_{\text{ref}}(y_j)}",
+          symbols="mean over the group's responses still generating at t; pi(y_j): prob of token j given its "
+                  "prefix; beta = 0.05; A^grpo: grpo credit")
 def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 0.05,
          normalize_std: bool = True, eps: float = 1e-6) -> Credit:
     """SPRO (Fei et al. 2025, arXiv:2507.01551): self-guided cumulative process rewards with a masked step advantage.
+
+    Inputs:
+        rollouts: ``rewards`` (the outcome R), ``group_ids``, ``mask``, ``logprobs`` (the
+        policy's, unless ``logprobs`` is given).
+        ``ref_logprobs`` (ref_logprobs): (B, T) log pi_ref of every generated token (e.g. the
+        frozen initial model's ``labkit.policies.lm.sequence_logprobs``).
 
     Formula:
         Every token t of response i earns an implicit process reward, the policy's log-ratio to
@@ -145,21 +169,16 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
 
             A_{i,t} = (R_i - mean_g R) / (std_g R + eps) + MSA_{i,t}
 
-        ``info``: ``cpr`` (B, T), ``msa`` (B, T), ``outcome_advantage`` (B,).
-
     Defaults:
         beta = 0.05 (the implicit-reward scale of PRIME, on which SPRO builds; not checked
-        against SPRO's own configuration), normalize_std = True (GRPO), eps = 1e-6.
-        ``logprobs`` defaults to ``rollouts.logprobs`` (the sampling policy); ``ref_logprobs``
-        (required) is (B, T): log pi_ref of every generated token (e.g. the frozen initial
-        model's ``labkit.policies.lm.sequence_logprobs``).
+        against SPRO's own configuration), normalize_std = True (GRPO), eps = 1e-6,
+        logprobs = None (``rollouts.logprobs``, the sampling policy's).
 
     Degenerate input:
         when policy = reference (ref_logprobs equal to logprobs) CPR = 0 and SPRO is exactly
         GRPO. A group of one gets its raw outcome (GRPO's group-of-one rule) and MSA = 0 (it is
         its own baseline); so does any position where only one response of the group is still
-        generating. Positions off the mask get 0. Missing ``ref_logprobs`` or
-        ``rollouts.logprobs`` raise a ValueError naming them.
+        generating. Positions off the mask get 0.
 
     Deviations from the reference:
         the survey describes SPRO's credit as the drop in success probability when a step is
@@ -171,6 +190,10 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
         outcome advantage are combined (a plain sum, outcome term group-normalised) is our
         reading; no public code was found to check it. A "step" in SPRO is a token (a
         token-level MDP), so credit is per token.
+
+    Returns:
+        credit at level "token"; ``info``: ``cpr`` (B, T), ``msa`` (B, T), ``outcome_advantage``
+        (B,), ``beta``.
 
     Cost:
         none here beyond the caller's reference forward pass that produced ``ref_logprobs``
@@ -207,15 +230,27 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
 
 
 # --------------------------------------------------------------------------- Turn-Level Reward Design (MT-GRPO)
-@register("turn_reward_design")
+@register("turn_reward_design", level="turn", needs=("turns",), inputs={"turn_rewards": "verifiable_turn_rewards"},
+          status="implemented", paper="2505.11821",
+          equation=r"A_{i,n} = \sum_{k \ge n} \frac{v_{i,k} - \operatorname{mean}_{j \in g(i)} "
+                   r"v_{j,k}}{\operatorname{std}_{j \in g(i)} v_{j,k} + \epsilon} + \frac{s_i - "
+                   r"\operatorname{mean}_{j \in g(i)} s_j}{\operatorname{std}_{j \in g(i)} s_j + \epsilon}",
+          symbols="v_{i,k}: verifiable reward of turn k; j: group members that reach turn k; turn_weight = "
+                  "outcome_weight = 1; eps = 1e-6")
 def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: float = 1.0,
                        outcome_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6) -> Credit:
     """Turn-Level Reward Design (Wei et al. 2025, arXiv:2505.11821): verifiable turn rewards mixed with the outcome, MT-GRPO style.
 
+    Inputs:
+        rollouts: ``rewards`` (the outcome R), ``group_ids``, ``turn_ids``.
+        ``turn_rewards`` (verifiable_turn_rewards): v_{i,n}, a checkable reward of turn n of
+        trajectory i (the paper's verifiable turn rewards: a tool call that executed, a
+        retrieved passage that contains the answer; on ToolWorld the tests passing after a run,
+        opening the file search named), (B, N) with N the batch's largest number of turns, or a
+        callable rollouts -> (B, N), e.g.
+        ``functools.partial(labkit.envs.toolworld.features.verifiable_turn_rewards, env)``.
+
     Formula:
-        ``turn_rewards`` v_{i,n}: a checkable reward of turn n of trajectory i (the paper's
-        verifiable turn rewards: a tool call that executed, a retrieved passage that contains
-        the answer; on ToolWorld the tests passing after a run, opening the file search named).
         Each turn reward is group-normalised against the other trajectories of the same task
         *at the same turn index* (the trajectories still playing there), and a turn is credited
         with the normalised turn rewards from itself to the end plus the normalised outcome:
@@ -225,22 +260,18 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
             A_{i,n} = turn_weight * sum_{k >= n} T_{i,k} + outcome_weight * O_i
 
         (MT-GRPO's two-turn form, A_1 = T_1 + lambda O and A_2 = O, written for any number of
-        turns with the outcome on every turn.) ``info``: ``turn_rewards`` v (B, N),
-        ``turn_term`` T (B, N), ``outcome_advantage`` O (B,).
+        turns with the outcome on every turn.)
 
     Defaults:
         turn_weight = 1, outcome_weight = 1, normalize_std = True, eps = 1e-6 (labkit's choices;
-        the paper tunes the mix per task). ``turn_rewards`` (required) is (B, N) with N the
-        batch's largest number of turns, or a callable rollouts -> (B, N), e.g.
-        ``functools.partial(labkit.envs.toolworld.features.verifiable_turn_rewards, env)``.
+        the paper tunes the mix per task).
 
     Degenerate input:
         a turn index that only one trajectory of its group reaches has no one to compare with:
         it keeps its raw turn reward (GRPO's singleton rule), as does a group of one, whose
         outcome term is its raw outcome. Turn rewards that are equal across the group at an
         index give 0 there; all-zero turn rewards give plain GRPO (times outcome_weight).
-        Absent turns get 0. Missing, mis-shaped or non-finite ``turn_rewards`` raise a
-        ValueError naming it.
+        Absent turns get 0.
 
     Deviations from the reference:
         the paper's MT-GRPO is written for a fixed small number of turns (search, then answer)
@@ -250,6 +281,10 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
         The cumulative sum of later normalised turn rewards is our reading of the multi-turn
         generalisation, not checked against code. The paper's LLM-as-judge turn rewards are
         not part of this estimator (``tarl`` and ``critic_search`` cover judged turns).
+
+    Returns:
+        credit at level "turn"; ``info``: ``turn_rewards`` v (B, N), ``turn_term`` T (B, N),
+        ``outcome_advantage`` O (B,).
 
     Cost:
         a callable costs one ``aux_calls`` per trajectory (the checks run once over the

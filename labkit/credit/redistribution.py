@@ -21,9 +21,9 @@ from typing import Callable
 import torch
 
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
-                                 per_position, resolve_input)
+                                 per_position, resolve_input, trajectory_totals)
 from labkit.core.rollouts import Cost, Credit, Rollouts
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 RED_CREDITS = ("reward", "return")
 RED_LEVELS = ("token", "step")
@@ -56,10 +56,21 @@ def _scores(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, to
     return s, p, calls
 
 
-@register("red")
+@register("red", level="token", inputs={"scores": "prefix_scores"}, status="implemented", paper="2411.08302",
+          equation=r"A_t = R(x, y_{\le t}) - R(x, y_{<t})",
+          symbols="R: outcome model's score of prompt x + prefix (a value model fitted to verifier outcomes); R(x) "
+                  "= 0 unless given")
 def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float = 0.0,
         credit: str = "reward", level: str = "token") -> Credit:
     """RED (Li et al. 2024, arXiv:2411.08302): token rewards as the change in an outcome model's score of the prefix.
+
+    Inputs:
+        rollouts: ``mask``, ``rewards`` (the outcome, for ``outcome_weight``), ``step_ids`` (for
+        level "step").
+        ``scores`` (prefix_scores): a (B, T) tensor of the outcome model's score after every
+        generated token, or a callable ``scores(rollouts)`` returning that tensor or a
+        ``(scores, prompt_scores)`` pair (e.g. ``ArithmeticLM.prefix_score_fn(model)``; an
+        outcome reward model's ``prefix_scores`` method also fits).
 
     Formula:
         R(x, y_<=t) = the outcome model's score of the prompt plus the first t tokens
@@ -71,21 +82,16 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
         ``credit="return"`` the reward-to-go sum_{t' >= t} r_t' (= final score - score before
         t, plus the outcome term), the undiscounted return PPO would see. ``level="step"``
         sums r_t per step (score after the step minus score before it) and gives every token
-        of the step that sum. ``info``: ``token_rewards``, ``final_scores``, ``prompt_scores``.
+        of the step that sum.
 
     Defaults:
         prompt_scores = None (taken as 0: then the first token also carries the prompt's own
         score), outcome_weight = 0 (pure redistribution), credit = "reward", level = "token".
-        ``scores`` (required): a (B, T) tensor of the score after every generated token, or a
-        callable ``scores(rollouts)`` returning that tensor or a ``(scores, prompt_scores)``
-        pair (e.g. ``ArithmeticLM.prefix_score_fn(model)``; an outcome reward model's
-        ``prefix_scores`` method also fits).
 
     Degenerate input:
         a response with nothing generated: no credit (all 0) and ``final_scores`` = 0; a one-token response
         gets R(x, y) - R(x) on its token. A constant scorer gives 0 everywhere except the
-        first token (score - prompt score). Scores off the mask are ignored. A wrongly shaped
-        or non-finite ``scores`` / ``prompt_scores`` raises a ValueError naming it.
+        first token (score - prompt score). Scores off the mask are ignored.
 
     Deviations from the reference:
         RED scores prefixes with an off-the-shelf sequence reward model (its value head read
@@ -93,6 +99,11 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
         with the original sequence reward optionally kept; the lab exposes the same sum through
         ``outcome_weight``, leaves the KL term to the trainer, and, having no RLHF reward model
         for the arithmetic task, uses a stand-in (a value model fitted to verifier outcomes).
+
+    Returns:
+        credit at level "token" (level "step" with ``level="step"``); ``info``:
+        ``token_rewards`` (B, T) r_t, ``final_scores`` and ``prompt_scores`` (B,),
+        ``outcome_weight``.
 
     Cost:
         ``aux_calls`` = prefixes scored when ``scores`` is a callable (one per generated token,
@@ -132,9 +143,20 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
 OutcomeModel = Callable[[Rollouts], tuple[torch.Tensor, torch.Tensor]]
 
 
-@register("acpo")
+@register("acpo", level="step", inputs={"outcome_model": "outcome_model"}, status="implemented", paper="2510.08899",
+          equation=r"A_k = s \, \frac{|c_k|}{\sum_j |c_j|},\quad c_k = \sum_{t \in \text{step } k} \frac{\partial "
+                   r"f(y)}{\partial e_t} \cdot e_t",
+          symbols="k: step; s: trajectory score (default total); f: outcome model's score; e_t: token t's input "
+                  "embedding; normalize='signed' drops the |.|")
 def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normalize: str = "abs") -> Credit:
     """ACPO attribution (Yin et al. 2025, arXiv:2510.08899): the outcome split over steps by gradient saliency.
+
+    Inputs:
+        rollouts: ``mask``, ``step_ids``, ``rewards`` (the outcome, the default ``total``).
+        ``outcome_model`` (outcome_model): a callable ``outcome_model(rollouts) -> (scores,
+        embeds)`` with ``scores`` (B,) differentiable with respect to ``embeds`` (B, T, D), the
+        input embeddings of the generated tokens (for the tiny LM:
+        ``ArithmeticLM.outcome_attribution_fn(critic)``).
 
     Formula:
         s(y)   = the outcome model's score of the response, e_t = input embedding of token t
@@ -147,22 +169,16 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
         "factorised" reward of a step. "abs" reads saliency as a share of responsibility (every
         step's credit has the sign of ``total``); "signed" lets a step push against the outcome
         but is unstable when the saliencies nearly cancel. Every token of step i takes A_i.
-        ``info``: ``saliency`` (B, T), ``step_saliency`` (B, S), ``model_scores`` (B,), ``total``.
 
     Defaults:
         total = None (the outcome reward ``rollouts.scores``; pass e.g. the outcome minus a
         baseline so that failed responses get negative credit to split), normalize = "abs".
-        ``outcome_model`` (required): a callable ``outcome_model(rollouts) -> (scores, embeds)``
-        with ``scores`` (B,) differentiable with respect to ``embeds`` (B, T, D), the input
-        embeddings of the generated tokens (for the tiny LM:
-        ``ArithmeticLM.outcome_attribution_fn(critic)``).
 
     Degenerate input:
         a response whose saliencies are all zero (or cancel exactly under "signed") splits
         ``total`` equally over its steps; a one-step response gets ``total`` on its step; no
-        generated tokens: no credit. total = 0 gives 0. A callable that returns the wrong
-        shapes, or scores that do not depend on ``embeds``, raises a ValueError naming
-        ``outcome_model``.
+        generated tokens: no credit. total = 0 gives 0. Scores that do not depend on
+        ``embeds`` are refused (there is no gradient to attribute).
 
     Deviations from the reference:
         attribution half only: ACPO's difficulty-aware curriculum (ordering training problems
@@ -172,6 +188,10 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
         steps; the lab uses gradient x input saliency of an outcome model on the task's ``;``
         steps, the gradient-based attribution the survey describes.
 
+    Returns:
+        credit at level "step"; ``info``: ``saliency`` (B, T), ``step_saliency`` (B, S),
+        ``model_scores`` (B,), ``total`` (B,), ``normalize``.
+
     Cost:
         ``aux_calls`` = one forward and one backward pass of the outcome model per response.
     """
@@ -179,12 +199,7 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
     if not callable(outcome_model):
         raise TypeError("outcome_model: expected a callable rollouts -> (scores (B,), embeds (B, T, D))")
     B, T = rollouts.batch_size, rollouts.horizon
-    if total is None:
-        tot = rollouts.scores.to(torch.float64)
-    else:
-        tot = as_tensor("total", total).to(torch.float64)
-        check_shape("total", tot, (B,))
-        check_finite("total", tot)
+    tot = trajectory_totals("total", total, rollouts.scores)
     with torch.enable_grad():
         out = outcome_model(rollouts)
         if not isinstance(out, tuple) or len(out) != 2:
@@ -223,35 +238,40 @@ from labkit.core.stats import group_normalize  # noqa: E402
 SPA_CREDITS = ("reward", "return")
 
 
-@register("spa_rl")
+@register("spa_rl", level="turn", inputs={"contributions": "progress_contributions"}, status="implemented",
+          paper="2505.20732",
+          equation=r"A_{i,k} = c_{i,k} = \sum_{t \in \text{turn } k} c(x_t)",
+          symbols="c: progress estimator's contribution, fitted so that sum_k c_k ~ outcome; credit='return': sum "
+                  "over k' >= k; outcome_weight = 0")
 def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome_weight: float = 0.0,
            eps: float = 1e-6) -> Credit:
     """SPA-RL (Wang et al. 2025, arXiv:2505.20732): a progress estimator's per-turn contribution, trained to sum to the outcome, as the turn's reward.
 
+    Inputs:
+        rollouts: ``mask``, ``turn_ids``, ``rewards`` (the outcome R), ``group_ids``.
+        ``contributions`` (progress_contributions): a (B, T) tensor of the per-position
+        contribution, or a callable ``rollouts -> that tensor`` (a fitted
+        ``labkit.learn.turn_models.ProgressEstimator`` is one).
+
     Formula:
         c_k = sum_{t in turn k} c(x_t)    the progress estimator's contribution of turn k, fitted so
                                           that sum_k c_k ~ R over trajectories
-                                          (``labkit.learn.turn_models.ProgressEstimator``)
         credit = "reward" (default):  A_k = c_k
         credit = "return":            A_k = sum_{k' >= k} c_k'     (the progress still to come)
         plus, with outcome_weight w != 0:  A_k += w * (R_i - mean_group(R)) / (std_group(R) + eps)
 
         The progress P_k = sum_{k' <= k} c_k' is the estimated completion after turn k; c_k its
-        increment. Every position of turn k takes A_k. ``info``: ``contributions`` (c_k, (B, N)),
-        ``progress`` (P_k), ``episode_advantage`` (the GRPO term, (B,)).
+        increment. Every position of turn k takes A_k.
 
     Defaults:
         credit = "reward", outcome_weight = 0 (the contribution alone, SPA's intermediate
-        reward), eps = 1e-6. ``contributions`` (required): a (B, T) tensor of the per-position
-        contribution, or a callable ``rollouts -> that tensor`` (a fitted ``ProgressEstimator``
-        is one).
+        reward), eps = 1e-6.
 
     Degenerate input:
         a one-turn trajectory gets its whole contribution on its turn (about its outcome, for a
         well-fitted estimator); an all-zero estimator gives zero credit (plus the GRPO term). A
         group of one gets its raw outcome in the GRPO term (``group_normalize``'s singleton
-        rule). A row with no played turn gets 0. A wrongly shaped or non-finite
-        ``contributions`` raises a ValueError naming it.
+        rule). A row with no played turn gets 0.
 
     Deviations from the reference:
         SPA-RL's progress estimator is a small MLP head on the LLM agent's representation of the
@@ -260,6 +280,10 @@ def spa_rl(rollouts: Rollouts, *, contributions, credit: str = "reward", outcome
         the estimator sees the last observation and the action (a table, or a tiny MLP that
         also sees the turn index). The paper trains PPO with a critic on these rewards; here the
         reward itself (or its reward-to-go) is the credit, optionally mixed with GRPO.
+
+    Returns:
+        credit at level "turn"; ``info``: ``contributions`` (c_k, (B, N)), ``progress`` (P_k),
+        ``episode_advantage`` (the GRPO term, (B,)), ``credit``, ``outcome_weight``.
 
     Cost:
         ``aux_calls`` = one estimator pass per trajectory when ``contributions`` is a callable;

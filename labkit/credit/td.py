@@ -18,7 +18,7 @@ from labkit.core.checks import as_tensor, check_bool, check_finite, check_number
 from labkit.core.rollouts import Cost, Credit, Rollouts
 from labkit.core.stats import discounted_returns, next_masked, whiten
 from labkit.core.turns import action_discounts
-from labkit.credit._registry import register
+from labkit.credit.registry import register
 
 Values = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 
@@ -57,10 +57,18 @@ def _token_gae(rollouts: Rollouts, values: Values, gamma: float, lam: float, *,
     return adv, torch.where(m, adv + v, 0), cost
 
 
-@register("gae")
+@register("gae", level="token", inputs={"values": "token_values"}, status="implemented", paper="1506.02438",
+          equation=r"A_t = \delta_t + \gamma \lambda A_{t+1},\quad \delta_t = r_t + \gamma V_{t+1} - V_t",
+          symbols="t+1: next generated token (tool tokens skipped); V: critic value; V = 0 past the end; gamma = "
+                  "lambda = 1; no whitening by default")
 def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0,
         whiten_advantages: bool = False) -> Credit:
     """Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438): discounted TD errors.
+
+    Inputs:
+        rollouts: ``rewards``, ``mask`` (tool output between generated tokens is skipped).
+        ``values`` (token_values): the critic's V at every position, a (B, T) tensor or a callable
+        ``critic(rollouts) -> (B, T)``.
 
     Formula:
         delta_t = r_t + gamma * V_{t'} - V_t          (t' = the next generated position; V = 0 past the end)
@@ -69,11 +77,10 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
         off the mask (tool output) carry the next value and the running advantage through
         unchanged, and there is no bootstrap past a trajectory's last generated token (terminal
         V = 0). lam = 1 gives the Monte Carlo return minus V; lam = 0 the one-step TD error
-        (``td0``). ``info["returns"]`` = A + V, the critic's regression target.
+        (``td0``).
 
     Defaults:
-        gamma = lam = 1 as in verl; whiten_advantages = False. ``values`` (required) is a (B, T)
-        tensor or a callable ``critic(rollouts) -> (B, T)``.
+        gamma = lam = 1 as in verl; whiten_advantages = False.
 
     Degenerate input:
         a one-token trajectory gets A = r - V; an all-masked row gets 0. With
@@ -89,6 +96,10 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
         ``info["returns"]`` equals verl's returns, on generated tokens (tests/test_verl_bridge.py;
         off the mask verl carries the running advantage, labkit gives 0).
 
+    Returns:
+        credit at level "token"; ``info``: ``returns`` (B, T) = A + V, the critic's regression
+        target, and ``gamma``, ``lam``.
+
     Cost:
         a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
         tensor costs nothing here.
@@ -99,9 +110,15 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
     return Credit.from_tokens(rollouts, adv, "gae", cost=cost, returns=returns, gamma=gamma, lam=lam)
 
 
-@register("td0")
+@register("td0", level="token", inputs={"values": "token_values"}, status="implemented", paper="Sutton 1988",
+          equation=r"A_t = r_t + \gamma V_{t+1} - V_t",
+          symbols="t+1: next generated token; V: critic value; V = 0 past the end; gamma = 1; never whitened")
 def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
     """One-step TD error (Sutton 1988; Schulman et al. 2016, arXiv:1506.02438): GAE with lam = 0.
+
+    Inputs:
+        rollouts: ``rewards``, ``mask``.
+        ``values`` (token_values): the critic's V at every position, as in ``gae``.
 
     Formula:
         A_t = r_t + gamma * V_{t'} - V_t      (t' = the next generated position; V = 0 past the end)
@@ -110,13 +127,17 @@ def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
         Same mask conventions as ``gae``.
 
     Defaults:
-        gamma = 1; ``values`` (required) as in ``gae``.
+        gamma = 1.
 
     Degenerate input:
         as ``gae``: a one-token trajectory gets r - V; an all-masked row gets 0. Groups play no role.
 
     Deviations from the reference:
         never whitened (verl's GAE whitens over the batch; ``td0`` has no whitening option).
+
+    Returns:
+        credit at level "token"; ``info`` as ``gae``'s: ``returns`` (B, T) = A + V, ``gamma``,
+        ``lam`` (0).
 
     Cost:
         as ``gae``: a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B);
@@ -127,11 +148,19 @@ def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
     return credit
 
 
-@register("poad")
+@register("poad", level="token", inputs={"values": "token_values"}, status="implemented", paper="2405.15821",
+          equation=r"A_t = \delta_t + d_t \lambda A_{t+1},\quad \delta_t = r_t + d_t V_{t+1} - V_t",
+          symbols="d_t = 1 if token t+1 is in the same action (turn), else gamma; V: critic value before token t; "
+                  "V = 0 past the end; gamma = lambda = 1")
 def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0) -> Credit:
     """POAD (Wen et al. 2024, arXiv:2405.15821): token-level credit inside a multi-token action by
     Bellman backups with action decomposition (BAD): no discount and no reward between the tokens
     of one action, the discount only between actions.
+
+    Inputs:
+        rollouts: ``rewards``, ``mask``, ``turn_ids`` (an action is a turn).
+        ``values`` (token_values): the critic's value before every token, a (B, T) tensor or a
+        callable ``critic(rollouts) -> (B, T)``.
 
     Formula:
         d_t     = 1 if the next generated token t' belongs to the same turn (action), else gamma
@@ -146,12 +175,10 @@ def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float =
         discounts between every pair of tokens instead, so a k-token action's future is shrunk by
         gamma^k rather than gamma, and every non-final token gets (gamma - 1) V of a
         bias: the discrepancy between token-level and action-level optimisation POAD removes.
-        ``info["returns"]`` = A + V, the critic's target (lam = 1: returns discounted per action).
 
     Defaults:
         gamma = lam = 1 (as ``gae``; with gamma = 1 and a critic over token prefixes POAD and
-        ``gae`` coincide, the difference is the discount). ``values`` (required): a (B, T) tensor
-        or a callable ``critic(rollouts) -> (B, T)``, the value before every token. No whitening.
+        ``gae`` coincide, the difference is the discount). No whitening.
 
     Degenerate input:
         every action one token (a tabular world's turns): d_t = gamma everywhere and POAD equals
@@ -164,6 +191,10 @@ def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float =
         paper applies lam inside an action could not be read; here lam mixes at every token
         boundary (lam = 0: pure one-token backups; lam = 1: the Monte Carlo return). The paper's
         Q-learning form (a max over the next token) is not built: this is its on-policy (PPO) form.
+
+    Returns:
+        credit at level "token"; ``info``: ``returns`` (B, T) = A + V, the critic's target
+        (lam = 1: returns discounted per action), and ``gamma``, ``lam``.
 
     Cost:
         a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
@@ -187,9 +218,20 @@ def _resolve_turn_values(rollouts: Rollouts, values: Values, present: torch.Tens
     return v.to(rollouts.rewards.dtype), cost
 
 
-@register("turn_gae")
+# Turn-PPO and AgentPRM both compute turn-level GAE: one function realises both catalogued papers.
+@register("turn_gae", level="turn", inputs={"values": "turn_values"}, status="implemented",
+          paper="2512.17008; 2511.08325",
+          equation=r"A_k = \delta_k + \gamma \lambda A_{k+1},\quad \delta_k = r_k + \gamma V_{k+1} - V_k",
+          symbols="k: turn; r_k: reward inside turn k; V_k: critic value before turn k; V = 0 after the last turn; "
+                  "gamma = lambda = 1")
 def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 1.0) -> Credit:
     """Turn-level GAE (Turn-PPO, arXiv:2512.17008; AgentPRM, arXiv:2511.08325): GAE over turns, not tokens.
+
+    Inputs:
+        rollouts: ``rewards``, ``turn_ids``.
+        ``values`` (turn_values): the critic's value before every turn, a (B, n_turns) tensor
+        (n_turns = the batch's largest turn count; entries past a trajectory's last turn are
+        ignored) or a callable ``critic(rollouts) -> (B, n_turns)``.
 
     Formula:
         r_k     = reward received inside turn k,      V_k = the critic's value before turn k
@@ -199,13 +241,10 @@ def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: flo
         and every token of turn k takes A_k. One discount per turn, not per token: a long tool
         call does not shrink the future more than a short one, which is the point of the
         turn-level MDP. With every turn one token it equals token-level ``gae``; with
-        gamma = lam = 1 it is the reward-to-go minus V_k. ``info["returns"]`` (B, n_turns) = A + V,
-        the critic's regression target.
+        gamma = lam = 1 it is the reward-to-go minus V_k.
 
     Defaults:
-        gamma = lam = 1 (as ``gae``); no whitening. ``values`` is a (B, n_turns) tensor
-        (n_turns = the batch's largest turn count; entries past a trajectory's last turn are
-        ignored) or a callable ``critic(rollouts) -> (B, n_turns)``.
+        gamma = lam = 1 (as ``gae``); no whitening.
 
     Degenerate input:
         a one-turn trajectory gets r - V_0; absent turns get 0. Groups play no role.
@@ -213,6 +252,10 @@ def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: flo
     Deviations from the reference:
         none documented beyond the choice of no whitening (verl's token-level GAE whitens over
         the batch; this estimator has no whitening option).
+
+    Returns:
+        credit at level "turn"; ``info``: ``returns`` (B, n_turns) = A + V, the critic's
+        regression target, and ``gamma``, ``lam``.
 
     Cost:
         a callable critic counts one auxiliary call per trajectory (``aux_calls`` = B); a values
@@ -231,9 +274,20 @@ def turn_gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: flo
                              gamma=gamma, lam=lam)
 
 
-@register("archer")
+@register("archer", level="turn", inputs={"q_values": "turn_q_values", "v_values": "turn_values"},
+          status="implemented", paper="2402.19446",
+          equation="A_{i,k} = Q(o_k, a_k) - V(o_k)",
+          symbols="k: turn (every token of turn k takes A_{i,k}); o_k, a_k: observation, action; Q, V: off-policy "
+                  "turn-level TD critic")
 def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=None) -> Credit:
     """ARCHER (Zhou et al. 2024, arXiv:2402.19446): turn-level advantage A_k = Q(o_k, a_k) - V(o_k).
+
+    Inputs:
+        rollouts: ``turn_ids`` (which turns exist).
+        ``q_values`` (turn_q_values) and ``v_values`` (turn_values): the two (B, n_turns)
+        tensors Q(o_k, a_k) and V(o_k). Instead of the pair, ``critic``: anything with
+        ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
+        ``labkit.learn.critics.TurnQCritic`` (``pi`` is passed on); not both.
 
     Formula:
         A_k = Q(o_k, a_k) - V(o_k)       from an off-policy turn-level TD critic
@@ -241,19 +295,19 @@ def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=
         is 0 at every observation.
 
     Defaults:
-        no numeric options. Q and V come either from ``critic`` (anything with
-        ``q_values(rollouts)`` and ``v_values(rollouts, pi)`` giving (B, n_turns), e.g.
-        ``labkit.learn.critics.TurnQCritic``; ``pi`` is passed on) or from the two (B, n_turns)
-        tensors ``q_values`` and ``v_values``, not both.
+        no numeric options.
 
     Degenerate input:
         absent turns get 0; entries past a trajectory's last turn are ignored. Groups play no
-        role. Passing ``critic`` together with ``q_values`` / ``v_values``, or only one of the two
-        tensors, raises a ValueError.
+        role. ``critic`` together with ``q_values`` / ``v_values``, or only one of the two
+        tensors, is refused.
 
     Deviations from the reference:
         ARCHER then trains the token-level policy against this turn advantage (its low-level
         REINFORCE/PPO step); that part is the training loop's, not this estimator's.
+
+    Returns:
+        credit at level "turn"; ``info``: ``q_values`` and ``v_values`` (B, n_turns), as used.
 
     Cost:
         a critic counts one auxiliary call per trajectory (``aux_calls`` = B); the two tensors

@@ -10,7 +10,7 @@ Layer: top of the stack beside ``course`` and ``bridges``: it may import the sta
 ``viz`` and ``scoring``; nothing in labkit imports it except ``course``.
 """
 from labkit.diagnose.compare import (FEATURES, EstimatorComparison, agreement_matrix, compare_estimators,
-                                     compare_sample, data_features, disagreement, load_needs, rms_scaled, sample_groups,
+                                     compare_sample, data_features, disagreement, rms_scaled, sample_groups,
                                      sample_rows, supported_estimators, tally_features)
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
 from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, STREAM_BATCH_ROWS, Diagnosis, diagnose
@@ -28,7 +28,7 @@ __all__ = [
     "Stochasticity", "Histogram",
     "INTERMEDIATE_MIN_SHARE", "STOCHASTIC_THRESHOLD",
     "decision_inputs", "walk_tree", "Answer",
-    "FEATURES", "load_needs", "data_features", "tally_features", "supported_estimators", "sample_groups",
+    "FEATURES", "data_features", "tally_features", "supported_estimators", "sample_groups",
     "sample_rows", "compare_estimators", "compare_sample",
     "agreement_matrix", "disagreement", "rms_scaled", "EstimatorComparison",
 ]

@@ -1,85 +1,53 @@
 """Estimators compared on data without ground truth: which ones the data supports, how far their
 credit agrees, and on which trajectories the choice of estimator matters most.
 
-What each registered estimator needs is data, not code: ``data/diagnose/estimator_needs.csv``
-has one row per estimator with ``needs`` (features the rollouts must show, from
-:data:`FEATURES`, ``;``-separated) and ``inputs`` (arguments that no rollout file can hold: a
-value function, a critic, an environment, a judge; ``;``-separated). An estimator runs when it
-needs no input and the data shows every feature it needs; it runs with its defaults.
+What each registered estimator needs is part of its spec (``labkit.credit.spec(name)``):
+``needs``, the features the rollouts must show (:data:`FEATURES` holds the test that reads each
+off a batch), and ``inputs``, the options that no rollout file can hold (a value function, a
+critic, an environment, a judge). An estimator runs when it needs no input and the data shows
+every feature it needs; it runs with its defaults.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
 from labkit.core.checks import check_int
-from labkit.core.paths import data_path, require_data
 from labkit.core.rollouts import Rollouts, check_rollouts
-from labkit.credit import ESTIMATORS, estimate
+from labkit.credit import ESTIMATORS, estimate, spec
+from labkit.credit.registry import FEATURES as FEATURE_DESCRIPTIONS
+from labkit.credit.registry import INPUT_KINDS, EstimatorSpec
 from labkit.diagnose.measure import measure_rewards
 from labkit.diagnose.results import INTERMEDIATE_MIN_SHARE
 from labkit.diagnose.tally import Tally
 
-__all__ = ["FEATURES", "NEEDS_FILE", "check_needs", "load_needs", "data_features", "tally_features",
-           "supported_estimators", "sample_groups", "sample_rows", "compare_sample", "EstimatorComparison", "compare_estimators", "agreement_matrix",
-           "disagreement", "average_ranks"]
+__all__ = ["FEATURES", "data_features", "tally_features", "supported_estimators", "not_supported_reason",
+           "sample_groups", "sample_rows", "compare_sample", "EstimatorComparison", "compare_estimators",
+           "agreement_matrix", "disagreement", "average_ranks"]
 
-NEEDS_FILE = ("diagnose", "estimator_needs.csv")
-
-#: What a batch can show, each with the test that reads it off a ``Rollouts``.
-FEATURES: dict[str, tuple[str, Callable[[Rollouts], bool]]] = {
-    "groups": ("some task group has two or more trajectories",
-               lambda r: bool((torch.unique(r.group_ids, return_counts=True)[1] >= 2).any())),
-    "anchor_keys": ("observation keys per step (anchor_keys)", lambda r: r.anchor_keys is not None),
-    "entropies": ("the sampling policy's entropies", lambda r: r.entropies is not None),
-    "logprobs": ("the sampling policy's log-probabilities", lambda r: r.logprobs is not None),
-    "states": ("observation states per position", lambda r: r.states is not None),
-    "turns": ("some trajectory has two or more turns", lambda r: int(r.n_turns.max()) > 1),
-    "agents": ("two or more agents", lambda r: int(r.agent_ids.max()) >= 1),
-    "intermediate_rewards": (f"non-zero rewards before the end in >= {INTERMEDIATE_MIN_SHARE:.0%} of trajectories",
-                             lambda r: measure_rewards(r).intermediate),
+# how a batch shows each feature of the registry's vocabulary
+_FEATURE_TESTS: dict[str, Callable[[Rollouts], bool]] = {
+    "groups": lambda r: bool((torch.unique(r.group_ids, return_counts=True)[1] >= 2).any()),
+    "anchor_keys": lambda r: r.anchor_keys is not None,
+    "entropies": lambda r: r.entropies is not None,
+    "logprobs": lambda r: r.logprobs is not None,
+    "states": lambda r: r.states is not None,
+    "turns": lambda r: int(r.n_turns.max()) > 1,
+    "agents": lambda r: int(r.agent_ids.max()) >= 1,
+    "intermediate_rewards": lambda r: measure_rewards(r).intermediate,
 }
+# where a diagnosis draws the line for a feature the registry describes without one
+_THRESHOLDS = {"intermediate_rewards": f" in >= {INTERMEDIATE_MIN_SHARE:.0%} of trajectories"}
 
-
-def _split(cell: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in str(cell).split(";") if x.strip())
-
-
-def check_needs(table: pd.DataFrame, where: str = "needs") -> pd.DataFrame:
-    """Validate an estimator-needs table: the five columns, features from :data:`FEATURES`, no
-    estimator twice. Errors start with ``where`` (the argument or file) and name the row."""
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"{where}: expected a DataFrame, got {type(table).__name__}")
-    missing = {"estimator", "level", "needs", "inputs", "note"} - set(table.columns)
-    if missing:
-        raise ValueError(f"{where}: missing columns {sorted(missing)}")
-    for i, row in enumerate(table.itertuples(index=False)):
-        unknown = [f for f in _split(row.needs) if f not in FEATURES]
-        if unknown:
-            raise ValueError(f"{where}: row {i + 1} ({row.estimator}): unknown feature {unknown[0]!r} in "
-                             f"needs; known: {sorted(FEATURES)}")
-    dup = table.estimator.duplicated()
-    if dup.any():
-        raise ValueError(f"{where}: estimator {table.estimator[dup].iloc[0]!r} is listed twice")
-    return table
-
-
-@lru_cache(maxsize=1)
-def _needs_table(path: str) -> pd.DataFrame:
-    return check_needs(pd.read_csv(path, keep_default_na=False, dtype=str), path)
-
-
-def load_needs() -> pd.DataFrame:
-    """The estimator-needs table (columns estimator, level, needs, inputs, note), validated by
-    :func:`check_needs`."""
-    path = require_data(data_path(*NEEDS_FILE), "the estimator-needs table")
-    return _needs_table(str(path)).copy()
+#: What a batch can show (the registry's features), each with its description and the test that
+#: reads it off a ``Rollouts``.
+FEATURES: dict[str, tuple[str, Callable[[Rollouts], bool]]] = {
+    name: (desc + _THRESHOLDS.get(name, ""), _FEATURE_TESTS[name]) for name, desc in FEATURE_DESCRIPTIONS.items()}
 
 
 def data_features(rollouts: Rollouts) -> dict[str, bool]:
@@ -107,16 +75,15 @@ def tally_features(tally: Tally) -> dict[str, bool]:
 
 
 def supported_estimators(rollouts: Rollouts | None, estimators: Sequence[str] | None = None,
-                         needs: pd.DataFrame | None = None, *,
+                         specs: Mapping[str, EstimatorSpec] | None = None, *,
                          features: dict[str, bool] | None = None) -> tuple[list[str], dict[str, str]]:
     """Split estimators into those the data supports and the others with the reason.
 
     ``estimators``: registered names to consider (default: every registered estimator, in
-    registry order). ``needs``: the table (default :func:`load_needs`). An estimator missing
-    from the table is not run ("not in the needs table"), so a newly registered one is never run
-    blind. ``features``: the data's features measured elsewhere (:func:`tally_features` of a
-    whole file, when ``rollouts`` is None or only a sample of it). Returns
-    ``(runnable, {name: reason})``.
+    registry order). ``specs``: {name: spec} to decide by instead of the registry's (a
+    what-if: an estimator that claimed to need less). ``features``: the data's features
+    measured elsewhere (:func:`tally_features` of a whole file, when ``rollouts`` is None or
+    only a sample of it). Returns ``(runnable, {name: reason})``.
     """
     if features is None:
         feats = data_features(check_rollouts(rollouts))
@@ -125,22 +92,32 @@ def supported_estimators(rollouts: Rollouts | None, estimators: Sequence[str] | 
             raise ValueError(f"features: expected a dict with the keys {sorted(FEATURES)}, got {features!r}")
         feats = features
     names = list(ESTIMATORS) if estimators is None else _check_names(estimators)
-    table = (load_needs() if needs is None else check_needs(needs).fillna("")).set_index("estimator")
+    if specs is not None and not isinstance(specs, Mapping):
+        raise TypeError(f"specs: expected a dict {{name: EstimatorSpec}}, got {type(specs).__name__}")
     run, not_run = [], {}
     for name in names:
-        if name not in table.index:
-            not_run[name] = "not in the needs table (data/diagnose/estimator_needs.csv)"
-            continue
-        row = table.loc[name]
-        inputs = _split(row.inputs)
-        lacking = [f for f in _split(row.needs) if not feats[f]]
-        if inputs:
-            not_run[name] = f"needs {', '.join(inputs)}: {row.note}"
-        elif lacking:
-            not_run[name] = "the data lacks " + "; ".join(FEATURES[f][0] for f in lacking)
-        else:
+        reason = not_supported_reason(specs[name] if specs and name in specs else spec(name), feats)
+        if reason is None:
             run.append(name)
+        else:
+            not_run[name] = reason
     return run, not_run
+
+
+def not_supported_reason(estimator: EstimatorSpec, features: dict[str, bool]) -> str | None:
+    """Why data with ``features`` ({feature: shown}) cannot run ``estimator`` with its defaults,
+    or None when it can: the inputs no rollout file holds first, else the features the data
+    lacks."""
+    if not isinstance(estimator, EstimatorSpec):
+        raise TypeError(f"estimator: expected an EstimatorSpec (labkit.credit.spec(name)), "
+                        f"got {type(estimator).__name__}")
+    if estimator.inputs:
+        kinds = dict.fromkeys(estimator.inputs.values())
+        return f"needs {', '.join(estimator.inputs)}: " + "; ".join(INPUT_KINDS[k].description for k in kinds)
+    lacking = [f for f in estimator.needs if not features[f]]
+    if lacking:
+        return "the data lacks " + "; ".join(FEATURES[f][0] for f in lacking)
+    return None
 
 
 def _check_names(estimators) -> list[str]:
@@ -257,8 +234,8 @@ class EstimatorComparison:
     """What :func:`compare_estimators` returns.
 
     ``ran``: names that produced credit; ``skipped``: {name: error message} for those the
-    table allowed but that raised on the data; ``not_supported``: {name: reason} from the
-    table. ``rows``: indices (into the diagnosed batch) of the compared sample; ``credit``:
+    specs allowed but that raised on the data; ``not_supported``: {name: reason} from the
+    specs. ``rows``: indices (into the diagnosed batch) of the compared sample; ``credit``:
     {name: (n, T) token credit} on it; ``agreement``: the rank-correlation matrix;
     ``disagreement``: :func:`disagreement`'s table with ``row`` mapped to the diagnosed batch
     and ``sample_row`` the row in ``sample_rollouts`` (the compared sample).
@@ -275,18 +252,18 @@ class EstimatorComparison:
 
 def compare_estimators(rollouts: Rollouts, estimators: Sequence[str] | None = None, *,
                        sample: int | None = 2048, seed: int = 0, progress=None,
-                       needs: pd.DataFrame | None = None) -> EstimatorComparison:
+                       specs: Mapping[str, EstimatorSpec] | None = None) -> EstimatorComparison:
     """Run every estimator the data supports on a sample of whole groups and compare them.
 
     ``estimators``: names to consider (default all registered); ``sample``: about this many
     trajectories, whole groups drawn at random with ``seed`` (None: all). ``progress``: a
-    tqdm-like wrapper for the loop over estimators, or None. An estimator the table allows but
+    tqdm-like wrapper for the loop over estimators, or None. An estimator the specs allow but
     that raises (a ValueError or TypeError on this data) is reported in ``skipped`` with its
-    message; it never stops the comparison. ``needs``: the estimator-needs table (default the
-    shipped one, :func:`load_needs`).
+    message; it never stops the comparison. ``specs``: {name: spec} to decide by instead of
+    the registry's (as in :func:`supported_estimators`).
     """
     check_rollouts(rollouts)
-    run, not_run = supported_estimators(rollouts, estimators, needs)
+    run, not_run = supported_estimators(rollouts, estimators, specs)
     rows = sample_groups(rollouts, sample, seed)
     sub = rollouts if rows.numel() == rollouts.batch_size else rollouts.select(rows)
     return compare_sample(sub, rows, run, not_run, progress=progress)

@@ -175,7 +175,7 @@ def _estimator_blocks(d) -> list[Block]:
     if c.not_supported:
         out.append(Block("h2", "Estimators not run"))
         out.append(Block("table", pd.DataFrame(sorted(c.not_supported.items()),
-                                               columns=["estimator", "why (data/diagnose/estimator_needs.csv)"])))
+                                               columns=["estimator", "why (its spec: labkit.credit.spec)"])))
     return out
 
 

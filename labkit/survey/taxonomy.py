@@ -199,10 +199,13 @@ SETTINGS: tuple[str, ...] = ("reasoning", "agentic", "multi-agent", "other")
 #: core / enabler follow Appendix B's C / E; ``related`` is for catalog additions outside both.
 TYPES: tuple[str, ...] = ("core", "enabler", "related")
 COLLECTIONS: tuple[str, ...] = ("survey_snapshot", "recent_addition")
-#: implemented = the labkit function exists; stand-in = implemented with a substitute for a
-#: component the lab cannot ship (e.g. an LLM judge); planned = scheduled but not written yet;
-#: concept-only = described in the map, not scheduled (``status_note`` says why).
-STATUSES: tuple[str, ...] = ("implemented", "stand-in", "planned", "concept-only")
+#: implemented = the labkit function exists; adaptation = implemented with one of the paper's
+#: components changed to fit the lab (e.g. a tabular model for an LLM in the same role);
+#: stand-in = implemented with a substitute of another nature for a component the lab cannot
+#: ship (e.g. an LLM judge); planned = scheduled but not written yet; concept-only = described in
+#: the map, not scheduled (``status_note`` says why). The first three are a registered
+#: estimator's own status (``labkit.credit.registry.STATUSES``), which its rows must carry.
+STATUSES: tuple[str, ...] = ("implemented", "adaptation", "stand-in", "planned", "concept-only")
 #: Appendix B's "BL" column: G, P, D, O, T.
 BASELINE_FAMILIES: tuple[str, ...] = ("GRPO", "PPO", "DPO", "ORM", "TD")
 #: Appendix B's "Ev." column: S, L, A.

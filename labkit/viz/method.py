@@ -6,7 +6,7 @@ registered estimator, or any plain function) and shows
 
 * its first docstring line (name, paper, arXiv id, linked),
 * the key equation in LaTeX, when one is given (the course keeps them in
-  ``data/estimator_equations.csv``),
+  each estimator's registered spec, ``labkit.credit.spec(name).equation``),
 * the docstring's ``Formula:`` section, verbatim,
 * the function's code without its decorator, docstring and argument checks: the lines that *are*
   the method.
@@ -30,7 +30,8 @@ __all__ = ["MethodCard", "MethodCards", "method_card", "method_cards", "formula_
 
 _ARXIV = re.compile(r"arXiv[: ]?(\d{4}\.\d{4,5})")
 # docstring section headers, in the house order (tests/test_docstrings.py)
-_SECTIONS = ("Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Cost:")
+_SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Returns:",
+             "Cost:")
 
 
 def _check_function(name: str, fn) -> Callable:

@@ -1,6 +1,6 @@
 """Exercise 09 (notebook 09_multiagent): the exact Shapley value of a 3-player team.
 
-Graded against ``labkit.credit.multiagent.exact_shapley``; the reference solution is
+Graded against ``labkit.core.games.exact_shapley``; the reference solution is
 ``labkit.course.solutions.shapley3``.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from labkit.course.exercises.cases import rand
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
 from labkit.course.exercises.mistakes import looks_like
-from labkit.credit.multiagent import exact_shapley
+from labkit.core.games import exact_shapley
 
 PLAYERS = (0, 1, 2)
 

@@ -25,7 +25,7 @@ def shapley3(v):
         v(N) - v(empty) even when v(empty) is not 0.
 
     Deviations from the reference:
-        none: equal to ``labkit.credit.multiagent.exact_shapley``.
+        none: equal to ``labkit.core.games.exact_shapley``.
 
     Cost:
         all 2^n coalition values (8 here).
