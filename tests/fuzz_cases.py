@@ -260,14 +260,14 @@ def _tensor(ro, axis: str, fill: float = 0.5, dtype=None):
 
 def _value_fn(ro, k):
     import torch
-    from labkit.core.rollouts import Cost
+    from labkit.core.credit import Cost
     _, present = ro.view(ro.rewards, "step", "sum")
     return torch.full(present.shape, 0.5, dtype=torch.float64), Cost()
 
 
 def _cut_value_fn(ro, query, k):
     import torch
-    from labkit.core.rollouts import Cost
+    from labkit.core.credit import Cost
     return torch.full(query.shape, 0.5, dtype=torch.float64), Cost()
 
 
@@ -280,7 +280,7 @@ def _outcome_model(ro):
 
 def _rewrite_fn(ro, cells, k):
     import torch
-    from labkit.core.rollouts import Cost
+    from labkit.core.credit import Cost
     n = len(cells)
     return torch.ones(n, k, dtype=torch.float64), torch.ones(n, k, dtype=torch.bool), Cost()
 
@@ -565,7 +565,7 @@ def rollouts_probes() -> list[Probe]:
 
 def credit_probes() -> list[Probe]:
     import torch
-    from labkit.core.rollouts import Credit
+    from labkit.core.credit import Credit
     ro = plain()
     B, T = ro.tokens.shape
     S = int(ro.n_steps.max())
@@ -747,7 +747,7 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                                     "invalid", (inp,)))
         # callable inputs that return garbage
         if name in ("math_shepherd", "vineppo"):
-            from labkit.core.rollouts import Cost
+            from labkit.core.credit import Cost
             probes.append(Probe(grp, name, "value_fn returns NaN",
                                 lambda run=run, base=base: run(base, value_fn=lambda ro, k: (_value_fn(ro, k)[0] * float("nan"), Cost())),
                                 "invalid", ("value_fn", "value_fn result")))

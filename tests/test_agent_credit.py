@@ -235,7 +235,7 @@ def test_carl_ties_break_by_position_and_bad_input_errors():
 
 # --------------------------------------------------------------------------- IGPO
 from labkit.credit.information import igpo  # noqa: E402
-from labkit.core.rollouts import Cost  # noqa: E402
+from labkit.core.credit import Cost  # noqa: E402
 
 
 def _igpo_case():

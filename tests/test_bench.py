@@ -12,7 +12,7 @@ import torch
 from labkit.bench import (estimator_names, load_schema, make_record, read_records, run_cell, run_suite, score,
                           suite_tasks, validate_record)
 from labkit.bench.run import main
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import torch
 from labkit.bench import (leaderboard, lm_task, make_record, run_cell, suite_tasks, team_task, toolworld_task,
                           validate_record)
 from labkit.bench.metrics import gradient_metrics, luck_weight, trajectory_lengths
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 from labkit.envs.teamtask import PRESETS
 
 

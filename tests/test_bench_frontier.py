@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from labkit.bench import frontier as fr
-from labkit.core.rollouts import Cost
+from labkit.core.credit import Cost
 from labkit.credit import get_estimator
 from labkit.envs.toolworld import ToolWorld
 

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from labkit.core.rollouts import Cost, Credit
+from labkit.core.credit import Cost, Credit
 from labkit.course import nb04_process_rewards as lesson
 from labkit.envs.arithmetic.truth import load_reference, truth_step_advantage
 

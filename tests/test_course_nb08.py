@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 from labkit.course import nb08_hindsight_counterfactual as lesson
 from labkit.course.presets import scripted_agent_setup
 from labkit.scoring import luck_regression, sign_agreement

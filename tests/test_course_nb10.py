@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from labkit.bench.frontier import load_frontier
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 from labkit.core.stats import group_normalize
 from labkit.course import nb10_benchmark as lesson
 from labkit.credit import ESTIMATORS

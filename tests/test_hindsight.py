@@ -8,7 +8,7 @@ from labkit.envs.toolworld import exact_hindsight
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
 from labkit.envs import ToolWorld
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@ hand-computed cases, degenerate input, bad arguments, and a few checks on the re
 import pytest
 import torch
 
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import estimate
 from labkit.credit.counterfactual import int_interventions
 from labkit.credit.entropy import hicra

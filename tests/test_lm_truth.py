@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from labkit.core.rollouts import Cost
+from labkit.core.credit import Cost
 from labkit.credit.mc import vineppo
 from labkit.envs.arithmetic.lm import ArithmeticLM
 from labkit.envs.arithmetic.truth import load_reference, truth_step_advantage, truth_token_advantage

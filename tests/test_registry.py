@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from labkit.core.checks import check_number, per_position
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 from labkit.credit import ESTIMATORS, register, spec, specs
 from labkit.credit.registry import FEATURES, INPUT_KINDS, LEVELS, STATUSES, EstimatorSpec
 

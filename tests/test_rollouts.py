@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
+from labkit.core.segments import segment_broadcast, segment_reduce
 
 
 def make(B=3, T=5, **kw):

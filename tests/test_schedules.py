@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 import torch
 
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.envs.toolworld import ToolWorld
 from labkit.envs.toolworld.learner import ToolLearner

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 from labkit.course.presets import scripted_agent_setup
 from labkit.credit import get_estimator
 from labkit.scoring import luck_after, luck_per_skill, luck_regression, luck_share, skill_luck_fit

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS
 from labkit.credit.mc import spo, tempo
 

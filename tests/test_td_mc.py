@@ -5,7 +5,8 @@ from labkit.course import nb01_reinforce_variance as nb01
 from labkit.credit import estimate
 from labkit.credit.mc import math_shepherd, vineppo
 from labkit.credit.td import gae, td0
-from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts
 
 
 def test_gae_hand_computed_with_a_masked_tool_position():

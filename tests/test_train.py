@@ -6,7 +6,7 @@ import torch
 
 from labkit.course import nb01_reinforce_variance as nb01
 from labkit.credit import get_estimator
-from labkit.core.rollouts import Credit
+from labkit.core.credit import Credit
 from labkit.envs.arithmetic.learner import LMLearner
 from labkit.envs.chain import ChainLearner
 from labkit.learn.loop import compare, policy_loss, summarise, train

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from labkit.course import presets
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.viz import credit_panels
 
 

@@ -56,7 +56,8 @@ from tqdm.auto import tqdm
 from labkit.core.cache import read_cache
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.paths import data_path
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
 from labkit.envs.chain import ChainLearner

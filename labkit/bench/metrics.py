@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_int
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.scoring import gradient_study, luck_after, skill_luck_fit
 
 __all__ = ["trajectory_lengths", "gradient_metrics", "luck_weight"]

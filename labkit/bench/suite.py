@@ -22,7 +22,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
 from labkit.core.games import exact_shapley, leave_one_out_values
 from labkit.envs import BifurcationChain

@@ -13,7 +13,8 @@ import torch
 
 from labkit.core.checks import as_tensor, check_int, check_shape, resolve_input
 from labkit.core.games import game_table
-from labkit.core.rollouts import Rollouts, segment_reduce
+from labkit.core.rollouts import Rollouts
+from labkit.core.segments import segment_reduce
 from labkit.core.stats import group_normalize
 
 __all__ = ["CoalitionValues", "n_agents_of", "agent_rewards", "agent_step_counts", "coalition_table",

@@ -1,9 +1,9 @@
-"""The two data structures every part of the lab passes around.
+"""``Rollouts``: a batch of trajectories at every granularity at once, the one data structure every
+part of the lab passes around (``labkit.core.credit`` holds what estimators return).
 
-``Rollouts`` is a batch of trajectories at every granularity at once: positions (tokens) are the
-unit of storage, and steps, turns and agents are integer labels on positions, so a coarse view is
-a reduction over a label and a broadcast back. ``Credit`` is what every estimator returns: credit
-per position plus the coarse values it was computed at and what it cost to compute.
+Positions (tokens) are the unit of storage, and steps, turns and agents are integer labels on
+positions (``labkit.core.segments``), so a coarse view is a reduction over a label and a broadcast
+back.
 
 Conventions (all tensors are padded to a common length T):
 
@@ -32,74 +32,8 @@ import torch
 
 from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int,
                                 check_integer_tensor, check_number, check_shape)
+from labkit.core.segments import LEVELS, default_labels, segment_broadcast, segment_reduce
 from labkit.core.stats import discounted_returns
-
-LEVELS = ("token", "step", "turn", "agent", "episode")
-REDUCTIONS = ("sum", "mean", "first", "last", "max", "min")
-
-
-# --------------------------------------------------------------------------- segment helpers
-def segment_reduce(ids: torch.Tensor, values: torch.Tensor, reduce: str = "sum",
-                   n_segments: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reduce per-position ``values`` (B, T) over integer labels ``ids`` (B, T; -1 = skip).
-
-    Returns ``(out, present)`` with shape (B, N): ``out[b, k]`` is the reduction of the values of
-    segment k of row b, ``present[b, k]`` whether row b has a segment k. Absent segments are 0.
-    """
-    check_choice("reduce", reduce, REDUCTIONS)
-    check_shape("values", values, tuple(ids.shape))
-    B, T = ids.shape
-    n = int(ids.max().item()) + 1 if n_segments is None else n_segments
-    n = max(n, 0)
-    valid = ids >= 0
-    idx = ids.clamp(min=0)
-    vals = values.to(torch.float64) if not values.is_floating_point() else values
-    count = torch.zeros(B, n, dtype=vals.dtype).scatter_add_(1, idx, valid.to(vals.dtype))
-    present = count > 0
-    if reduce in ("sum", "mean"):
-        out = torch.zeros(B, n, dtype=vals.dtype).scatter_add_(1, idx, torch.where(valid, vals, 0))
-        if reduce == "mean":
-            out = torch.where(present, out / count.clamp(min=1), 0)
-        return out, present
-    if reduce in ("first", "last"):
-        pos = torch.arange(T).expand(B, T)
-        if reduce == "first":
-            fill = torch.full((B, n), T, dtype=torch.long)
-            where = fill.scatter_reduce(1, idx, torch.where(valid, pos, T), "amin", include_self=True)
-        else:
-            fill = torch.full((B, n), -1, dtype=torch.long)
-            where = fill.scatter_reduce(1, idx, torch.where(valid, pos, -1), "amax", include_self=True)
-        out = vals.gather(1, where.clamp(0, T - 1))
-        return torch.where(present, out, 0), present
-    big = torch.finfo(vals.dtype).max
-    sentinel = -big if reduce == "max" else big
-    fill = torch.full((B, n), sentinel, dtype=vals.dtype)
-    out = fill.scatter_reduce(1, idx, torch.where(valid, vals, sentinel),
-                              "amax" if reduce == "max" else "amin", include_self=True)
-    return torch.where(present, out, 0), present
-
-
-def segment_broadcast(ids: torch.Tensor, seg_values: torch.Tensor) -> torch.Tensor:
-    """Give every position the value of its segment: (B, N) -> (B, T); 0 where ids == -1."""
-    out = seg_values.gather(1, ids.clamp(min=0))
-    return torch.where(ids >= 0, out, torch.zeros((), dtype=out.dtype))
-
-
-def default_labels(mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The step / turn / agent labels a batch without them gets (``Rollouts`` builds them here):
-    every generated position its own step, one turn, one agent; -1 off the mask. The turn and
-    agent labels are one shared tensor (labels are never written in place), which saves
-    B * T * 8 bytes on a large imported batch."""
-    one = torch.where(mask, 0, -1)
-    return {"step_ids": torch.where(mask, mask.long().cumsum(1) - 1, -1), "turn_ids": one, "agent_ids": one}
-
-
-def last_generated(mask: torch.Tensor) -> torch.Tensor:
-    """Index of each row's last generated position of a (B, T) ``mask``, (B,) int64; -1 for a
-    row with nothing generated. What follows it is padding; a record ends there."""
-    # int32 positions: half the memory traffic of int64 on a (B, T) pass
-    t = torch.arange(mask.shape[1], dtype=torch.int32)
-    return torch.where(mask, t, torch.tensor(-1, dtype=torch.int32)).amax(1).long()
 
 
 def _check_off_mask(name: str, ids: torch.Tensor, mask: torch.Tensor) -> None:
@@ -128,7 +62,6 @@ def _check_labels(name: str, ids: torch.Tensor, mask: torch.Tensor) -> None:
                          f"{int(ids[b, t])} after {int(before[b, t])} at {(b, t)}")
 
 
-# --------------------------------------------------------------------------- Rollouts
 @dataclass(eq=False)
 class Rollouts:
     """A batch of B trajectories padded to length T. See the module docstring for conventions.
@@ -421,106 +354,3 @@ def check_rollouts(rollouts: Any, source: str | None = None) -> Rollouts:
         where = f" from {source}" if source else ""
         raise TypeError(f"rollouts: expected a Rollouts{where}, got {type(rollouts).__name__}")
     return rollouts
-
-
-# --------------------------------------------------------------------------- Credit
-@dataclass
-class Cost:
-    """Compute an estimator spent beyond the sampled batch, so methods compare at equal budget.
-
-    policy_forwards: extra sequences run through the policy (e.g. VinePPO's vines);
-    policy_tokens: tokens those sequences generated or scored;
-    env_steps / env_resets: extra environment interaction (re-execution, restoring a state);
-    aux_calls: calls to an auxiliary model (critic, reward model, judge).
-    """
-
-    policy_forwards: int = 0
-    policy_tokens: int = 0
-    env_steps: int = 0
-    env_resets: int = 0
-    aux_calls: int = 0
-
-    def __add__(self, other: "Cost") -> "Cost":
-        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(eq=False)
-class Credit:
-    """What an estimator returns.
-
-    ``token`` (B, T): the credit (advantage) each generated position receives in the policy
-    gradient; 0 off the mask. ``level`` is the granularity the estimator worked at and
-    ``values`` (B, N) / ``present`` (B, N) the credit at that level (for 'episode', N = 1).
-    """
-
-    token: torch.Tensor
-    level: str
-    values: torch.Tensor
-    present: torch.Tensor
-    method: str
-    cost: Cost = field(default_factory=Cost)
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.method, str):
-            raise TypeError(f"method: expected the estimator's name (a str), got {type(self.method).__name__}")
-        check_choice("level", self.level, LEVELS)
-        self.token = as_tensor("token", self.token)
-        self.values = as_tensor("values", self.values)
-        check_finite(f"token ({self.method} credit)", self.token)
-        check_finite(f"values ({self.method} {self.level} credit)", self.values)
-
-    @classmethod
-    def from_level(cls, rollouts: Rollouts, values: torch.Tensor, level: str, method: str,
-                   cost: Cost | None = None, **info: Any) -> "Credit":
-        """Build a Credit from values at ``level`` (each position takes its segment's value)."""
-        check_rollouts(rollouts)
-        check_choice("level", level, LEVELS)
-        values = rollouts._level_values("values", values, level)
-        check_finite(f"values ({method} {level} credit)", values)
-        mask, n = rollouts.mask, values.shape[1]
-        # Which segments a row has, and each position's value, without a scatter where the labels
-        # allow it: episode = the row has a generated position; step / turn labels count 0, 1, 2, ...
-        # without gaps (checked when the Rollouts was built), so a row has segments 0..max. Same
-        # results as segment_reduce / segment_broadcast, which agents (labels may skip) still use.
-        if level == "episode":
-            present = torch.zeros(mask.shape[0], n, dtype=torch.bool)
-            # A row's max over the mask's bytes, not mask.any(1) / mask.sum(1): bool reductions
-            # along rows were measured 20x / 5x slower on a 1024 x 512 batch.
-            present[:, 0] = mask.view(torch.uint8).amax(1).bool()
-            # The value times the 0/1 mask, not where(mask, value, 0), which broadcasting a column
-            # makes 4x slower. Off the mask a negative value times 0 is -0.0: adding 0.0 makes it
-            # 0.0, so the result equals where's bit for bit (but an on-mask -0.0 becomes 0.0).
-            token = values[:, :1] * rollouts.mask_as(values.dtype)
-            token += 0.0
-        elif level == "token":
-            present = torch.zeros(mask.shape[0], n, dtype=torch.bool)
-            present[:, :mask.shape[1]] = mask[:, :n]
-            token = torch.where(mask, values[:, :mask.shape[1]], torch.zeros((), dtype=values.dtype))
-        else:
-            ids = rollouts.ids_for(level)
-            if level in ("step", "turn"):
-                present = torch.arange(n)[None, :] <= ids.max(1, keepdim=True).values
-            else:
-                present = segment_reduce(ids, torch.ones_like(ids, dtype=torch.float64), "sum", n_segments=n)[1]
-            token = segment_broadcast(ids, values)
-        return cls(token=token, level=level, values=values,
-                   present=present, method=method, cost=cost or Cost(), info=dict(info))
-
-    @classmethod
-    def from_tokens(cls, rollouts: Rollouts, token: torch.Tensor, method: str,
-                    cost: Cost | None = None, **info: Any) -> "Credit":
-        """Build a Credit from per-position credit (B, T); positions off the mask get 0."""
-        check_rollouts(rollouts)
-        token = as_tensor("token", token)
-        check_shape("token", token, tuple(rollouts.mask.shape))
-        token = torch.where(rollouts.mask, token, torch.zeros((), dtype=token.dtype))
-        return cls(token=token, level="token", values=token, present=rollouts.mask.clone(),
-                   method=method, cost=cost or Cost(), info=dict(info))
-
-    def at(self, rollouts: Rollouts, level: str, reduce: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
-        """This credit viewed at another level (e.g. token credit averaged per step)."""
-        return rollouts.view(self.token, level, reduce)

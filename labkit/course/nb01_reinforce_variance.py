@@ -16,7 +16,8 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.course.presets import EPISODE_ESTIMATORS, NB01_CHAIN, chain_setup
 from labkit.credit import get_estimator
 from labkit.envs.tabular import Truth

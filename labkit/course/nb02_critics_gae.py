@@ -17,7 +17,8 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.course.presets import NB02_CHAIN, chain_setup
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import Truth

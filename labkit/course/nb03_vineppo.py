@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 from labkit.core.cache import read_cache
 from labkit.core.checks import check_int
 from labkit.core.paths import data_path
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.scoring import first_error_hit_rate, pearson
 
 

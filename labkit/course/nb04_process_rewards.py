@@ -26,7 +26,8 @@ from tqdm.auto import tqdm
 from labkit.core.cache import read_cache, read_meta
 from labkit.core.checks import check_int
 from labkit.core.paths import data_dir
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.envs.arithmetic.truth import truth_step_advantage
 from labkit.scoring import first_error_hit_rate, step_rank_correlation
 

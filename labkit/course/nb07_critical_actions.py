@@ -29,7 +29,8 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import top_fraction as top_fraction_mask
 from labkit.course.presets import NB07_WORLD, toolworld_setup
 from labkit.credit import get_estimator

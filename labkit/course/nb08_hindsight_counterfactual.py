@@ -28,7 +28,8 @@ from labkit import scoring
 from labkit.core.cache import read_cache, read_meta
 from labkit.core.checks import check_int, check_number
 from labkit.core.paths import data_path
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.course.presets import scripted_agent_setup
 from labkit.credit import get_estimator
 from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (lesson.turn_labels)

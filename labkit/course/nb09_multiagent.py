@@ -20,7 +20,8 @@ from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.games import exact_shapley, leave_one_out_values, sampled_shapley
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.credit import judge as judging
 from labkit.credit import multiagent as ma

@@ -23,7 +23,8 @@ import torch
 from labkit.core.checks import as_tensor, check_choice, check_int
 from labkit.credit.registry import register
 from labkit.core.protocols import Env, HiddenStateTruth, require
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns
 from labkit.core.turns import turn_hidden_states, turn_rewards, turn_table
 

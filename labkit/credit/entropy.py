@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import top_fraction as select_top
 from labkit.credit.registry import get_estimator, register
 

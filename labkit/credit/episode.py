@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import check_bool, check_number
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
 from labkit.credit.registry import register
 

@@ -16,7 +16,8 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import check_choice, check_number
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns, group_normalize, group_stats
 from labkit.core.turns import turn_rewards
 from labkit.credit.registry import register

@@ -19,7 +19,8 @@ import torch
 
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, log_probabilities,
                                 per_position, resolve_input)
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
 from labkit.credit.registry import register

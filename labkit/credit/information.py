@@ -11,7 +11,8 @@ import torch
 
 from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_in_range, check_number,
                                 check_shape, resolve_input)
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns, group_normalize
 from labkit.core.turns import turn_rewards
 from labkit.credit.registry import register

@@ -16,7 +16,8 @@ import torch
 from labkit.core.agents import CoalitionValues, agent_rewards, coalition_table, n_agents_of
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input,
                                 trajectory_totals)
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize, whiten
 from labkit.credit.registry import register
 

@@ -17,7 +17,9 @@ import torch
 from labkit.core.checks import as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape
 from labkit.credit.registry import register
 from labkit.core.stats import group_normalize, step_advantage, whiten
-from labkit.core.rollouts import Cost, Credit, Rollouts, segment_broadcast, segment_reduce
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
+from labkit.core.segments import segment_broadcast, segment_reduce
 
 ValueFn = Callable[[Rollouts, int], tuple[torch.Tensor, Cost]]
 

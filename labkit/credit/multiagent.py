@@ -16,7 +16,8 @@ from labkit.core.agents import (CoalitionValues, agent_rewards, agent_step_count
 from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape,
                                 trajectory_totals)
 from labkit.core.games import MAX_PLAYERS, exact_shapley, leave_one_out_values, sampled_shapley
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit.registry import register
 
 

@@ -18,7 +18,8 @@ import torch
 from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape, resolve_input
 from labkit.credit.registry import register
 from labkit.credit.episode import grpo
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize
 from labkit.core.turns import turn_table
 

@@ -22,7 +22,8 @@ import torch
 
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape,
                                  per_position, resolve_input, trajectory_totals)
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit.registry import register
 
 RED_CREDITS = ("reward", "return")

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from labkit.core.rollouts import LEVELS, Credit, Rollouts, check_rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.segments import LEVELS
 
 __all__ = ["ESTIMATORS", "LEVELS", "STATUSES", "FEATURES", "AXES", "INPUT_KINDS", "InputKind", "EstimatorSpec",
            "register", "get_estimator", "estimate", "spec", "specs"]

@@ -15,7 +15,8 @@ from typing import Callable, Union
 import torch
 
 from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns, next_masked, whiten
 from labkit.core.turns import action_discounts
 from labkit.credit.registry import register

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.rollouts import Rollouts, check_rollouts, last_generated
+from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.segments import last_generated
 from labkit.diagnose.results import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity
 from labkit.diagnose.situations import CHUNK_ROWS
 from labkit.diagnose.tally import Tally

@@ -5,7 +5,8 @@ import numpy as np
 import torch
 
 from labkit.core.checks import check_int
-from labkit.core.rollouts import Rollouts, check_rollouts, last_generated
+from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.segments import last_generated
 from labkit.core.stats import constant_groups
 from labkit.diagnose.histograms import add_counts, bincount_histogram, bincount_summary, histogram, summary
 from labkit.diagnose.results import (INTERMEDIATE_MIN_SHARE, GroupStats, Lengths, PositionStats, RewardStats,

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
-from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts
 
 
 @dataclass(eq=False)

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from labkit.core.rollouts import Rollouts, check_rollouts, default_labels
+from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.segments import default_labels
 from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat
 from labkit.io.errors import record_error
 from labkit.io.record import ALL_OR_NONE, FIELDS, LOWEST, PER_POSITION, REQUIRED, record_lengths

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from labkit.core.paths import data_path, require_data
-from labkit.core.rollouts import default_labels, last_generated
+from labkit.core.segments import default_labels, last_generated
 from labkit.io.errors import record_error, show
 
 __all__ = ["SCHEMA_FILE", "REQUIRED", "PER_POSITION", "PER_RECORD", "ALL_OR_NONE", "FIELDS",

@@ -20,7 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.credit.group import starpo_filter
 from labkit.envs.toolworld import SUBMIT, ToolLearner, ToolWorld

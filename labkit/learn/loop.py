@@ -64,7 +64,8 @@ from tqdm.auto import tqdm
 from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int, check_number,
                                 check_shape)
 from labkit.core.protocols import Learner
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_spread
 from labkit.credit import get_estimator
 

@@ -20,7 +20,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape, resolve_input
-from labkit.core.rollouts import Cost, Credit, Rollouts
+from labkit.core.credit import Cost, Credit
+from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 
 Estimator = Callable[[Rollouts], Credit]

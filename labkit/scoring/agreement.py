@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
-from labkit.core.rollouts import Credit, Rollouts, check_rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts, check_rollouts
 
 
 def _mask(mask) -> torch.Tensor:

@@ -8,7 +8,8 @@ from typing import Callable, Sequence
 import torch
 
 from labkit.core.checks import check_int
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.scoring.agreement import cosine
 
 

@@ -21,7 +21,8 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import as_tensor, check_finite
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.scoring.agreement import pearson, sign_agreement
 
 

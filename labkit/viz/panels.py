@@ -13,7 +13,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_int
-from labkit.core.rollouts import LEVELS, Credit
+from labkit.core.credit import Credit
+from labkit.core.segments import LEVELS
 
 __all__ = ["credit_panels"]
 
@@ -29,7 +30,7 @@ def credit_panels(
 ) -> dict[str, torch.Tensor]:
     """``{title: (len(rows), N) tensor}`` for :func:`~labkit.viz.compare_heatmaps`.
 
-    ``credits`` maps a panel title to an estimator's :class:`~labkit.core.rollouts.Credit` or to
+    ``credits`` maps a panel title to an estimator's :class:`~labkit.core.credit.Credit` or to
     a tensor already laid out per position (an entropy, an exact value, agent-level credit).
     A Credit gives its ``token`` credit (B, T), or with ``level`` another than "token" its
     ``values`` at that level (B, N), which it must have been computed at. ``truth``, when

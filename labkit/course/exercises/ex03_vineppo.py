@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.rollouts import Cost
+from labkit.core.credit import Cost
 from labkit.course.exercises.cases import rand, randint
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
 from labkit.course.exercises.mistakes import looks_like

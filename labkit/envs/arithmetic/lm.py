@@ -17,7 +17,8 @@ from labkit.core.checks import check_int, check_number
 from labkit.envs.arithmetic.env import ArithmeticTask, Problem, Verdict, verify
 from labkit.policies.lm import load_lm, task_tokens
 from labkit.policies.sampling import fork, sample, to_rollouts
-from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts
 
 
 class ArithmeticLM:

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 
 from labkit.core.cache import read_cache
 from labkit.core.paths import data_path
-from labkit.core.rollouts import Credit, Rollouts
+from labkit.core.credit import Credit
+from labkit.core.rollouts import Rollouts
 from labkit.core.stats import step_advantage
 from labkit.envs.arithmetic.lm import ArithmeticLM
 

@@ -22,7 +22,8 @@ from typing import Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_int, check_number
-from labkit.core.rollouts import Cost, Rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts
 from labkit.envs.tabular import TabularMDP
 
 TOKEN_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -70,7 +70,8 @@ from typing import Sequence
 import torch
 
 from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number
-from labkit.core.rollouts import Cost, Rollouts, check_rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.envs.toolworld.truth import ToolTruth, backward_induction
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).

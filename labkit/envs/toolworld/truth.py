@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import torch
 
 from labkit.core.checks import as_tensor
-from labkit.core.rollouts import Cost, Rollouts, check_rollouts
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
 
 
