@@ -6,8 +6,8 @@ with ``read_rollouts`` into a validated ``Rollouts`` and prints the wall time an
 resident memory (``resource.getrusage``: the process's high-water mark, imports included, and
 the part the read added). Also: JSONL on a tenth of the trajectories, and what checking every
 record against the JSON Schema with ``jsonschema`` would cost (measured on 1,000 records). Prints
-figures, asserts nothing; issue 22's target for reading *and* diagnosing the Parquet file is
-<= 60 s and <= 2 GB on 2 cores.
+figures, asserts nothing; the target for reading *and* diagnosing the Parquet file is <= 60 s
+and <= 2 GB on 2 cores.
 
 Usage: python benchmarks/io_speed.py [--trajectories 100000] [--tokens 256] [--threads 1]
 """

@@ -1,6 +1,6 @@
 """Wall time of exact Shapley values and the error of permutation-sampled Shapley vs budget.
 
-Target (issue 5): exact Shapley for 12 players in <= 1 s on 2 CPU threads.
+Target: exact Shapley for 12 players in <= 1 s on 2 CPU threads.
 Run: .venv/bin/python benchmarks/shapley_speed.py
 """
 import time

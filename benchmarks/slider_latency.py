@@ -20,7 +20,7 @@ processes on a shared machine disturb less than the wall time the table reports.
 Usage:
     python benchmarks/slider_latency.py [--notebooks 01,03] [--csv out.csv]
 Prints every move, then per notebook and overall: median, p90, max and the number of moves,
-and the 10 slowest moves by name. Targets (issue 17): p90 <= 0.2 s, max <= 1 s.
+and the 10 slowest moves by name. Targets: p90 <= 0.2 s, max <= 1 s.
 """
 from __future__ import annotations
 

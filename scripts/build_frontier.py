@@ -1,4 +1,4 @@
-"""The credit-assignment efficiency frontier (issue 16, item 2): train every arm of
+"""The credit-assignment efficiency frontier (the survey's open question §9.2): train every arm of
 ``labkit.bench.frontier`` at equal compute budgets over horizons, budgets and seeds.
 
 Writes data/bench/frontier/frontier.csv (one row per world, horizon, estimator, budget, seed),
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> None:
         "wall_seconds_this_call": round(wall, 1),
         "wall_seconds_total": round(wall + previous.get("wall_seconds_total", 0.0), 1),
         "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "grid_note": "chain horizons 10, 40, 100, 200 and ToolWorld turns 10, 20, 50, the range issue 16 names; "
+        "grid_note": "chain horizons 10, 40, 100, 200 and ToolWorld turns 10, 20, 50, the range the benchmark protocol spans; "
                      "four budgets, so that a crossover between 1k and 16k episode equivalents "
                      "is located; no shrinking was needed (see wall time)",
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "pandas": pd.__version__,

@@ -1,4 +1,4 @@
-"""Fuzz labkit's public API with bad and edge inputs and count the outcomes (issue 20).
+"""Fuzz labkit's public API with bad and edge inputs and count the outcomes.
 
 Every probe (tests/fuzz_cases.py) calls one public entry point with one thing changed from a
 call that works, and lands in one of five classes: clear (ValueError/TypeError naming the

@@ -1,4 +1,4 @@
-"""The credit-assignment efficiency frontier (issue 16, item 2; the survey's open question §9.2).
+"""The credit-assignment efficiency frontier (the survey's open question §9.2).
 
 At a fixed compute budget, is it better to buy many rollouts with crude episode credit (GRPO)
 or fewer rollouts with precise credit (VinePPO's vines, C3's re-executed counterfactuals)?

@@ -8,8 +8,8 @@
   (V past the last present position = 0), the rule VinePPO and every Monte Carlo truth use;
 * ``top_fraction``: keep the ceil(fraction * n) present entries with the largest score.
 
-Float arithmetic here is done in the same order as the estimators did before it was shared, so
-stored notebook numbers do not move.
+Float arithmetic here follows the order of operations the stored notebook numbers were made with
+(a reordered sum changes the last bits), so keep it when editing.
 """
 from __future__ import annotations
 
