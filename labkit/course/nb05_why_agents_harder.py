@@ -27,7 +27,7 @@ from labkit.core.stats import discounted_returns
 from labkit.core.turns import action_discounts
 from labkit.course.presets import NB05_AGENT_STRENGTH, NB05_TOKEN_GAMMA, noisy_world
 from labkit.credit import get_estimator
-from labkit.envs.toolworld import ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
+from labkit.envs.toolworld import ToolWorld
 from labkit.envs.toolworld.tokens import (exact_token_advantage, exact_token_values, n_token_states, token_luck,
                                           token_vocab, tokenize)
 from labkit.learn.critics import TabularCritic

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from labkit.core.checks import check_int, check_number
 from labkit.credit import get_estimator
 from labkit.credit.group import anchor_groups
-from labkit.envs.toolworld import ToolLearner, ToolWorld, turn_labels  # noqa: F401  (lesson.turn_labels)
+from labkit.envs.toolworld import ToolLearner, ToolWorld
 from labkit.learn.loop import train
 from labkit.scoring import pearson
 

@@ -37,7 +37,6 @@ from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
 from labkit.envs.toolworld import success_prob as exact_success_prob
-from labkit.envs.toolworld.labels import turn_labels  # noqa: F401  (lesson.turn_labels)
 from labkit.scoring import pearson, rank_correlation, recall_at_k
 from labkit.viz import credit_panels
 

@@ -32,7 +32,7 @@ from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts
 from labkit.course.presets import scripted_agent_setup
 from labkit.credit import get_estimator
-from labkit.envs.toolworld import exact_hindsight, turn_labels  # noqa: F401  (lesson.turn_labels)
+from labkit.envs.toolworld import exact_hindsight
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
 from labkit.scoring import luck_regression, rank_correlation, sign_agreement
