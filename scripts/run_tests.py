@@ -32,7 +32,7 @@ PARTS = (  # (name, pytest arguments, CPU configuration (scripts/lib/matrix_conf
     ("unit tests + notebooks (nbval)",
      ["-n", "2", "--dist", "loadfile", "--durations=12", "-m", "not browser", "--nbval-lax", "--nbval-current-env",
       "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "tests", "notebooks"], "native:1"),
-    ("real-browser checks", ["-m", "browser", "-rs", "tests/test_browser.py", "tests/test_site.py"], None),
+    ("real-browser checks", ["-m", "browser", "-rs", "tests/browser", "tests/static_site"], None),
 )
 
 

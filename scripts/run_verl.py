@@ -8,7 +8,8 @@ cannot live in the lab's environment. This script:
    dependency set pulls vLLM and a GPU stack; importing ``verl.trainer.ppo.core_algos`` needs only
    the pins), then labkit itself (``pip install -e .``: labkit's own ranges, resolved against
    those pins); a stamp (the file's hash) skips all this when nothing changed;
-2. runs ``tests/test_verl_bridge.py`` and ``tests/test_bridges.py`` there (one torch thread);
+2. runs ``tests/bridges/`` there (``test_bridges_verl_parity.py`` against verl's own functions,
+   ``test_bridges_verl.py`` by hand; one torch thread);
 3. runs ``benchmarks/verl_speed.py`` (labkit / verl time ratios; printed, not asserted), unless
    ``--no-bench``.
 
@@ -88,7 +89,7 @@ def main() -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     t1 = time.perf_counter()
     code = subprocess.run([str(vpy), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                           "tests/test_verl_bridge.py", "tests/test_bridges.py", *args.pytest_args],
+                           "tests/bridges", *args.pytest_args],
                           cwd=ROOT, env=env).returncode
     t_tests = time.perf_counter() - t1
     t_bench = 0.0

@@ -1,9 +1,9 @@
-"""Case tables for the fuzz of labkit's public API (issue 20), shared by
-``scripts/fuzz_public_api.py`` (the measurement) and ``tests/test_fuzz_api.py`` (the regression test).
+"""Case tables for the fuzz of labkit's public API, shared by ``scripts/fuzz_public_api.py`` (the
+measurement) and ``tests/project/test_fuzz_api.py`` (the regression test).
 
 This module is not part of labkit and imports nothing from it at import time: every table is built
 by ``build_probes()``, which imports labkit then, so the harness measures whatever labkit is on
-PYTHONPATH (main while the fixes land).
+PYTHONPATH.
 
 A probe is one call of one public entry point with one bad or edge input, changed one thing at a
 time from a call that works. Its outcome falls in one of five classes:
@@ -19,12 +19,12 @@ time from a call that works. Its outcome falls in one of five classes:
                   finite result has the wrong shape).
 
 Probe kinds: ``invalid`` (expected: clear), ``edge`` (expected: edge-ok) and ``either`` (a valid but
-empty input, a batch with no generated position or T = 0, for which the issue allows either rule:
-a clear refusal naming the argument, or an empty/zero finite result).
+empty input, a batch with no generated position or T = 0, for which either rule is right: a clear
+refusal naming the argument, or an empty/zero finite result).
 
-``KNOWN_GAPS`` lists the probes that missed their expected class on main when the harness was
-written (probe id -> observed class). The test marks them xfail(strict=True): when a fix lands the
-test fails until the id is removed from the list, so the list only shrinks.
+``KNOWN_GAPS`` lists the probes that miss their expected class on purpose (probe id -> observed
+class). The test marks them xfail(strict=True): when a fix lands the test fails until the id is
+removed from the list, so the list only shrinks.
 """
 from __future__ import annotations
 
@@ -1121,8 +1121,7 @@ def run_probe(probe: Probe) -> Outcome:
 
 
 # Probes that miss their expected class (probe id -> observed class), each left on purpose; the
-# test marks them strict xfails, so a change in behaviour shows. On main at 2dffe3b, before the
-# fixes of issue 20, this harness found 323 (228 deep, 12 silent-nan, 83 accepted);
+# test marks them strict xfails, so a change in behaviour shows.
 # `scripts/fuzz_public_api.py --gaps` prints the current list.
 KNOWN_GAPS: dict[str, str] = {
     # fewer than two values have no correlation: pearson returns its documented ``constant``

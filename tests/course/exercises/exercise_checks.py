@@ -12,7 +12,7 @@ import torch
 from labkit.course.exercises import EXERCISES, check
 from labkit.course.solutions import SOLUTIONS
 
-#: the layout tests/test_docstrings.py asks of every registered estimator, asked of every solution
+#: the layout tests/project/test_docstrings.py asks of every registered estimator, asked of every solution
 HOUSE_SECTIONS = ("Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Cost:")
 CITATION = re.compile(r"arXiv[: ]?\d{4}\.\d{4,5}|\b(19|20)\d{2}\b")
 

@@ -1,7 +1,6 @@
 """The tiny LM's learned reward models: the shipped PRM / ORM load from safetensors and score the
 reference rollouts; save/load round-trips; fitting lowers the loss; bad input names its argument."""
 import hashlib
-import json
 
 import pytest
 import torch

@@ -22,7 +22,7 @@ import pytest
 from labkit import viz
 from labkit.viz import _static
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 

@@ -1,6 +1,7 @@
 """labkit.bridges.verl in the lab's own environment, where verl is absent: labkit imports without it,
 the wrappers turn verl-shaped tensors into labkit credit (hand cases), and ``register`` names the
-extra it needs. Parity with verl's own functions: tests/test_verl_bridge.py (``make test-verl``)."""
+extra it needs. Parity with verl's own functions:
+tests/bridges/test_bridges_verl_parity.py (``make test-verl``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -72,7 +73,7 @@ def test_bad_input_names_the_argument():
         lb.register("grpo")
 
 
-@pytest.mark.skipif(HAS_VERL, reason="verl is installed here: tests/test_verl_bridge.py covers register()")
+@pytest.mark.skipif(HAS_VERL, reason="verl is installed here: test_bridges_verl_parity.py covers register()")
 def test_register_without_verl_names_the_extra():
     with pytest.raises(ImportError, match=r"labkit\[verl\]"):
         lb.register()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "labkit"
+ROOT = Path(__file__).resolve().parents[2] / "labkit"
 # bench scores estimators on the envs with scoring's metrics: above learn, below the course
 RANK = {"core": 0, "policies": 1, "envs": 2, "credit": 3, "learn": 4, "bench": 5}
 TOP = 6  # course: the runner module of every notebook

@@ -1,12 +1,12 @@
 """Every notebook opens with its learning objectives and time, and every dashboard or widget cell is
-followed by a "Predict, then move" prompt (issue 18, items 2 and 3). Reads the notebooks' JSON only."""
+followed by a "Predict, then move" prompt. Reads the notebooks' JSON only."""
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 # A cell that shows an interactive control: a dashboard (viz.interact, Dashboard, a lesson's

@@ -3,8 +3,6 @@ spec, its level is the level of the credit it returns, and register refuses a ba
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +12,7 @@ from labkit.core.credit import Credit
 from labkit.credit import ESTIMATORS, register, spec, specs
 from labkit.credit.registry import FEATURES, INPUT_KINDS, LEVELS, STATUSES, EstimatorSpec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fuzz_cases as fc  # noqa: E402
+import fuzz_cases as fc
 
 CITATION = re.compile(r"^\d{4}\.\d{4,5}$|\b(1[89]|20)\d{2}\b")
 

@@ -21,7 +21,7 @@ import pytest
 # is absent (make test-other-end's environment of labkit's lower ends) there is no site to test.
 pytest.importorskip("nbconvert", reason="make site needs nbconvert (in requirements.lock, not a labkit dependency)")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 CHROMIUM = "/usr/bin/chromium"
 

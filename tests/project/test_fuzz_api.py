@@ -1,24 +1,18 @@
-"""The fuzz of labkit's public API (issue 20): random valid Rollouts give finite credit from every
+"""The fuzz of labkit's public API: random valid Rollouts give finite credit from every
 estimator that runs on plain Rollouts, every invalid input gets a ValueError/TypeError naming the
 argument, every valid edge input a finite result. Probes that still miss (tests/fuzz_cases.py
 KNOWN_GAPS) are strict xfails: fixing one fails the test until its id leaves the list."""
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fuzz_cases as fc  # noqa: E402
+from labkit.core.rollouts import Rollouts
+from labkit.credit import ESTIMATORS
 
-torch.set_num_threads(1)
-
-from labkit.core.rollouts import Rollouts  # noqa: E402
-from labkit.credit import ESTIMATORS  # noqa: E402
+import fuzz_cases as fc
 
 PROBES = fc.build_probes()
 

@@ -1,6 +1,7 @@
 """Notebook 03's runners (labkit.course.nb03_vineppo): vine credits and their value error, the caches
 the notebook reads (and the script that builds the hit sample). The token-level truth is tested
-in test_lm_truth.py, hits and intervals in test_scoring_*.py, the RL runs in test_lm_runs.py."""
+in envs/test_arithmetic_truth.py, hits and intervals in scoring/test_steps.py and
+scoring/test_intervals.py, the RL runs in learn/test_lm_runs.py."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -73,7 +74,7 @@ def _vine_hits_script():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "build_vine_hits.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "build_vine_hits.py"
     if not path.is_file():
         pytest.skip("scripts/ is not next to the tests (an installed copy)")
     spec = importlib.util.spec_from_file_location("build_vine_hits", path)

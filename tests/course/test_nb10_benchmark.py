@@ -1,6 +1,5 @@
 """Notebook 10's runners (labkit.course.nb10_benchmark) at small sizes: they measure what they say."""
 import pytest
-import torch
 
 from labkit.bench.frontier import load_frontier
 from labkit.core.credit import Credit

@@ -1,6 +1,6 @@
 """Real-browser check: JupyterLab + Debian Chromium driven by the playwright Python package.
 
-Serves a copy of tests/browser_fixture.ipynb from a temporary directory with JupyterLab bound to
+Serves a copy of tests/browser/browser_fixture.ipynb from a temporary directory with JupyterLab bound to
 127.0.0.1, opens it in /usr/bin/chromium (never `playwright install`), runs all cells, waits for
 the altair charts to render through the offline jupyter renderer, hovers an HTML-looking token
 and checks the tooltip shows it as inert text, moves the dashboard's slider and checks the chart
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parent / "browser_fixture.ipynb"
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = REPO / "artifacts" / "browser_check.png"

@@ -2,20 +2,15 @@
 from __future__ import annotations
 
 import copy
-import os
 import statistics
 
 import pytest
-import torch
 
 from labkit.bench.card import ITEM_COLUMNS, STATUSES, checklist_card, load_definitions, write_card
 from labkit.bench.records import COST_FIELDS, METRIC_FIELDS
 from labkit.bench.run import run_suite
 from labkit.bench.suite import run_cell, suite_tasks
 from labkit.survey.checklist import load_checklist
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-torch.set_num_threads(1)
 
 ESTIMATORS = ("grpo", "vineppo", "shapley")
 

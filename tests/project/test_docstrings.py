@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from labkit.credit import ESTIMATORS, spec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fuzz_cases as fc  # noqa: E402
+import fuzz_cases as fc
 
 SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Returns:",
             "Cost:")
