@@ -1,0 +1,181 @@
+"""labkit.bench.frontier: every unit of compute is counted (the sampled batch and the estimator's
+own cost), a run stops within one iteration of its budget, the sweep resumes from its CSV, the
+crossover is found on a hand-made table, and bad arguments are named.
+"""
+
+import pandas as pd
+import pytest
+
+from labkit.bench import frontier as fr
+from labkit.core.credit import Cost
+from labkit.credit import get_estimator
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _recording(learner, name):
+    """The arm's estimator factory, wrapped to record every batch and every credit cost."""
+    make = fr._estimator_for(learner, name)
+    seen = []
+
+    def wrapped(seed):
+        est = make(seed)
+
+        def run(ro):
+            credit = est(ro)
+            seen.append((ro, credit.cost))
+            return credit
+        return run
+    return wrapped, seen
+
+
+def test_cost_units_counts_each_policy_position_once_and_takes_weights():
+    # sequences with their tokens (vines) and one-action forwards without tokens (C3) both count positions
+    assert fr.cost_units(Cost(policy_forwards=3, policy_tokens=30, env_steps=30, env_resets=3)) == 63
+    assert fr.cost_units(Cost(policy_forwards=12, env_steps=12, env_resets=2)) == 26
+    assert fr.cost_units(Cost(aux_calls=5), {"aux_calls": 10.0}) == 50
+    assert fr.cost_units(Cost(env_steps=4, policy_tokens=4), {"env_steps": 0.0}) == 4
+
+
+@pytest.mark.parametrize("world,horizon,name", [("chain", 6, "vineppo"), ("toolworld", 6, "c3"),
+                                                ("chain", 6, "grpo")])
+def test_spent_is_every_batch_plus_every_credit_cost_and_stays_within_one_iteration(world, horizon, name):
+    learner = fr.make_learner(world, horizon, name)
+    make, seen = _recording(learner, name)
+    budget = 150 * fr.episode_units(horizon)
+    rec = fr.train_to_budget(learner, make, budget, seed=3)
+    assert rec["iterations"] == len(seen) >= 2
+    expected = sum(fr.cost_units(fr.rollout_cost(ro)) + fr.cost_units(c) for ro, c in seen)
+    assert rec["spent"] == pytest.approx(expected)
+    assert rec["estimator_units"] == pytest.approx(sum(fr.cost_units(c) for _, c in seen))
+    assert (rec["estimator_units"] > 0) == (name != "grpo")
+    assert rec["spent"] <= budget + rec["max_iteration_units"]
+    assert rec["episodes"] == sum(ro.batch_size for ro, _ in seen)
+
+
+def test_an_estimators_own_cost_buys_fewer_iterations():
+    grpo = get_estimator("grpo")
+
+    def priced(aux):
+        def make(seed):
+            def run(ro):
+                credit = grpo(ro)
+                credit.cost = Cost(aux_calls=aux)
+                return credit
+            return run
+        return make
+    runs = {aux: fr.train_to_budget(fr.make_learner("chain", 5, "grpo"), priced(aux), 3000, seed=0)
+            for aux in (0, 400)}
+    assert runs[400]["iterations"] < runs[0]["iterations"]
+    # 32 episodes of 5 steps: 32 * (5 + 5 + 1) = 352 units a batch, plus the priced calls
+    assert runs[0]["max_iteration_units"] == 352
+    assert runs[400]["max_iteration_units"] == 752
+    assert runs[400]["estimator_units"] == 400 * runs[400]["iterations"]
+
+
+def test_a_budget_below_one_iteration_runs_one_iteration_and_reports_the_overshoot():
+    row = fr.frontier_cell("chain", 5, "grpo", 1, seed=0)
+    assert row["iterations"] == 1
+    assert row["over_budget"] == pytest.approx(row["spent"] - row["budget_units"]) and row["over_budget"] > 0
+    assert 0 <= row["success"] <= 1 and row["success_start"] == pytest.approx(0.25)
+
+
+def test_sweep_writes_resumes_and_skips_finished_cells(tmp_path, monkeypatch):
+    out = tmp_path / "f.csv"
+    grid, est = {"chain": [4]}, {"chain": ["grpo", "vineppo"]}
+    first = fr.sweep(grid, est, [20], [0], out=out, progress=False)
+    assert len(first) == 2 and set(first.estimator) == {"grpo", "vineppo"}
+    assert len(pd.read_csv(out)) == 2
+
+    calls = []
+    real = fr.frontier_cell
+    monkeypatch.setattr(fr, "frontier_cell", lambda *a, **k: calls.append(a) or real(*a, **k))
+    again = fr.sweep(grid, est, [20], [0], out=out, progress=False)
+    assert calls == [] and len(again) == 2
+    pd.testing.assert_frame_equal(again.sort_values("estimator").reset_index(drop=True),
+                                  first.sort_values("estimator").reset_index(drop=True), check_dtype=False)
+    more = fr.sweep(grid, est, [20], [0, 1], out=out, progress=False)
+    assert [c[4] for c in calls] == [1, 1] and len(more) == 4 and len(pd.read_csv(out)) == 4
+
+
+def _table(rows):
+    return pd.DataFrame([dict(world="chain", horizon=h, estimator=e, budget=b, seed=s, success=v)
+                         for h, e, b, s, v in rows])
+
+
+def test_crossover_is_the_first_budget_where_the_fine_mean_is_ahead_or_none():
+    rows = []
+    for s, (lo, hi) in enumerate([(0.2, 0.9), (0.3, 0.7), (0.1, 0.8)]):
+        # horizon 10: GRPO ahead at budget 1, behind at budgets 2 and 4
+        rows += [(10, "grpo", 1, s, 0.5), (10, "vineppo", 1, s, lo),
+                 (10, "grpo", 2, s, 0.5), (10, "vineppo", 2, s, hi),
+                 (10, "grpo", 4, s, 0.6), (10, "vineppo", 4, s, 0.9),
+                 # horizon 40: never ahead
+                 (40, "grpo", 1, s, 0.5), (40, "vineppo", 1, s, 0.4),
+                 (40, "grpo", 2, s, 0.9), (40, "vineppo", 2, s, 0.9)]
+    table = fr.crossover(_table(rows))
+    h10 = table[table.horizon == 10].iloc[0]
+    assert h10.crossover == 2 and h10.stays_ahead_from == 2 and h10.wins == 2 and h10.budgets == 3
+    assert h10.fine_mean == pytest.approx(0.8) and h10.base_mean == pytest.approx(0.5)
+    assert h10.fine_std == pytest.approx(0.1) and h10.base_std == 0
+    assert (h10.gap_min, h10.gap_max) == pytest.approx((0.2, 0.4))
+    h40 = table[table.horizon == 40].iloc[0]
+    # equal means are not "exceeding"; with no crossover the row shows the largest budget
+    assert h40.crossover == "none" and h40.stays_ahead_from == "none"
+    assert h40.wins == 0 and h40.fine_mean == pytest.approx(0.9)
+
+
+def test_a_win_followed_by_a_loss_is_a_crossover_but_not_staying_ahead():
+    rows = [(10, "grpo", 1, 0, 0.3), (10, "gigpo", 1, 0, 0.4), (10, "grpo", 2, 0, 0.8), (10, "gigpo", 2, 0, 0.7),
+            (10, "grpo", 4, 0, 0.8), (10, "gigpo", 4, 0, 0.9)]
+    row = fr.crossover(_table(rows)).iloc[0]
+    assert row.crossover == 1 and row.stays_ahead_from == 4 and row.wins == 2
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: fr.frontier_cell("chess", 10, "grpo", 10, 0), "world"),
+    (lambda: fr.frontier_cell("chain", 10, "nope", 10, 0), "estimator"),
+    (lambda: fr.frontier_cell("chain", 10, "c3", 10, 0), "estimator"),
+    (lambda: fr.frontier_cell("chain", 10, "grpo", 0, 0), "budget"),
+    (lambda: fr.frontier_cell("chain", 1, "grpo", 10, 0), "horizon"),
+    (lambda: fr.train_to_budget(fr.make_learner("chain", 4, "grpo"), "grpo", 10), "make_estimator"),
+    (lambda: fr.cost_units(Cost(), {"gpu_hours": 1.0}), "weights"),
+    (lambda: fr.cost_units({"env_steps": 1}), "cost"),
+    (lambda: fr.sweep({"chain": [4]}, {"chain": ["grpo"]}, [], [0], progress=False), "budgets"),
+    (lambda: fr.sweep({"chain": [4]}, {}, [10], [0], progress=False), "estimators"),
+    (lambda: fr.sweep({}, {"chain": ["grpo"]}, [10], [0], progress=False), "grid"),
+    (lambda: fr.crossover(pd.DataFrame({"world": ["chain"]})), "table"),
+    (lambda: fr.crossover(_table([(10, "vineppo", 1, 0, 0.5)])), "base"),
+    (lambda: fr.crossover(_table([(10, "grpo", 1, 0, 0.5)]), fine="c3"), "fine"),
+])
+def test_bad_arguments_are_named(call, name):
+    with pytest.raises((ValueError, TypeError)) as err:
+        call()
+    assert str(err.value).startswith(name + ":")
+
+
+def test_sweep_refuses_a_folder_as_out(tmp_path):
+    with pytest.raises(ValueError, match="^out:"):
+        fr.sweep({"chain": [4]}, {"chain": ["grpo"]}, [10], [0], out=tmp_path, progress=False)
+
+
+def test_frontier_band_summarises_seeds_per_budget():
+    t = _table([(10, "grpo", 1, 0, 0.2), (10, "grpo", 1, 1, 0.4), (10, "grpo", 2, 0, 0.9)])
+    t["spent"] = [10.0, 30.0, 50.0]
+    band = fr.frontier_band(t)
+    one = band[band.budget == 1].iloc[0]
+    assert (one["mean"], one["min"], one["max"], one["seeds"], one["spent"]) == pytest.approx((0.3, 0.2, 0.4, 2, 20.0))
+    assert band[band.budget == 2].iloc[0]["std"] == 0.0
+    with pytest.raises(ValueError, match="^table:"):
+        fr.frontier_band(t.drop(columns="spent"))
+
+
+def test_the_shipped_frontier_loads_and_matches_its_crossover_table(tmp_path):
+    rows, cross, meta = fr.load_frontier()
+    assert len(rows) == meta["cells"] and set(fr.KEY) <= set(rows.columns)
+    again = fr.crossover(rows)
+    assert list(again.crossover.astype(str)) == list(cross.crossover.astype(str))
+    # every cell ends within one iteration of its budget
+    assert (rows.spent <= rows.budget_units + rows.max_iteration_units).all()
+    with pytest.raises(FileNotFoundError, match="^path:"):
+        fr.load_frontier(tmp_path)

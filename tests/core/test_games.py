@@ -1,0 +1,191 @@
+"""Cooperative games (labkit.core.games): exact and sampled Shapley values, leave-one-out values.
+
+Games are built by hand (closed-form 3-player games) or drawn at random with a seed.
+"""
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import strategies as st
+from hypothesis import given, settings
+
+from labkit.core.games import coalition_masks, exact_shapley, leave_one_out_values, popcount, sampled_shapley
+
+from team_games import COMPLEMENTARY, GLOVE, REDUNDANT, game_from
+
+
+# --------------------------------------------------------------------------- helpers
+def random_game(n, seed, batch=()):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*batch, 2 ** n, generator=g, dtype=torch.float64)
+
+
+def brute_force_shapley(v, n):
+    """Average marginal contribution over all n! orderings (the definition)."""
+    phi = torch.zeros(v.shape[:-1] + (n,), dtype=torch.float64)
+    for perm in itertools.permutations(range(n)):
+        S = 0
+        for i in perm:
+            phi[..., i] += v[..., S | (1 << i)] - v[..., S]
+            S |= 1 << i
+    return phi / math.factorial(n)
+
+
+# --------------------------------------------------------------------------- games
+def test_coalition_masks_and_popcount():
+    m = coalition_masks(3)
+    assert m.shape == (8, 3) and m.dtype == torch.bool
+    assert m[0].tolist() == [False] * 3 and m[7].tolist() == [True] * 3
+    assert m[0b101].tolist() == [True, False, True]
+    assert popcount(3).tolist() == [0, 1, 1, 2, 1, 2, 2, 3]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_exact_shapley_equals_enumeration_over_all_orderings(n):
+    v = random_game(n, seed=n, batch=(3,))
+    assert torch.allclose(exact_shapley(v), brute_force_shapley(v, n), atol=1e-12)
+
+
+def test_exact_shapley_large_n_uses_player_loop_and_stays_exact():
+    # n = 17 takes the per-player path; compare one player with a direct sum
+    n = 17
+    v = random_game(n, seed=3)
+    phi = exact_shapley(v)
+    assert torch.isclose(phi.sum(), v[-1] - v[0], atol=1e-9)
+    # additive game: v(S) = sum of weights in S  ->  phi = weights exactly
+    w = torch.linspace(-1, 1, n, dtype=torch.float64)
+    add = (coalition_masks(n).to(torch.float64) * w).sum(1)
+    assert torch.allclose(exact_shapley(add), w, atol=1e-10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 7), seed=st.integers(0, 10_000))
+def test_shapley_axioms_on_random_games(n, seed):
+    v = random_game(n, seed)
+    phi = exact_shapley(v)
+    # efficiency
+    assert torch.isclose(phi.sum(), v[-1] - v[0], atol=1e-10)
+    # additivity (and linearity)
+    w = random_game(n, seed + 1)
+    assert torch.allclose(exact_shapley(v + 2.5 * w), phi + 2.5 * exact_shapley(w), atol=1e-10)
+    # null player: make player k irrelevant, v'(S) = v(S without k)
+    k = seed % n
+    masks = torch.arange(2 ** n)
+    null_game = v[masks & ~(1 << k)]
+    phi_null = exact_shapley(null_game)
+    assert abs(float(phi_null[k])) < 1e-12
+    if n >= 2:
+        # symmetry: symmetrise players 0 and 1, v'(S) = v(S) + v(swap(S))
+        b0, b1 = (masks & 1), (masks >> 1) & 1
+        swapped = (masks & ~3) | (b0 << 1) | b1
+        sym = v + v[swapped]
+        phi_sym = exact_shapley(sym)
+        assert torch.isclose(phi_sym[0], phi_sym[1], atol=1e-12)
+
+
+@pytest.mark.parametrize("game,shap,loo", [
+    (REDUNDANT, [1 / 3] * 3, [0, 0, 0]),
+    (COMPLEMENTARY, [1 / 3] * 3, [1, 1, 1]),
+    (GLOVE, [2 / 3, 1 / 6, 1 / 6], [1, 0, 0]),
+])
+def test_closed_form_three_player_games(game, shap, loo):
+    assert torch.allclose(exact_shapley(game), torch.tensor(shap, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(leave_one_out_values(game), torch.tensor(loo, dtype=torch.float64), atol=1e-12)
+
+
+def test_free_rider_gets_zero_under_both():
+    # players 0 and 1 must both work; player 2 never changes anything
+    game = game_from(lambda S: 1 if {0, 1} <= S else 0, 3)
+    phi, loo = exact_shapley(game), leave_one_out_values(game)
+    assert torch.allclose(phi, torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
+    assert torch.allclose(loo, torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
+
+
+def test_exact_shapley_batched_and_at_12_players():
+    v = random_game(10, seed=1, batch=(64,))
+    phi = exact_shapley(v)
+    assert phi.shape == (64, 10)
+    assert torch.allclose(phi[5], exact_shapley(v[5]))
+    v12 = random_game(12, seed=2)   # speed: benchmarks/shapley_speed.py
+    phi12 = exact_shapley(v12)
+    full, empty = v12[..., -1], v12[..., 0]
+    assert torch.allclose(phi12.sum(-1), full - empty)
+
+
+# --------------------------------------------------------------------------- sampled Shapley
+def test_sampled_shapley_is_efficient_per_sample_and_converges():
+    n = 8
+    v = random_game(n, seed=7)
+    exact = exact_shapley(v)
+    errors = []
+    for P in (10, 100, 2000):
+        phi, evals = sampled_shapley(v, n_permutations=P, seed=0)
+        assert torch.isclose(phi.sum(), v[-1] - v[0], atol=1e-10)  # telescoping
+        assert 1 < evals <= 2 ** n
+        errors.append(float((phi - exact).abs().max()))
+    assert errors[0] > errors[2]
+    assert errors[2] < 0.1 * float(exact.abs().max()) + 0.05
+
+
+def test_sampled_shapley_unbiased_over_seeds():
+    n = 5
+    v = random_game(n, seed=11)
+    runs = torch.stack([sampled_shapley(v, n_permutations=3, seed=s)[0] for s in range(1500)])
+    se = runs.std(0) / math.sqrt(runs.shape[0])
+    assert bool(((runs.mean(0) - exact_shapley(v)).abs() < 4 * se + 1e-9).all())
+
+
+def test_sampled_shapley_callable_counts_distinct_evaluations():
+    n = 4
+    v = random_game(n, seed=5)
+    calls = []
+
+    def fn(masks):
+        calls.append(masks.clone())
+        return v[masks]
+
+    phi_fn, evals = sampled_shapley(fn, n, n_permutations=50, seed=3)
+    phi_tab, evals_tab = sampled_shapley(v, n_permutations=50, seed=3)
+    assert torch.allclose(phi_fn, phi_tab)
+    assert len(calls) == 1 and evals == calls[0].numel() == evals_tab
+    assert len(set(calls[0].tolist())) == evals and evals <= 2 ** n
+    # with enough orderings every coalition of 4 players is visited: exact
+    phi_all, evals_all = sampled_shapley(fn, n, n_permutations=2000, seed=0)
+    assert evals_all == 2 ** n
+
+
+def test_sampled_shapley_antithetic_pairs_and_batches():
+    v = random_game(6, seed=2, batch=(3,))
+    phi, _ = sampled_shapley(v, n_permutations=7, seed=1, antithetic=True)
+    assert phi.shape == (3, 6)
+    assert torch.allclose(phi.sum(-1), v[:, -1] - v[:, 0])
+    # two players, one antithetic pair covers both orderings: exact
+    v2 = random_game(2, seed=9)
+    assert torch.allclose(sampled_shapley(v2, n_permutations=2, antithetic=True)[0], exact_shapley(v2))
+
+
+@pytest.mark.parametrize("bad,word", [
+    (torch.zeros(6), "values"),
+    (torch.tensor([0.0, float("nan")]), "values"),
+])
+def test_bad_tables_raise(bad, word):
+    with pytest.raises(ValueError, match=word):
+        exact_shapley(bad)
+    with pytest.raises(ValueError, match=word):
+        leave_one_out_values(bad)
+
+
+def test_sampled_shapley_bad_arguments():
+    v = random_game(3, seed=0)
+    with pytest.raises(ValueError, match="n_permutations"):
+        sampled_shapley(v, n_permutations=-1)
+    with pytest.raises(ValueError, match="n_permutations"):
+        sampled_shapley(v, n_permutations=0)
+    with pytest.raises(ValueError, match="^n:"):
+        sampled_shapley(lambda m: m.double(), n_permutations=3)
+    with pytest.raises(ValueError, match="^n:"):
+        sampled_shapley(v, 4, n_permutations=3)
+    with pytest.raises(ValueError, match="values_or_fn"):
+        sampled_shapley(lambda m: torch.zeros(2), 3, n_permutations=5)

@@ -1,0 +1,172 @@
+"""Notebook 09's runners (labkit.course.nb09_multiagent) at small sizes: they measure what they say."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from labkit.course import nb09_multiagent as lesson
+from labkit.envs import TeamTask
+from labkit.envs.arithmetic.truth import load_reference
+from labkit.scoring import sign_agreement
+
+from panel_checks import assert_same_panels
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def reference(lm_env):
+    return load_reference(lm_env)[0]
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_segment_shapley_study_is_efficient_and_reports_both_games(lm_env, reference):
+    few = reference.select(list(range(4)) + list(range(28, 32)))  # 4- and 3-segment completions
+    out = lesson.segment_shapley_study(lm_env, few, k=2, seed=0)
+    summary = out["summary"]
+    assert set(summary["game"]) == {"resample", "delete"} and set(summary["method"]) == {"shapley", "leave-one-out"}
+    # Shapley splits exactly reward - v(empty); leave-one-out does not have to
+    assert (summary.loc[summary["method"] == "shapley", "efficiency_gap"] < 1e-9).all()
+    table = out["values"]["delete"]
+    assert torch.equal(table[:, -1], few.scores.double())
+    # the delete game grades a kept answer as is: with every computation step cut out it is wrong
+    assert bool((table[torch.arange(8), 2 ** (few.n_steps - 1)] == 0).all())
+    for name, credit in out["credits"].items():
+        assert credit.shape == few.mask.shape, name
+        assert bool((credit[~few.mask] == 0).all()), name
+    assert list(out["by_role"].columns[2:]) == list(lesson.SEGMENT_ROLE_NAMES)
+    assert summary["sequences"].min() > 0 and summary["corr_with_truth"].between(-1, 1).all()
+
+
+def test_designed_games_reproduce_the_textbook_games():
+    df = lesson.designed_games()
+    d = df.set_index(["case", "agent"])
+    assert d.loc[("redundancy", "planner"), "shapley"] == pytest.approx(2 / 3, abs=1e-3)
+    assert d.loc[("redundancy", "solver 1"), "loo"] == pytest.approx(0.0, abs=1e-3)
+    assert d.loc[("free_riding", "free rider"), "shapley"] == pytest.approx(0.0, abs=1e-12)
+    assert d.loc[("sabotage", "saboteur"), "shapley"] < 0
+    eff = lesson.efficiency_table(df).set_index("case")
+    assert torch.allclose(torch.tensor(eff.sum_shapley.values), torch.tensor(eff.v_full.values), atol=1e-9)
+    assert eff.loc["complementarity", "sum_loo"] == pytest.approx(3.0, abs=1e-3)
+    long = lesson.credit_long(df)
+    assert len(long) == 2 * len(df) and set(long.method) == {"Shapley", "leave-one-out"}
+    with pytest.raises(ValueError, match="cases"):
+        lesson.designed_games(("nope",))
+
+
+def test_coalition_table_names_every_coalition():
+    env = TeamTask.preset("free_riding")
+    t = lesson.coalition_table(env, env.truth(env.scripted_policies(12.0)).values)
+    assert list(t.coalition[:3]) == ["{}", "{planner}", "{solver}"] and t.v.iloc[3] == pytest.approx(1.0, abs=1e-3)
+    with pytest.raises(ValueError, match="values"):
+        lesson.coalition_table(env, torch.zeros(4))
+
+
+@pytest.mark.parametrize("knobs", [dict(sabotage=0.0, catch=0.0, p_plan=0.0, unchecked_pass=0.0),
+                                   dict(sabotage=1.0, catch=1.0, p_plan=1.0, unchecked_pass=1.0),
+                                   dict(sabotage=1.0, catch=0.0, p_plan=1.0, unchecked_pass=0.0)])
+def test_mixed_team_credit_survives_the_slider_extremes(knobs):
+    df = lesson.mixed_team_credit(**knobs)
+    assert len(df) == 6 and df[["shapley", "loo"]].notna().all().all()
+    assert df.shapley.sum() == pytest.approx(df.v_full.iloc[0], abs=1e-9)
+    assert df.set_index("agent").loc["free rider", "shapley"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_sampled_shapley_error_shrinks_with_the_budget():
+    env = TeamTask()
+    values = env.truth(env.scripted_policies(2.0)).values
+    err = lesson.sampled_shapley_error(values, budgets=(1, 4, 64), seeds=range(6))
+    s = lesson.error_summary(err).set_index("budget")
+    assert s.mae_mean[64] < s.mae_mean[4] < s.mae_mean[1]
+    assert err.efficiency_gap.max() < 1e-12
+    assert (s.n_evaluations <= 64).all() and s.n_evaluations.is_monotonic_increasing
+
+
+def test_credit_agreement_scores_estimators_against_exact_shapley():
+    env = TeamTask()
+    pols = env.scripted_policies(2.0)
+    res = lesson.agent_credit_agreement(env, pols, n_tasks=8, group_size=4, seed=1)
+    st = res["stats"].set_index("method")
+    assert st.loc["Shapley (exact)", "corr_pooled"] == pytest.approx(1.0)
+    assert st.loc["leave-one-out", "mean_free rider"] == 0.0
+    # with a shared team reward, Dr. MAS and M-GRPO reduce to GRPO on the team reward
+    for m in ("Dr. MAS", "M-GRPO"):
+        assert torch.allclose(res["credit"][m], res["credit"]["GRPO (team reward)"], atol=1e-9)
+    # sign agreement is the course's one definition (labkit.scoring, |phi| > 0.05 counted)
+    every = torch.ones_like(res["phi"], dtype=torch.bool)
+    for m, credit in res["credit"].items():
+        assert st.loc[m, "sign_agree"] == pytest.approx(sign_agreement(credit, res["phi"], every))
+    assert st.loc["Shapley (exact)", "sign_agree"] == 1.0
+    sweep = lesson.judge_noise_sweep(env, pols, noises=(0.0, 1.0), n_tasks=8, group_size=4).set_index(["noise", "method"])
+    assert sweep.loc[(0.0, "LLM-MCA (stand-in critic)"), "corr_pooled"] == pytest.approx(1.0)
+    assert sweep.loc[(1.0, "LLM-MCA (stand-in critic)"), "corr_pooled"] < 0.6
+
+
+def test_agentwise_normalisation_calibrates_the_per_agent_gradient():
+    env = TeamTask(reward="heterogeneous")
+    scales = lesson.gradient_scales(env, env.make_policies(), n_batches=12, seed=0)
+    s = lesson.scale_summary(scales).set_index("normalize")
+    assert s.scale_spread["agent"] < s.scale_spread["global"]
+    assert s.batch_cosine_mean["agent"] > s.batch_cosine_mean["global"] + 0.1
+    g = scales.set_index(["normalize", "agent"])
+    # global normalisation: the big-reward solvers take larger steps than the planner, although
+    # their true gradient is smaller
+    assert g.loc[("global", "solver 1"), "grad_norm"] > 2 * g.loc[("global", "planner"), "grad_norm"]
+    assert g.loc[("global", "solver 1"), "exact_norm"] < g.loc[("global", "planner"), "exact_norm"]
+
+
+def test_drmas_training_runs_and_summarises():
+    curves, grads = lesson.drmas_training(seeds=(0, 1), iterations=20, eval_every=10, progress=False)
+    assert set(curves.label) == {"global", "agent"} and len(curves) == 2 * 2 * 21
+    assert set(grads.columns) >= {"normalize", "seed", "agent", "grad_norm"} and len(grads) == 2 * 2 * 20 * 6
+    summ = lesson.drmas_summary(curves, grads).set_index("normalize")
+    assert summ.J_final_mean["agent"] > summ.J_final_mean["global"]
+    assert (summ.seeds == 2).all() and math.isfinite(summ.grad_norm_max_over_median["global"])
+    table = lesson.agent_grad_table(grads)
+    assert list(table.index) == TeamTask().agent_names and set(table.columns) == {"global", "agent"}
+
+
+def test_a_reader_written_credit_function_is_scored_against_shapley():
+    import itertools
+    import math
+
+    def loo(v, agents):
+        full = frozenset(agents)
+        return {a: v[full] - v[full - {a}] for a in agents}
+
+    def shapley(v, agents):
+        out = dict.fromkeys(agents, 0.0)
+        for order in itertools.permutations(agents):
+            S = frozenset()
+            for a in order:
+                out[a] += (v[S | {a}] - v[S]) / math.factorial(len(agents))
+                S = S | {a}
+        return out
+
+    bad = lesson.score_credit_function(loo).attrs["summary"].set_index("case")
+    assert bad.loc["complementarity", "sum_credit"] == pytest.approx(3.0, abs=1e-3)   # not efficient
+    assert bad.null_players_get_zero.all()
+    good = lesson.score_credit_function(shapley).attrs["summary"]
+    assert (good.max_abs_error < 1e-9).all()
+    assert good.sum_credit.to_numpy() == pytest.approx(good.v_full_minus_empty.to_numpy())
+    with pytest.raises(ValueError, match="fn: raised KeyError.*redundancy"):
+        lesson.score_credit_function(lambda v, a: {x: v[frozenset({"nobody"})] for x in a})
+
+
+def test_nb09_heatmap_panels_unchanged():
+    from labkit.course import nb09_multiagent as lesson
+    from labkit.envs.teamtask import TeamTask
+
+    env = TeamTask()
+    res = lesson.agent_credit_agreement(env, env.scripted_policies(2.0), n_tasks=8, group_size=4, seed=1)
+    methods, rows = ["leave-one-out", "GRPO (team reward)", "MAPPA (stand-in judge)"], [0, 8, 16]
+    old = {"exact Shapley": res["phi"][rows]}
+    for m in methods:
+        old[m] = res["credit"][m][rows]
+    assert_same_panels(lesson.heatmap_panels(res, methods, rows), old)
+    with pytest.raises(ValueError, match="^methods"):
+        lesson.heatmap_panels(res, ["VinePPO"], rows)
+    with pytest.raises(ValueError, match="^rows"):
+        lesson.heatmap_panels(res, methods, [len(res["phi"])])

@@ -1,0 +1,129 @@
+"""Episode-level credit (labkit.credit.episode): REINFORCE, RLOO, GRPO, Dr. GRPO, REINFORCE++."""
+
+import pytest
+import torch
+from hypothesis import strategies as st
+from hypothesis import given, settings
+
+from labkit.core.rollouts import Rollouts
+from labkit.core.stats import group_stats
+from labkit.credit import ESTIMATORS, estimate, get_estimator
+from labkit.credit.episode import dr_grpo, grpo, reinforce, reinforce_baseline, reinforce_pp, rloo
+from labkit.envs import BifurcationChain
+from labkit.envs.tabular import exact_truth
+from labkit.policies import TabularSoftmaxPolicy
+from labkit.scoring import cosine
+
+
+def batch(scores, groups, T=4):
+    scores = torch.as_tensor(scores, dtype=torch.float64)
+    B = len(scores)
+    rewards = torch.zeros(B, T, dtype=torch.float64)
+    rewards[:, -1] = scores
+    return Rollouts(tokens=torch.zeros(B, T, dtype=torch.long), mask=torch.ones(B, T, dtype=torch.bool),
+                    rewards=rewards, group_ids=torch.as_tensor(groups))
+
+
+groups_and_scores = st.integers(1, 6).flatmap(lambda n_groups: st.lists(
+    st.tuples(st.integers(0, n_groups - 1), st.floats(-10, 10, allow_nan=False)), min_size=1, max_size=24))
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups_and_scores)
+def test_grpo_and_dr_grpo_sum_to_zero_within_each_group(rows):
+    groups = [g for g, _ in rows]
+    r = batch([s for _, s in rows], groups)
+    for fn in (grpo, dr_grpo):
+        adv = fn(r).values[:, 0]
+        for g in set(groups):
+            members = torch.tensor(groups) == g
+            if int(members.sum()) > 1:
+                assert abs(float(adv[members].sum())) < 1e-6 * (1 + float(adv[members].abs().sum()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups_and_scores)
+def test_rloo_is_scaled_centred_score_and_leave_one_out(rows):
+    groups = torch.tensor([g for g, _ in rows])
+    scores = torch.tensor([s for _, s in rows], dtype=torch.float64)
+    adv = rloo(batch(scores, groups)).values[:, 0]
+    mean, _, size = group_stats(scores, groups)
+    for i in range(len(scores)):
+        others = (groups == groups[i]) & (torch.arange(len(scores)) != i)
+        if int(size[i]) == 1:
+            assert float(adv[i]) == 0.0
+        else:
+            n = float(size[i])
+            assert float(adv[i]) == pytest.approx(n / (n - 1) * float(scores[i] - mean[i]), abs=1e-9)
+            assert float(adv[i]) == pytest.approx(float(scores[i] - scores[others].mean()), abs=1e-9)
+
+
+def test_degenerate_groups_follow_documented_conventions():
+    r = batch([3.0, 1.0, 1.0, 1.0], [0, 1, 1, 1])  # a singleton and a zero-variance group
+    g = grpo(r).values[:, 0]
+    assert g.tolist() == pytest.approx([3.0 / (1 + 1e-6), 0.0, 0.0, 0.0])  # singleton: raw score / (1 + eps), as verl; constant group: 0
+    assert dr_grpo(r).values[:, 0].tolist() == [3.0, 0.0, 0.0, 0.0]
+    assert rloo(r).values[:, 0].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert torch.isfinite(reinforce_pp(batch([1.0, 1.0], [0, 0])).token).all()
+    assert reinforce_pp(batch([1.0, 1.0], [0, 0])).token.abs().max() == 0
+    one = batch([2.0], [0])
+    assert reinforce_baseline(one).values.item() == 0.0
+    assert reinforce(one).values.item() == 2.0
+
+
+def test_grpo_normalises_by_unbiased_std():
+    r = batch([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0])
+    std = torch.tensor([1.0, 0.0, 0.0, 0.0]).std()  # unbiased
+    assert grpo(r).values[0, 0].item() == pytest.approx((1 - 0.25) / (float(std) + 1e-6))
+
+
+def test_reinforce_pp_whitens_over_the_batch():
+    c = reinforce_pp(batch([1.0, 0.0, 2.0], [0, 0, 1]))
+    vals = c.token.flatten()
+    assert vals.mean().item() == pytest.approx(0.0, abs=1e-9)
+    assert vals.var(unbiased=False).item() == pytest.approx(1.0, abs=1e-6)
+    base = reinforce_pp(batch([1.0, 0.0, 2.0], [0, 0, 1]), group_baseline=True)
+    assert torch.isfinite(base.token).all() and c.level == "token"
+
+
+def test_discounting_makes_reinforce_pp_vary_along_the_trajectory():
+    c = reinforce_pp(batch([1.0, 0.0], [0, 0], T=5), gamma=0.5)
+    row = c.token[0].tolist()
+    assert row == sorted(row)  # later tokens are closer to the reward
+
+
+def test_every_token_gets_the_same_episode_credit():
+    r = batch([1.0, 0.0, 1.0], [0, 0, 0])
+    for name in ("reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo"):
+        tok = estimate(name, r).token
+        assert torch.all(tok == tok[:, :1]), name
+
+
+def test_registry():
+    assert {"reinforce", "reinforce_baseline", "rloo", "grpo", "dr_grpo", "reinforce_pp"} <= set(ESTIMATORS)
+    with pytest.raises(ValueError, match="no estimator"):
+        get_estimator("magic")
+    with pytest.raises(ValueError, match="eps"):
+        grpo(batch([1.0], [0]), eps=-1.0)
+
+
+@pytest.mark.parametrize("name", ["reinforce", "rloo", "dr_grpo"])
+def test_unbiased_estimators_match_the_exact_gradient(name):
+    """The mean of many batch gradients converges to the exact gradient (within MC error)."""
+    env = BifurcationChain(horizon=6, n_bifurcations=2, slip=0.1, noise_std=0.3, seed=4)
+    pol = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.8, seed=2)
+    tr = exact_truth(env.mdp(), pol)
+    n_batches, size = 400, 32
+    ro = env.sample(pol, n_batches * size, group_size=8, seed=9)
+    fn = ESTIMATORS[name]
+    credit = torch.cat([fn(b).token for b in ro.split(n_batches)])
+    per_traj = pol.trajectory_gradients(ro, credit).reshape(len(ro), -1)
+    mean, se = per_traj.mean(0), per_traj.std(0) / len(ro) ** 0.5
+    exact = tr.grad.reshape(-1)
+    if name == "rloo":  # group-of-8 RLOO is unbiased as is
+        pass
+    elif name == "dr_grpo":  # mean baseline incl. own sample: E[g] = (n-1)/n * exact
+        exact = exact * 7 / 8
+    z = ((mean - exact).abs() / se.clamp(min=1e-12))[se > 0]
+    assert float(z.max()) < 5.0
+    assert cosine(mean, exact) > 0.97

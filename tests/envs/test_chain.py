@@ -1,0 +1,88 @@
+"""BifurcationChain (labkit.envs.chain): its settings, sampling, and the vines and cut values it gives."""
+
+import pytest
+import torch
+
+from labkit.course.presets import chain_setup
+from labkit.envs import BifurcationChain
+from labkit.policies import TabularSoftmaxPolicy
+
+from env_cases import chain_case
+
+
+def test_routine_positions_have_zero_advantage_without_slip():
+    env, pol, tr = chain_case(T=8, k=2)
+    ro = env.sample(pol, 64, seed=3)
+    adv = tr.advantage(ro)
+    routine = [t for t in range(env.horizon) if t not in env.bifurcations]
+    assert float(adv[:, routine].abs().max()) < 1e-12
+    assert bool((adv[:, list(env.bifurcations)].abs() > 0).any())
+
+
+def test_sampling_is_seeded():
+    env, pol, _ = chain_case(T=7, slip=0.3, noise=1.0)
+    a, b = env.sample(pol, 16, seed=5), env.sample(pol, 16, seed=5)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.rewards, b.rewards)
+    assert not torch.equal(a.tokens, env.sample(pol, 16, seed=6).tokens)
+
+
+def test_long_chain_is_supported():
+    env, pol, tr = chain_case(T=200, k=3, init_std=0.0)
+    ro = env.sample(pol, 8, seed=0)
+    assert ro.horizon == 200 and 0 < tr.J < 1
+    assert tr.J == pytest.approx(0.5 ** 3)
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(horizon=0), "horizon"),
+    (dict(horizon=5, bifurcations=[5]), "bifurcations"),
+    (dict(horizon=5, bifurcations=[1, 1]), "bifurcations"),
+    (dict(slip=1.5), "slip"),
+    (dict(noise_std=-1.0), "noise_std"),
+    (dict(n_actions=1), "n_actions"),
+    (dict(horizon=3, n_bifurcations=4), "n_bifurcations"),
+])
+def test_env_rejects_bad_settings(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        BifurcationChain(**kwargs)
+
+
+# --------------------------------------------------------------------------- bad input names the argument
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(bifurcations="x"), TypeError, r"^bifurcations: expected a list of positions"),
+    (dict(bifurcations=[1.5]), TypeError, r"^bifurcations\[0\]: expected an integer"),
+    (dict(seed="x"), TypeError, r"^seed: expected an integer"),
+    (dict(seed=1.5), TypeError, r"^seed: expected an integer"),
+])
+def test_chain_constructor(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        BifurcationChain(horizon=5, **kwargs)
+
+
+def test_chain_bifurcations_as_tensor_or_integral_floats_still_work():
+    assert BifurcationChain(horizon=5, bifurcations=torch.tensor([3, 1])).bifurcations == (1, 3)
+    assert BifurcationChain(horizon=5, bifurcations=[2.0]).bifurcations == (2,)
+
+
+def test_chain_sample_policy_and_seed():
+    ch = BifurcationChain(horizon=4)
+    pol = TabularSoftmaxPolicy(ch.n_states, ch.n_actions)
+    for bad in (None, "x"):
+        with pytest.raises(TypeError, match=r"^policy: expected a TabularSoftmaxPolicy"):
+            ch.sample(bad, 2)
+    with pytest.raises(TypeError, match=r"^seed: expected an integer"):
+        ch.sample(pol, 2, seed="x")
+    assert ch.sample(pol, 2, seed=3).tokens.shape == (2, 4)
+
+
+def test_chain_cut_values_are_the_vines_at_the_cuts():
+    # on the chain a step is one token: cutting at every position gives the step vines exactly
+    env, pol, tr = chain_setup(12, init_std=0.5, policy_seed=1, slip=0.1)
+    ro = env.sample(pol, 16, seed=0)
+    step_v, step_cost = env.vine_value_fn(pol, seed=3)(ro, 8)
+    cut_v, cut_cost = env.cut_value_fn(pol, seed=3)(ro, ro.mask.clone(), 8)
+    assert torch.equal(cut_v, step_v) and cut_cost == step_cost
+    none_v, none_cost = env.cut_value_fn(pol, seed=3)(ro, torch.zeros_like(ro.mask), 8)
+    assert not none_v.any() and none_cost.env_resets == 0
+    with pytest.raises(ValueError, match="^cuts: "):
+        env.cut_value_fn(pol)(ro, ro.mask[:, :3], 8)

@@ -1,0 +1,116 @@
+"""Line, bar and heat-table charts (labkit.viz.charts) and offline rendering: assertions on the Vega-Lite specs."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import pytest
+
+from labkit import viz
+from labkit.viz import MAX_ROWS, bar_chart, enable_offline, heat_table, line_chart
+
+from chart_specs import records
+
+
+# ----------------------------------------------------------------------------------------------
+# charts
+
+
+@pytest.fixture
+def curves():
+    df = pd.DataFrame({"horizon": [4, 8, 16, 32] * 2, "var": [1.0, 2.0, 4.5, 9.0, 0.5, 0.6, 0.7, 0.8],
+                       "method": ["REINFORCE"] * 4 + ["VinePPO"] * 4, "unused": list("abcdefgh")})
+    df["lo"], df["hi"] = df["var"] * 0.8, df["var"] * 1.2
+    return df
+
+
+def test_line_chart_spec(curves):
+    spec = line_chart(curves, "horizon", "var", color="method", band=("lo", "hi"), log_x=True,
+                      title="Variance grows with horizon", y_title="gradient variance").to_dict()
+    area, line = spec["layer"]
+    assert area["mark"]["type"] == "area" and area["encoding"]["y2"]["field"] == "hi"
+    assert line["mark"] == {"type": "line", "point": True}
+    assert line["encoding"]["x"]["scale"] == {"type": "log"}
+    assert line["encoding"]["y"]["title"] == "gradient variance"
+    assert line["encoding"]["color"]["scale"]["domain"] == ["REINFORCE", "VinePPO"]
+    assert set(records(spec)[0]) == {"horizon", "var", "method", "lo", "hi"}  # unused column dropped
+    assert spec["title"] == "Variance grows with horizon"
+
+
+def test_line_chart_escapes_dotted_column(curves):
+    df = curves.rename(columns={"var": "loss.mean"})
+    spec = line_chart(df, "horizon", "loss.mean", points=False).to_dict()
+    assert spec["encoding"]["y"]["field"] == "loss\\.mean"
+    assert spec["mark"] == {"type": "line", "point": False}
+
+
+def test_line_chart_validation(curves):
+    with pytest.raises(ValueError, match=r"y='varr' is not a column of df; available columns: \['horizon', 'var'"):
+        line_chart(curves, "horizon", "varr")
+    with pytest.raises(ValueError, match=r"band='nope'"):
+        line_chart(curves, "horizon", "var", band=("lo", "nope"))
+    with pytest.raises(ValueError, match="log_y=True but column 'lo'"):
+        line_chart(curves.assign(lo=0.0), "horizon", "var", band=("lo", "hi"), log_y=True)
+
+
+def test_bar_chart_spec(curves):
+    spec = bar_chart(curves, "method", "var", sort="descending").to_dict()
+    assert spec["encoding"]["x"]["scale"]["domain"] == ["REINFORCE", "VinePPO"]
+    spec = bar_chart(curves, "horizon", "var", color="method", horizontal=True).to_dict()
+    assert spec["encoding"]["y"]["scale"]["domain"] == [4, 8, 16, 32]
+    assert spec["encoding"]["yOffset"]["field"] == "method"
+    assert spec["encoding"]["x"]["field"] == "var"
+    with pytest.raises(ValueError, match=r"color='agent' is not a column"):
+        bar_chart(curves, "method", "var", color="agent")
+    with pytest.raises(ValueError, match="sort list is missing categories"):
+        bar_chart(curves, "method", "var", sort=["VinePPO"])
+
+
+def test_heat_table_spec():
+    df = pd.DataFrame({"granularity": ["token", "token", "turn"], "methodology": ["MC", "TD", "MC"], "n": [3, 5, 7]})
+    spec = heat_table(df, "granularity", "methodology", "n", title="methods").to_dict()
+    rect, text = spec["layer"]
+    assert rect["encoding"]["color"]["scale"]["domain"] == [0.0, 7.0]
+    assert rect["encoding"]["y"]["scale"]["domain"] == ["token", "turn"]
+    assert text["encoding"]["text"] == {"field": "n", "format": "d", "type": "quantitative"}
+    ink = {(r["granularity"], r["methodology"]): r["_ink"] for r in records(spec)}
+    assert ink[("turn", "MC")] == "white" and ink[("token", "MC")] == "black"
+    with pytest.raises(ValueError, match=r"value='count' is not a column"):
+        heat_table(df, "granularity", "methodology", "count")
+    with pytest.raises(ValueError, match="more than one row"):
+        heat_table(pd.concat([df, df]), "granularity", "methodology", "n")
+
+
+def test_chart_row_limit():
+    df = pd.DataFrame({"x": range(MAX_ROWS + 1), "y": 0.0})
+    with pytest.raises(ValueError, match="aggregate first"):
+        line_chart(df, "x", "y")
+
+
+# ----------------------------------------------------------------------------------------------
+# enable_offline
+
+
+def test_enable_offline_idempotent():
+    before = (alt.renderers.active, dict(alt.renderers.options or {}))
+    try:
+        enable_offline()
+        enable_offline()
+        assert alt.renderers.active == "jupyter"
+        assert alt.renderers.options == {"offline": True}
+    finally:
+        alt.renderers.enable(before[0], **before[1])
+
+
+def test_dropdown_and_chart_messages():
+    with pytest.raises(ValueError, match=r"^value: 'c' is not one of the options"):
+        viz.dropdown(["a", "b"], "c")
+    with pytest.raises(ValueError, match=r"^options: is empty"):
+        viz.dropdown([])
+    df = pd.DataFrame({"a": [1, 2], "b": [3, 4]})
+    for chart in (viz.line_chart, viz.bar_chart):
+        with pytest.raises(ValueError, match=r"^df: must be a pandas DataFrame"):
+            chart(None, x="a", y="b")
+        with pytest.raises(ValueError, match=r"^y: y='zz' is not a column of df"):
+            chart(df, x="a", y="zz")
+    with pytest.raises(ValueError, match=r"^sort: must be None"):
+        viz.bar_chart(df, x="a", y="b", sort="up")
