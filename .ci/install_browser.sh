@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's Chromium for the real-browser check (tests/test_browser.py).
+# Install Debian's Chromium for the real-browser check (tests/browser/test_browser.py).
 #
 # The browser test drives /usr/bin/chromium through the `playwright` Python package; it never runs
 # `playwright install` (that downloads a browser build of its own, which cannot be fetched here).

@@ -6,13 +6,13 @@ runs `pip install labkit` beside older packages would get it:
 
 1. a fresh virtual environment, ``.venv-other-end/``, on another Python (3.12 by default: Colab's;
    ``--python`` or ``$OTHER_PYTHON`` picks one), with every pin of ``requirements-oldest.txt``
-   (the lower end of each range in pyproject.toml; tests/test_packaging.py checks they agree);
+   (the lower end of each range in pyproject.toml; tests/project/test_packaging.py checks they agree);
 2. a wheel built from this repository (so it carries data/ as labkit/_data), installed there
    together with those pins: pip refuses if a pin falls outside a range;
 3. the unit, property and widget tests (not nbval: the stored outputs belong to the lock's
    versions; not the browser) from tests/, run from outside the repository's import path so
    that they exercise the installed copy; ``LABKIT_EXPECT_INSTALLED=1`` makes
-   tests/test_packaging.py check that labkit and its data come from site-packages.
+   tests/project/test_packaging.py check that labkit and its data come from site-packages.
 
 Usage: python scripts/run_other_end.py [--python PATH] [--workers N] [-- pytest args]
 About 2 minutes to set up on a fresh machine (torch 2.6's CUDA wheels, ~3 GB from PyPI) and

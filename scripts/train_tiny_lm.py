@@ -323,7 +323,7 @@ def main(argv=None) -> None:
     tokenizer.save_pretrained(out)
     # transformers 5 names the class "TokenizersBackend", which 4.x cannot load; the older name
     # is an alias of it in 5.x, so the saved folder loads across labkit's whole transformers range
-    # (tests/test_lm.py loads the shipped folder; the other-end CI step runs it under 4.x).
+    # (tests/policies/test_lm.py loads the shipped folder; the other-end CI step runs it under 4.x).
     config_file = out / "tokenizer_config.json"
     config = json.loads(config_file.read_text())
     config["tokenizer_class"] = "PreTrainedTokenizerFast"

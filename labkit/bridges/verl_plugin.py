@@ -5,7 +5,7 @@ every such entry point whenever ``import verl`` runs (its default, ``VERL_USE_EX
 in the trainer process and in every Ray worker. So once labkit is installed beside verl,
 ``algorithm.adv_estimator=labkit_grpo`` works in a verl config with no launcher script of one's own.
 verl swallows a plugin's import error (it logs it at debug level); ``REGISTERED`` says what was
-registered, and ``tests/test_verl_bridge.py`` checks that a fresh ``import verl`` finds the names.
+registered, and ``tests/bridges/test_bridges_verl_parity.py`` checks that a fresh ``import verl`` finds the names.
 """
 from __future__ import annotations
 

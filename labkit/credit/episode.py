@@ -149,7 +149,7 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
     Deviations from the reference:
         none from verl (``grpo`` and ``grpo_vectorized``: same unbiased std, eps outside the root,
         group-of-one rule; labkit sums in float64, verl in float32, so they agree to about 1e-6,
-        tests/test_verl_bridge.py); TRL uses eps = 1e-4 (only matters for near-constant groups).
+        tests/bridges/test_bridges_verl_parity.py); TRL uses eps = 1e-4 (only matters for near-constant groups).
 
     Returns:
         credit at level "episode" (method "dr_grpo" when normalize_std=False); ``info``:
@@ -235,7 +235,7 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
         ``reinforce_plus_plus`` (and ``..._baseline``) whiten with ``masked_whiten``, whose variance
         is the unbiased one (n / (n - 1), n = generated tokens in the batch): labkit's credit is
         verl's times sqrt((var_unbiased + eps) / (var + eps)), about 1 + 1/(2n) (1.000001 for a
-        batch of 512k tokens; tests/test_verl_bridge.py checks that this factor is the only
+        batch of 512k tokens; tests/bridges/test_bridges_verl_parity.py checks that this factor is the only
         difference). A batch with one generated token: verl raises, labkit gives 0.
 
     Returns:

@@ -94,7 +94,7 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
         advantage it is scored against. Whitened, labkit divides by the population std and verl
         (``masked_whiten``) by the unbiased one: labkit's credit is verl's times about
         1 + 1/(2n), n = generated tokens. Unwhitened it equals verl's returns minus values, and
-        ``info["returns"]`` equals verl's returns, on generated tokens (tests/test_verl_bridge.py;
+        ``info["returns"]`` equals verl's returns, on generated tokens (tests/bridges/test_bridges_verl_parity.py;
         off the mask verl carries the running advantage, labkit gives 0).
 
     Returns:

@@ -20,7 +20,7 @@ Conventions:
 * Prompts are lists of integer token ids (no tokenizer needed). They are *left*-padded so every
   row's next token sits in the last column; the attention mask hides the padding and the
   position ids restart at 0 on each row's first real token, so a prompt gets the same logits
-  alone or inside a padded batch (checked in ``tests/test_sampling.py``).
+  alone or inside a padded batch (checked in ``tests/policies/test_sampling.py``).
 * Tokens are drawn from softmax(logits / temperature); temperature 0 is greedy (argmax).
 * ``logprobs`` and ``entropies`` always describe the *untempered* model distribution
   softmax(logits), i.e. the policy pi that a policy gradient differentiates, whatever temperature

@@ -12,7 +12,7 @@ caller's strings; they are drawn as SVG text (inert) and appear in scale domains
 We deliberately do NOT html-escape the tooltip text ourselves: vega-embed's tooltip handler
 (vega-tooltip, also in altair's offline bundle) already escapes every tooltip key and value
 before setting innerHTML, so escaping here too would show students "&lt;b&gt;" instead of "<b>".
-tests/test_browser.py hovers a "<b>" token in a real browser and checks the tooltip shows it as
+tests/browser/test_browser.py hovers a "<b>" token in a real browser and checks the tooltip shows it as
 text with no element injected.
 
 Size: at most ``MAX_ROWS`` (5000, altair's own default limit) drawn cells per heatmap; above

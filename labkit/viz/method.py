@@ -29,7 +29,7 @@ __all__ = ["MethodCard", "MethodCards", "method_card", "method_cards", "formula_
            "called_helpers"]
 
 _ARXIV = re.compile(r"arXiv[: ]?(\d{4}\.\d{4,5})")
-# docstring section headers, in the house order (tests/test_docstrings.py)
+# docstring section headers, in the house order (tests/project/test_docstrings.py)
 _SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Returns:",
              "Cost:")
 
