@@ -26,7 +26,11 @@ def test_the_fit_is_plain_least_squares_with_an_intercept():
     fit = skill_luck_fit(y, {"skill": x1, "luck_after": x2})
     Z = torch.stack([torch.ones_like(y), x1, x2], 1)
     beta = torch.linalg.lstsq(Z, y[:, None]).solution[:, 0]
-    assert fit == {"skill": float(beta[1]), "luck_after": float(beta[2])}  # the same numbers, bit for bit
+    # the same least squares: torch's default lstsq driver (gelsy) can differ in the last bit from one
+    # call to the next on the same input, so the comparison allows a few ulps
+    assert set(fit) == {"skill", "luck_after"}
+    assert fit["skill"] == pytest.approx(float(beta[1]), rel=1e-12)
+    assert fit["luck_after"] == pytest.approx(float(beta[2]), rel=1e-12)
     assert luck_per_skill(fit) == fit["luck_after"] / fit["skill"]
 
 
