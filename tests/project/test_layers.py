@@ -152,7 +152,7 @@ def test_the_course_has_one_runner_module_per_notebook():
 REPO = ROOT.parent
 # every Python file that is code others build on: the package, the data-writing and tool scripts,
 # the speed benchmarks (notebooks and tests may import a lesson: it is what they run or check)
-NOT_LESSON_USERS = sorted([*ROOT.rglob("*.py"), *(REPO / "scripts").glob("*.py"), *(REPO / "benchmarks").glob("*.py")])
+NOT_LESSON_USERS = sorted([*ROOT.rglob("*.py"), *(REPO / "scripts").rglob("*.py"), *(REPO / "benchmarks").rglob("*.py")])
 
 
 def _lesson_imports(path: Path):
