@@ -1,9 +1,10 @@
 """The method on the page: ``show_methods("grpo", "rloo")`` in a notebook shows each estimator's
-key equation, docstring formula and code (``labkit.viz.method.method_card``).
+key equation, docstring formula and code (``labkit.viz.method.method_card``), and, for a stand-in
+or an adaptation, that label and what it substitutes.
 
 The key equation and its symbols are part of the estimator's registered spec
-(``labkit.credit.spec(name).equation`` / ``.symbols``); the formula and the code are read from
-the function itself.
+(``labkit.credit.spec(name).equation`` / ``.symbols``, with ``.status`` / ``.replaces``); the
+formula and the code are read from the function itself.
 """
 from __future__ import annotations
 
@@ -30,5 +31,6 @@ def show_methods(*names: str, collapse: bool | None = None) -> MethodCards:
     cards = []
     for name in names:
         s = spec(name)
-        cards.append(method_card(s.fn, equation=s.equation, symbols=s.symbols, collapse_code=fold))
+        cards.append(method_card(s.fn, equation=s.equation, symbols=s.symbols, collapse_code=fold,
+                                 status=s.status, replaces=s.replaces))
     return method_cards(cards)

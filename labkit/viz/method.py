@@ -153,10 +153,22 @@ class MethodCard:
     module: str
     collapse_code: bool = False
     helpers: tuple[tuple[str, str], ...] = ()   # (dotted name, code) of the helpers it calls
+    # how faithful the lab's version is ("stand-in", "adaptation"; "" or "implemented": as published)
+    # and what it substitutes: a card must carry the label the registry, the tables and the
+    # inventory carry
+    status: str = ""
+    replaces: str = ""
+
+    def _label(self) -> str:
+        if self.status in ("", "implemented"):
+            return ""
+        return self.status.upper() + (f": replaces {self.replaces}" if self.replaces else "")
 
     def _repr_markdown_(self) -> str:
         papers = ", ".join(f"[arXiv:{a}](https://arxiv.org/abs/{a})" for a in self.arxiv)
         parts = [f"**`{self.name}`** — {self.title}" + (f" ({papers})" if papers and papers not in self.title else "")]
+        if self._label():
+            parts.append(f"**{self._label()}**")
         if self.equation:
             parts.append(f"$$\n{self.equation}\n$$")
         if self.symbols:
@@ -176,6 +188,8 @@ class MethodCard:
     def __repr__(self) -> str:
         head = f"{self.name}: {self.title}"
         body = [head, "=" * min(len(head), 100)]
+        if self._label():
+            body += [self._label()]
         if self.equation:
             body += ["key equation (LaTeX): " + self.equation]
         if self.formula:
@@ -187,15 +201,17 @@ class MethodCard:
 
 
 def method_card(fn: Callable, *, equation: str = "", symbols: str = "", name: str | None = None,
-                collapse_code: bool = False, keep_checks: bool = False, helpers: bool = True) -> MethodCard:
+                collapse_code: bool = False, keep_checks: bool = False, helpers: bool = True,
+                status: str = "", replaces: str = "") -> MethodCard:
     """A card for one method: title and arXiv link, ``equation`` (LaTeX, optional), the docstring's
     Formula section and the code (see :func:`method_code`), followed, when ``helpers``, by the code
     of the helpers it calls (:func:`called_helpers`), so GAE's backward loop is on the card even
     though ``gae`` delegates it. ``name`` defaults to the registered name (``fn.estimator_name``)
     or the function's name; ``collapse_code`` folds the listing (for notebooks that introduce
-    many methods at once)."""
+    many methods at once). ``status`` and ``replaces`` label a method the lab runs in another form
+    than its paper ("stand-in" or "adaptation", and what it substitutes) at the top of the card."""
     inner = _check_function("fn", fn)
-    for arg, value in (("equation", equation), ("symbols", symbols)):
+    for arg, value in (("equation", equation), ("symbols", symbols), ("status", status), ("replaces", replaces)):
         if not isinstance(value, str):
             raise TypeError(f"{arg}: expected a str, got {type(value).__name__}")
     if name is not None and not isinstance(name, str):
@@ -206,6 +222,7 @@ def method_card(fn: Callable, *, equation: str = "", symbols: str = "", name: st
                       arxiv=tuple(arxiv_ids(inner)), equation=equation.strip(), symbols=symbols.strip(),
                       formula=formula_section(inner), code=method_code(inner, keep_checks=keep_checks),
                       module=inner.__module__ or "", collapse_code=collapse_code,
+                      status=status.strip(), replaces=replaces.strip(),
                       helpers=tuple((f"{h.__module__}.{h.__name__}", method_code(h, keep_checks=keep_checks))
                                     for h in (called_helpers(inner) if helpers else [])))
 

@@ -23,3 +23,16 @@ def test_show_methods_folds_long_lists_and_keeps_the_order():
     assert len(many) == 5 and many._repr_markdown_().count("<details>") == 5
     assert "<details>" not in show_methods(*[c.name for c in many.cards], collapse=False)._repr_markdown_()
     assert repr(few).startswith("grpo: GRPO")
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_a_card_carries_the_registered_label(name):
+    # the same label in code, registry and card: a stand-in or an adaptation says so, with what it
+    # substitutes, in both renderings; a method run as published carries no label
+    s = spec(name)
+    card = show_methods(name).cards[0]
+    label = f"{s.status.upper()}: replaces {s.replaces}"
+    if s.status == "implemented":
+        assert "STAND-IN" not in repr(card) and "ADAPTATION" not in repr(card)
+    else:
+        assert label in repr(card) and f"**{label}**" in card._repr_markdown_()

@@ -48,11 +48,16 @@ def test_plain_functions_work_too():
     card = method_card(double)
     assert card.formula == "y = 2 x" and card.code == "def double(x):\n    return 2 * x" and not card.helpers
     assert formula_section(double) == "y = 2 x"
+    labelled = method_card(double, status="stand-in", replaces="a judge")
+    assert "STAND-IN: replaces a judge" in repr(labelled) and "**STAND-IN: replaces a judge**" in labelled._repr_markdown_()
+    assert "STAND-IN" not in repr(card)
 
 
 @pytest.mark.parametrize("call,arg", [
     (lambda: method_card(3), "fn"),
     (lambda: method_card(get_estimator("grpo"), equation=1), "equation"),
+    (lambda: method_card(get_estimator("grpo"), status=None), "status"),
+    (lambda: method_card(get_estimator("grpo"), replaces=2), "replaces"),
     (lambda: method_code("grpo"), "fn"),
     (lambda: show_methods(), "names"),
     (lambda: show_methods("grpo", collapse="yes"), "collapse"),
