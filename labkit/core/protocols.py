@@ -13,6 +13,14 @@ import torch
 
 from labkit.core.rollouts import Rollouts
 
+#: An estimator's docstring, in this order, each header once on a line of its own: what it reads
+#: (Inputs), what it computes (Formula), its defaults, what it does with a degenerate batch, where
+#: it departs from the reference implementation, what it returns, what it costs. The method cards
+#: (``labkit.viz.method``) read sections by these headers; the tests hold every estimator and every
+#: exercise solution to the order.
+DOCSTRING_SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:",
+                      "Returns:", "Cost:")
+
 
 @runtime_checkable
 class Env(Protocol):

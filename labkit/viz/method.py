@@ -25,13 +25,12 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from labkit.core.protocols import DOCSTRING_SECTIONS
+
 __all__ = ["MethodCard", "MethodCards", "method_card", "method_cards", "formula_section", "method_code", "arxiv_ids",
            "called_helpers"]
 
 _ARXIV = re.compile(r"arXiv[: ]?(\d{4}\.\d{4,5})")
-# docstring section headers, in the house order (tests/project/test_docstrings.py)
-_SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Returns:",
-             "Cost:")
 
 
 def _check_function(name: str, fn) -> Callable:
@@ -49,7 +48,7 @@ def formula_section(fn: Callable) -> str:
     if "Formula:" not in stripped:
         return ""
     start = stripped.index("Formula:") + 1
-    end = next((i for i in range(start, len(lines)) if stripped[i] in _SECTIONS), len(lines))
+    end = next((i for i in range(start, len(lines)) if stripped[i] in DOCSTRING_SECTIONS), len(lines))
     return textwrap.dedent("\n".join(lines[start:end])).strip()
 
 

@@ -19,12 +19,12 @@ import re
 import pytest
 import torch
 
+from labkit.core.protocols import DOCSTRING_SECTIONS
 from labkit.credit import ESTIMATORS, spec
 
 import fuzz_cases as fc
 
-SECTIONS = ("Inputs:", "Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Returns:",
-            "Cost:")
+SECTIONS = DOCSTRING_SECTIONS
 CITATION = re.compile(r"arXiv[: ]?\d{4}\.\d{4,5}|\b(19|20)\d{2}\b")
 SHARED_RULE = re.compile(r"\b(raises?|raising)\b[^.]*\b(ValueError|TypeError|error)|\bnaming\b")
 

@@ -12,6 +12,11 @@ __all__ = ["reward_to_go"]
 def reward_to_go(rewards, mask, gamma):
     """00 · Reward-to-go (Williams 1992): the credit an outcome reward gives each generated token.
 
+    Inputs:
+        rewards: (B, T) rewards, the outcome on the last generated token.
+        mask: (B, T) bool, True where the policy generated the token.
+        gamma: the discount per generated token.
+
     Formula:
         G_t = r_t + gamma * G_{t'},  t' the next generated position (tool output does not discount);
         G = 0 after the last generated position; 0 off the mask.
@@ -24,6 +29,9 @@ def reward_to_go(rewards, mask, gamma):
 
     Deviations from the reference:
         none: equal to ``Rollouts.returns(gamma)`` (checked by ``check(reward_to_go, "00")``).
+
+    Returns:
+        (B, T) float64 reward-to-go, 0 off the mask.
 
     Cost:
         none beyond the rewards.

@@ -12,6 +12,10 @@ __all__ = ["grpo_advantage"]
 def grpo_advantage(scores, group_ids, eps=1e-6):
     """01 · GRPO advantage (Shao et al. 2024, arXiv 2402.03300): each score against its group's.
 
+    Inputs:
+        scores: (n,) one outcome score per trajectory.
+        group_ids: (n,) integer prompt group of each trajectory.
+
     Formula:
         A_i = (s_i - mean_group) / (std_group + eps)      (std unbiased, torch.std's default)
 
@@ -23,6 +27,9 @@ def grpo_advantage(scores, group_ids, eps=1e-6):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.grpo`` (checked by ``check(grpo_advantage, "01")``).
+
+    Returns:
+        (n,) float64 advantage, one per trajectory.
 
     Cost:
         none beyond the scores.

@@ -12,6 +12,11 @@ __all__ = ["gae"]
 def gae(rewards, values, mask, gamma, lam):
     """02 · GAE's backward loop (Schulman et al. 2016, arXiv 1506.02438): discounted TD errors.
 
+    Inputs:
+        rewards, mask: (B, T), as in exercise 00.
+        values: (B, T) the critic's value before every token.
+        gamma, lam: the discount and GAE's lambda.
+
     Formula:
         delta_t = r_t + gamma V_{t'} - V_t,   A_t = delta_t + gamma lam A_{t'}
         t' the next generated position (tool output skipped).
@@ -25,6 +30,9 @@ def gae(rewards, values, mask, gamma, lam):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.gae`` (no whitening).
+
+    Returns:
+        (B, T) float64 advantage, 0 off the mask.
 
     Cost:
         none beyond the critic's values.

@@ -12,6 +12,10 @@ __all__ = ["vineppo_advantage"]
 def vineppo_advantage(vine_outcomes, rewards):
     """03 · VinePPO step advantage (Kazemnejad et al. 2024, arXiv 2410.01679): values from vines.
 
+    Inputs:
+        vine_outcomes: (S, K) the 0/1 outcomes of K vines forked before each of the S steps.
+        rewards: (S,) the reward received at the end of each step (the outcome after the last).
+
     Formula:
         V_i = mean outcome of the K vines from the prefix before step i,   A_i = r_i + V_{i+1} - V_i
 
@@ -23,6 +27,9 @@ def vineppo_advantage(vine_outcomes, rewards):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.vineppo`` without whitening.
+
+    Returns:
+        (S,) float64 step advantage.
 
     Cost:
         K continuations per step (already sampled: ``vine_outcomes``).

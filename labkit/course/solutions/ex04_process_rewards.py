@@ -12,6 +12,11 @@ __all__ = ["pure_min_form"]
 def pure_min_form(step_scores, outcome, temperature):
     """04 · PURE min-form returns (Cheng et al. 2025, arXiv 2504.08662): a response is worth its worst step.
 
+    Inputs:
+        step_scores: (S,) the process reward model's probability that each step is right.
+        outcome: the verifier's 0/1 outcome R of the response.
+        temperature: T of the soft minimum (> 0).
+
     Formula:
         r_s = 2 p_s - 1,   w = softmax(-r / T),   G_s = sum_{s' >= s} w_{s'} r_{s'} + R
 
@@ -24,6 +29,9 @@ def pure_min_form(step_scores, outcome, temperature):
 
     Deviations from the reference:
         one response, so no RLOO baseline: these are ``labkit.credit.pure``'s returns.
+
+    Returns:
+        (S,) float64 return of every step.
 
     Cost:
         one PRM pass per response (already done: ``step_scores``).

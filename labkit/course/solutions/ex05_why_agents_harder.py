@@ -12,6 +12,11 @@ __all__ = ["turn_returns"]
 def turn_returns(rewards, turn_ids, gamma):
     """05 · Returns discounted per turn (POAD, Wen et al. 2024, arXiv 2405.15821; Turn-PPO, arXiv 2512.17008).
 
+    Inputs:
+        rewards: (L,) the rewards of one episode's positions.
+        turn_ids: (L,) the turn of each position (0, 1, 2, ... in order; -1 for tool output and padding).
+        gamma: the discount per turn.
+
     Formula:
         r_k = sum of the rewards inside turn k,   G_k = r_k + gamma G_{k+1}
 
@@ -23,6 +28,9 @@ def turn_returns(rewards, turn_ids, gamma):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.turn_gae`` with V = 0 and lam = 1.
+
+    Returns:
+        (n_turns,) float64 discounted return of every turn.
 
     Cost:
         none beyond the episode.

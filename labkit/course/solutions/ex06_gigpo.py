@@ -12,6 +12,12 @@ __all__ = ["gigpo_step_term"]
 def gigpo_step_term(turn_rewards, present, anchors, gamma):
     """06 · GiGPO's step term (Feng et al. 2025, arXiv 2505.10978): a turn against its anchor group.
 
+    Inputs:
+        turn_rewards: (B, N) each turn's summed reward, 0 where absent.
+        present: (B, N) bool, which turns exist.
+        anchors: (B, N) integer key of the observation each turn starts from.
+        gamma: the discount per turn.
+
     Formula:
         R_k = r_k + gamma R_{k+1},   A^S_k = R_k - mean of R over the turns with the same anchor
 
@@ -23,6 +29,9 @@ def gigpo_step_term(turn_rewards, present, anchors, gamma):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.gigpo``'s ``info["step_term"]`` for one task group.
+
+    Returns:
+        (B, N) float64 step term, 0 where no turn is present.
 
     Cost:
         none beyond the batch.

@@ -14,6 +14,11 @@ __all__ = ["carl_select"]
 def carl_select(entropies, present, fraction):
     """07 · CARL's critical-turn selection (Shen et al. 2025, arXiv 2512.04949): the most uncertain turns.
 
+    Inputs:
+        entropies: (B, N) the policy's entropy at every turn.
+        present: (B, N) bool, which turns exist.
+        fraction: the share of the batch's present turns to keep, in (0, 1].
+
     Formula:
         keep the ceil(fraction * n) present turns with the largest entropy, n = present turns in the batch
 
@@ -25,6 +30,9 @@ def carl_select(entropies, present, fraction):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.carl``'s ``info["kept"]``.
+
+    Returns:
+        (B, N) bool, True on the kept turns.
 
     Cost:
         none: the entropies come with the sampled batch.

@@ -12,6 +12,11 @@ __all__ = ["hca_credit"]
 def hca_credit(pi, h, z):
     """08 · HCA's hindsight ratio (Harutyunyan et al. 2019, arXiv 1912.02503): return-conditioned credit.
 
+    Inputs:
+        pi: (N,) the policy's probability of each action taken.
+        h: (N,) the hindsight model's probability of it given the outcome Z.
+        z: the episode's 0/1 outcome Z.
+
     Formula:
         credit_t = (1 - pi(a_t | s_t) / h(a_t | s_t, Z)) * Z
 
@@ -23,6 +28,9 @@ def hca_credit(pi, h, z):
 
     Deviations from the reference:
         none: equal to ``labkit.credit.hca`` (no ratio clipping).
+
+    Returns:
+        (N,) float64 credit of every action.
 
     Cost:
         none beyond the hindsight model's probabilities.

@@ -14,6 +14,9 @@ __all__ = ["shapley3"]
 def shapley3(v):
     """09 · Exact Shapley for 3 players (Shapley 1953): each player's average marginal contribution.
 
+    Inputs:
+        v: the value of every coalition of the players 0, 1, 2 (a dict frozenset -> float).
+
     Formula:
         phi_i = sum_{S not containing i} |S|! (n - |S| - 1)! / n! * (v(S + {i}) - v(S))
 
@@ -26,6 +29,9 @@ def shapley3(v):
 
     Deviations from the reference:
         none: equal to ``labkit.core.games.exact_shapley``.
+
+    Returns:
+        (3,) float64 Shapley value of each player.
 
     Cost:
         all 2^n coalition values (8 here).

@@ -12,6 +12,10 @@ __all__ = ["rank_correlation"]
 def rank_correlation(credit, truth, mask):
     """10 · The benchmark's rank correlation (Spearman 1904; the survey's benchmark, arXiv 2604.09459).
 
+    Inputs:
+        credit, truth: (B, T) estimated and exact credit.
+        mask: (B, T) bool, the positions that are scored.
+
     Formula:
         rho = Pearson correlation of the ranks of credit[mask] and truth[mask]
 
@@ -23,6 +27,9 @@ def rank_correlation(credit, truth, mask):
 
     Deviations from the reference:
         none: equal to ``labkit.scoring.rank_correlation``.
+
+    Returns:
+        a float, Spearman's rho over the masked positions (0.0 when either side is constant).
 
     Cost:
         none.

@@ -12,6 +12,10 @@ __all__ = ["no_gradient_rows"]
 def no_gradient_rows(scores, group_ids):
     """11 · Trajectories GRPO learns nothing from (Shao et al. 2024, arXiv 2402.03300).
 
+    Inputs:
+        scores: (n,) one outcome score per trajectory.
+        group_ids: (n,) integer prompt group of each trajectory.
+
     Formula:
         marked_i = |group(i)| >= 2  and  max_{j in group(i)} s_j == min_{j in group(i)} s_j
 
@@ -23,6 +27,9 @@ def no_gradient_rows(scores, group_ids):
 
     Deviations from the reference:
         none: equal to ``labkit.core.stats.constant_groups`` (checked by ``check(no_gradient_rows, "11")``).
+
+    Returns:
+        (n,) bool, True on a trajectory of a group of two or more whose scores are all equal.
 
     Cost:
         none beyond the scores.

@@ -9,11 +9,12 @@ import re
 
 import torch
 
+from labkit.core.protocols import DOCSTRING_SECTIONS
 from labkit.course.exercises import EXERCISES, check
 from labkit.course.solutions import SOLUTIONS
 
-#: the layout tests/project/test_docstrings.py asks of every registered estimator, asked of every solution
-HOUSE_SECTIONS = ("Formula:", "Defaults:", "Degenerate input:", "Deviations from the reference:", "Cost:")
+#: the layout every registered estimator's docstring follows, asked of every solution
+HOUSE_SECTIONS = DOCSTRING_SECTIONS
 CITATION = re.compile(r"arXiv[: ]?\d{4}\.\d{4,5}|\b(19|20)\d{2}\b")
 
 
