@@ -8,7 +8,6 @@ well under 1.5 GB per notebook. Usage: python benchmarks/notebook_budget.py [not
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import tempfile

@@ -92,7 +92,7 @@ class Diagnosis:
             f"{G.n_zero_variance:,} ({G.share_rows_zero_variance:.1%} of trajectories get no GRPO gradient)",
             f"  tool-output share of positions: {P.tool_share:.1%}",
             f"  stochasticity: {S.summary()}",
-            f"  tree: " + " -> ".join(f"{a.answer}" for a in self.answers),
+            "  tree: " + " -> ".join(f"{a.answer}" for a in self.answers),
             f"  recommended: {rec.method_class} ({', '.join(rec.candidates)})",
         ]
         if self.comparison is not None:

@@ -51,7 +51,6 @@ def exact_credit(env: ToolWorld, policy) -> callable:
 def repeat_share(rollouts: Rollouts) -> float:
     """Share of played turns that repeat an (observation, action) pair already played earlier in
     the same episode: a memoryless agent that repeats one is going round in a loop."""
-    B = rollouts.batch_size
     n_act = int(rollouts.tokens.max()) + 1
     pair = rollouts.states * n_act + rollouts.tokens
     repeats, total = 0, 0

@@ -68,13 +68,13 @@ def test_score_credit_collects_everything():
     from labkit.credit import estimate
     from labkit.envs import BifurcationChain
     from labkit.policies import TabularSoftmaxPolicy
+    from labkit.core.credit import Credit
     from labkit.envs.tabular import exact_truth
     env = BifurcationChain(horizon=12, n_bifurcations=2, seed=1)
     pol = TabularSoftmaxPolicy(env.n_states, 2, init_std=0.3)
     ro = env.sample(pol, 64, group_size=8, seed=0)
     truth = exact_truth(env.mdp(), pol).advantage(ro)
-    exact = score_credit(truth_credit := __import__("labkit").Credit.from_tokens(ro, truth, "exact"),
-                         ro, truth, targets=ro.truth["decisive"])
+    exact = score_credit(Credit.from_tokens(ro, truth, "exact"), ro, truth, targets=ro.truth["decisive"])
     assert exact["rank_corr"] == pytest.approx(1.0) and exact["recall_at_k"] == pytest.approx(1.0)
     grpo = score_credit(estimate("grpo", ro), ro, truth, targets=env.bifurcations)
     assert grpo["recall_at_k"] == pytest.approx(2 / 12)  # episode credit: chance level
