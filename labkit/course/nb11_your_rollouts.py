@@ -18,7 +18,8 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import check_choice, check_int
-from labkit.core.paths import data_path, require_data
+from labkit.core.cache import read_cache
+from labkit.core.paths import data_path
 from labkit.core.rollouts import Rollouts
 from labkit.diagnose import Diagnosis, diagnose, disagreement, rms_scaled
 from labkit.io import read_rollouts, to_trl, to_verl_batch, write_rollouts
@@ -33,7 +34,10 @@ SAMPLES = {"arithmetic_lm": "the tiny LM on the arithmetic task (reasoning)",
 def sample_path(name: str) -> Path:
     """The shipped sample ``name`` (a key of :data:`SAMPLES`), as a path to its JSONL file."""
     check_choice("name", name, tuple(SAMPLES))
-    return require_data(data_path("sample_rollouts", f"{name}.jsonl"), f"the sample rollouts {name!r}", "name")
+    file = f"{name}.jsonl"
+    _, paths = read_cache(data_path("sample_rollouts"), script="build_sample_rollouts.py", files=[file],
+                          argument="name", what="sample rollouts")
+    return paths[file]
 
 
 def first_record(name: str, *, keep: int = 6) -> str:

@@ -74,11 +74,16 @@ class _ScalarHeadModel(LMCritic):
 
     @classmethod
     def load(cls, path=None, *, policy=None):
-        """Load weights saved by ``save`` (default ``data/reward_models/<kind>.safetensors``).
+        """Load weights saved by ``save`` (default ``data/reward_models/<kind>.safetensors``, read
+        only while its training log's stamp holds: see ``load_train_log``).
 
         ``policy`` (a Hugging Face causal LM, default the shipped tiny model) supplies the trunk's
         architecture; its weights are replaced by the file's (strict: every key must match).
         """
+        if path is None:
+            # the shipped weights were trained on the shipped tiny model: refused, with the
+            # command that retrains them, once that model (or the reference rollouts) changed
+            load_train_log()
         path = Path(path) if path is not None else DEFAULT_DIR / f"{cls.kind}.safetensors"
         if not path.is_file():
             raise FileNotFoundError(f"path: no {cls.kind} weights at {path}; {REGENERATE_HINT}")

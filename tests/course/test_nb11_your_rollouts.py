@@ -76,3 +76,11 @@ def test_constant_groups_rule():
     assert constant_groups(s, g).tolist() == [True, True, False, False, False, False, False]
     with pytest.raises(ValueError, match="^group_ids"):
         constant_groups(s, g[:3])
+
+
+def test_a_sample_is_refused_once_the_model_that_wrote_it_changed(monkeypatch):
+    from labkit.core import cache
+    assert lesson.sample_path("toolworld").name == "toolworld.jsonl"
+    monkeypatch.setattr(cache, "file_sha256", lambda path: "0" * 64)
+    with pytest.raises(ValueError, match=r"^name: .*stale.*python scripts/build_sample_rollouts\.py"):
+        lesson.sample_path("arithmetic_lm")

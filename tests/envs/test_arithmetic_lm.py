@@ -147,3 +147,12 @@ def test_tuned_weights_were_built_from_the_shipped_model():
         "data/implicit_lm is stale: rerun scripts/train_implicit_lm.py"
     for name, digest in log["sha256"].items():
         assert hashlib.sha256((root / "data" / "implicit_lm" / name).read_bytes()).hexdigest() == digest
+
+
+def test_the_shipped_tuned_copies_are_refused_once_the_tiny_model_changed(env, monkeypatch):
+    from labkit.core import cache
+    monkeypatch.setattr(cache, "file_sha256", lambda path: "0" * 64)
+    with pytest.raises(ValueError, match=r"^path: .*stale.*python scripts/train_implicit_lm\.py"):
+        env.tuned("dpo")
+    with pytest.raises(ValueError, match="^name"):
+        env.tuned("sft")

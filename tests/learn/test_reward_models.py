@@ -88,3 +88,12 @@ def test_bad_arguments(lm_env, ref, tmp_path):
         model.step_scores(ref.with_(info={}))
     with pytest.raises(ValueError, match="^labels"):
         binary_auc(torch.ones(3), torch.ones(2))
+
+
+def test_the_shipped_weights_are_refused_once_the_tiny_model_changed(monkeypatch):
+    # every input file now hashes to something else than the stamp recorded: the shipped weights
+    # were trained on another model, and loading them says so with the command that retrains them
+    from labkit.core import cache
+    monkeypatch.setattr(cache, "file_sha256", lambda path: "0" * 64)
+    with pytest.raises(ValueError, match=r"^path: .*stale.*python scripts/train_reward_models\.py"):
+        ProcessRewardModel.load()

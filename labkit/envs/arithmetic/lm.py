@@ -13,6 +13,7 @@ from typing import Sequence
 import torch
 
 from labkit.core.paths import data_path
+from labkit.core.cache import read_meta, require
 from labkit.core.checks import check_int, check_number
 from labkit.envs.arithmetic.env import ArithmeticTask, Problem, Verdict, verify
 from labkit.policies.lm import load_lm, task_tokens
@@ -402,10 +403,13 @@ class ArithmeticLM:
 
         if name not in self.TUNED_MODELS:
             raise ValueError(f"name: expected one of {sorted(self.TUNED_MODELS)}, got {name!r}")
+        if path is None:
+            # the shipped copies were tuned from the shipped tiny model: refused, with the command
+            # that retrains them, once that model changed (their training log carries the stamp)
+            read_meta(data_path("implicit_lm", "train_log.json"), script="train_implicit_lm.py",
+                      what="training log of the tuned copies")
         folder = Path(path) if path is not None else data_path("implicit_lm")
-        file = folder / self.TUNED_MODELS[name]
-        if not file.is_file():
-            raise FileNotFoundError(f"path: no {file.name} in {folder}; run python scripts/train_implicit_lm.py")
+        file = require(folder / self.TUNED_MODELS[name], script="train_implicit_lm.py", what="tuned model")
         model = copy.deepcopy(self.model)
         load_model(model, str(file))
         model.eval()
