@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import re
 
+import pytest
 import torch
 
 from labkit.core.protocols import DOCSTRING_SECTIONS
@@ -16,11 +17,6 @@ from labkit.course.solutions import SOLUTIONS
 #: the layout every registered estimator's docstring follows, asked of every solution
 HOUSE_SECTIONS = DOCSTRING_SECTIONS
 CITATION = re.compile(r"arXiv[: ]?\d{4}\.\d{4,5}|\b(19|20)\d{2}\b")
-
-
-def ids(wrong) -> list[str]:
-    """Test ids for a list of (wrong answer, hint): the wrong answer's name."""
-    return [fn.__name__ for fn, _ in wrong]
 
 
 def as_float32(fn):
@@ -79,3 +75,34 @@ def assert_hint_does_not_depend_on_the_seed(notebook: str, fn, hint: str) -> Non
     for seed in (1, 2):
         result = check(fn, notebook, seed=seed, verbose=False)
         assert not result.passed and hint in result.hint, (seed, result.hint)
+
+
+class ExerciseTests:
+    """The tests every exercise gets. A test file subclasses it as ``TestExercise`` with its
+    notebook (``NOTEBOOK``) and its typical wrong answers (``WRONG``: (function, hint) pairs);
+    ``wrong`` is parametrized over ``WRONG`` by this folder's conftest.py."""
+
+    NOTEBOOK: str = ""
+    WRONG: list = []
+
+    def test_the_exercise_states_what_to_write(self):
+        assert_states_what_to_write(self.NOTEBOOK)
+
+    @pytest.mark.parametrize("seed", [0, 1, 2])
+    def test_the_solution_passes(self, seed, capsys):
+        assert_solution_passes(self.NOTEBOOK, seed, capsys)
+
+    def test_the_solution_docstring_follows_the_house_order(self):
+        assert_solution_docstring_in_house_order(self.NOTEBOOK)
+
+    def test_the_template_runs_and_fails_the_check(self):
+        assert_template_fails_cleanly(self.NOTEBOOK)
+
+    def test_there_are_at_least_three_typical_wrong_answers(self):
+        assert len(self.WRONG) >= 3
+
+    def test_a_typical_wrong_answer_fails_with_its_hint(self, wrong, capsys):
+        assert_fails_with_hint(self.NOTEBOOK, *wrong, capsys)
+
+    def test_the_hint_does_not_depend_on_the_seed(self, wrong):
+        assert_hint_does_not_depend_on_the_seed(self.NOTEBOOK, *wrong)
