@@ -4,7 +4,6 @@ oracles and stand-ins) on a task of its family, with where each input came from 
 and scored against the task's exact truth.
 """
 
-import itertools
 import warnings
 
 import pytest
@@ -16,6 +15,7 @@ from labkit.bench.suite import leave_one_out_rule
 from labkit.core.credit import Credit
 from labkit.credit import ESTIMATORS
 from labkit.envs.teamtask import PRESETS
+from team_games import shapley_rule
 
 
 SEED = suite_tasks("tiny")[1][0]
@@ -83,26 +83,14 @@ def test_leave_one_out_rule_on_a_hand_game():
     assert leave_one_out_rule(v, ["a", "b"]) == {"a": 3.0, "b": 2.0}
 
 
-def _shapley_rule(v, agents):
-    # written the long way, as a reader would: the average marginal contribution over orders
-    orders = list(itertools.permutations(agents))
-    credit = {a: 0.0 for a in agents}
-    for order in orders:
-        before = frozenset()
-        for a in order:
-            credit[a] += (v[before | {a}] - v[before]) / len(orders)
-            before = before | {a}
-    return credit
-
-
-def test_credit_function_is_fed_a_labelled_rule_and_a_shapley_rule_scores_perfectly():
+def test_credit_function_is_fed_a_labelled_rule_and_ashapley_rule_scores_perfectly():
     task = team_task("sabotage")
     inst = task.build(0)
     assert not bool((inst.truth == inst.truth[0, 0]).all())  # a ranking to recover
     rec = validate_record(run_cell("full", task, "credit_function", 0, inst))
     assert rec["status"] == "ok" and "STAND-IN" in rec["inputs"]["fn"] and "leave-one-out" in rec["inputs"]["fn"]
     assert leaderboard([rec])["multi-agent"][0]["fed"] == "stand-in"
-    inst.overrides["credit_function"] = {"fn": _shapley_rule}
+    inst.overrides["credit_function"] = {"fn": shapley_rule}
     exact = run_cell("full", task, "credit_function", 0, inst)
     assert exact["metrics"]["rank_correlation"] == pytest.approx(1.0)
     assert exact["metrics"]["sign_agreement"] == pytest.approx(1.0)

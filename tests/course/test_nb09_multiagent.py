@@ -129,26 +129,16 @@ def test_drmas_training_runs_and_summarises():
 
 
 def test_a_reader_written_credit_function_is_scored_against_shapley():
-    import itertools
-    import math
+    from team_games import shapley_rule
 
     def loo(v, agents):
         full = frozenset(agents)
         return {a: v[full] - v[full - {a}] for a in agents}
 
-    def shapley(v, agents):
-        out = dict.fromkeys(agents, 0.0)
-        for order in itertools.permutations(agents):
-            S = frozenset()
-            for a in order:
-                out[a] += (v[S | {a}] - v[S]) / math.factorial(len(agents))
-                S = S | {a}
-        return out
-
     bad = lesson.score_credit_function(loo).attrs["summary"].set_index("case")
     assert bad.loc["complementarity", "sum_credit"] == pytest.approx(3.0, abs=1e-3)   # not efficient
     assert bad.null_players_get_zero.all()
-    good = lesson.score_credit_function(shapley).attrs["summary"]
+    good = lesson.score_credit_function(shapley_rule).attrs["summary"]
     assert (good.max_abs_error < 1e-9).all()
     assert good.sum_credit.to_numpy() == pytest.approx(good.v_full_minus_empty.to_numpy())
     with pytest.raises(ValueError, match="fn: raised KeyError.*redundancy"):

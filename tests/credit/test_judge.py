@@ -4,7 +4,6 @@ Hand-computed cases on tiny hand-built Rollouts and teams, the degenerate inputs
 promises, and bad arguments raising errors that name the argument.
 """
 
-import itertools
 import math
 
 import pytest
@@ -19,7 +18,8 @@ from labkit.credit.judge import lare, tarl
 from labkit.learn.judges import noisy_oracle, stand_in_step_verifier
 
 from step_batches import close_to, two_rows
-from team_games import COMPLEMENTARY, GLOVE, REDUNDANT, agent_values, game_from, glove_rollouts, team
+from team_games import (COMPLEMENTARY, GLOVE, REDUNDANT, agent_values, game_from, glove_rollouts, shapley_rule,
+                        team)
 from turn_batches import scored_turns, turn_values
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -187,15 +187,7 @@ def test_credit_function_applies_the_written_rule_per_trajectory():
     assert c.cost.env_steps == 2 * 8
     assert agent_values(c, ro)[1, 0] == 2.0
     # the exact Shapley rule written as a function reproduces the shapley estimator
-    def shap(v, agents):
-        out = dict.fromkeys(agents, 0.0)
-        for order in itertools.permutations(agents):
-            S = frozenset()
-            for a in order:
-                out[a] += (v[S | {a}] - v[S]) / math.factorial(len(agents))
-                S = S | {a}
-        return out
-    assert torch.allclose(estimate("credit_function", ro, fn=shap, coalition_values=table).values,
+    assert torch.allclose(estimate("credit_function", ro, fn=shapley_rule, coalition_values=table).values,
                           estimate("shapley", ro, coalition_values=table).values)
 
 
