@@ -455,11 +455,16 @@ def _signature(fn: Callable) -> tuple[list[str], set[str], bool]:
 
 def applies(fn: Callable, instance: Instance) -> str | None:
     """None if the estimator can run on the instance (the task gives every option it requires:
-    a registered estimator's spec ``inputs``), otherwise the reason it cannot."""
+    a registered estimator's spec ``inputs``; and the task's rollouts carry every field its spec
+    ``needs``), otherwise the reason it cannot."""
     required, _, _ = _signature(fn)
     missing = [k for k in required if k not in instance.inputs]
     if missing:
         return f"needs {', '.join(missing)}, which this task does not provide"
+    spec = getattr(fn, "spec", None)
+    fields = spec.missing_fields(instance.rollouts) if spec is not None else []
+    if fields:
+        return f"needs {', '.join('rollouts.' + f for f in fields)}, which this task's rollouts do not carry"
     return None
 
 
@@ -564,13 +569,6 @@ def run_cell(suite: str, task: Task, estimator: str | Callable, seed: int, insta
         metrics.update(_extra_metrics(inst, credit))
     except Exception as e:  # recorded, not fatal: one estimator never stops a run
         msg = str(e).splitlines()[0] if str(e) else ""
-        # labkit's errors start with the argument's name: a field the task's rollouts do not
-        # carry (GiGPO's anchor_keys on TeamTask, the LM's per-turn observations) is a skip,
-        # anything else an error
-        field_name = msg.split(":", 1)[0].removeprefix("rollouts.")
-        if isinstance(e, ValueError) and field_name.isidentifier() and getattr(ro, field_name, 0) is None:
-            return make_record(**base, reason=f"needs rollouts.{field_name}, which this task's rollouts do not carry "
-                                              f"({msg})"[:300], cost=sampled | {"wall_seconds": time.perf_counter() - t0})
         return make_record(**base, reason=f"{type(e).__name__}: {msg}"[:300], error=True,
                            cost=sampled | {"wall_seconds": time.perf_counter() - t0})
     cost = credit.cost + inst.input_costs[name] if name in inst.input_costs else credit.cost

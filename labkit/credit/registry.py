@@ -31,7 +31,7 @@ from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.segments import LEVELS
 
-__all__ = ["ESTIMATORS", "LEVELS", "STATUSES", "FEATURES", "AXES", "INPUT_KINDS", "InputKind", "EstimatorSpec",
+__all__ = ["ESTIMATORS", "LEVELS", "STATUSES", "FEATURES", "FIELD_FEATURES", "AXES", "INPUT_KINDS", "InputKind", "EstimatorSpec",
            "register", "get_estimator", "estimate", "spec", "specs"]
 
 Estimator = Callable[..., Credit]
@@ -57,6 +57,11 @@ FEATURES: dict[str, str] = {
     "agents": "two or more agents",
     "intermediate_rewards": "non-zero rewards before the end",
 }
+
+#: The features that are a ``Rollouts`` field an estimator cannot do without: a batch either carries
+#: it or holds None there (the other features are properties of the data, and an estimator still
+#: runs on a batch that lacks them, e.g. a group of one).
+FIELD_FEATURES = ("anchor_keys", "entropies", "logprobs", "states")
 
 #: What the second axis of a tensor input counts: generated-or-not positions (T), steps, turns,
 #: turn boundaries (turns + 1: before the first and after every turn), agents, or coalitions of
@@ -157,6 +162,11 @@ class EstimatorSpec:
     paper: str
     equation: str
     symbols: str
+
+    def missing_fields(self, rollouts: Rollouts) -> list[str]:
+        """The ``Rollouts`` fields this estimator needs (:data:`FIELD_FEATURES` among ``needs``)
+        that ``rollouts`` does not carry."""
+        return [f for f in self.needs if f in FIELD_FEATURES and getattr(rollouts, f) is None]
 
     @property
     def arxiv_ids(self) -> tuple[str, ...]:

@@ -231,6 +231,8 @@ def test_team_gigpo_is_skipped_for_missing_anchor_keys(tiny):
     (task, inst), seed = tiny["multi-agent"], SEED
     rec = run_cell("tiny", task, "gigpo", seed, inst)
     assert rec["status"] == "skipped" and "rollouts.anchor_keys" in rec["reason"]
+    # decided from the spec before the estimator runs, not from an error it raises
+    assert "rollouts.anchor_keys" in applies(ESTIMATORS["gigpo"], inst)
     rec = run_cell("tiny", task, "llm_mca", seed, inst)
     assert rec["status"] == "ok" and "STAND-IN" in rec["inputs"]["judge_credit"]
     assert rec["metrics"]["gradient_cosine"] is None  # no tabular policy on the team task
