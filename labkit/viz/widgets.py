@@ -6,13 +6,13 @@
 
     dash = interact(compute, controls={"horizon": slider("horizon", 5, 200, 5, 50),
                                        "n": slider("group size", 2, 64, 1, 8)})
-    dash          # displays the controls, the chart and the summary line
+    dash          # displays the controls, the summary line and the chart
 
 ``compute(**values)`` receives the controls' current values by name and returns an altair chart,
 or a tuple ``(chart, summary)`` where ``summary`` is a short string of measured numbers shown in
-monospace under the chart. Any exception raised by ``compute`` is shown in the dashboard as a
-readable message and kept on ``dash.error``; the controls stay live, so the next good value
-redraws normally.
+monospace right under the controls, above the chart (so it is on screen with the top of a tall
+chart). Any exception raised by ``compute`` is shown in the dashboard as a readable message and
+kept on ``dash.error``; the controls stay live, so the next good value redraws normally.
 
 How the chart is drawn. When altair's active renderer is "jupyter" (``labkit.viz.enable_offline``
 turns it on) the dashboard keeps ONE ``alt.JupyterChart`` widget and swaps its chart on every
@@ -192,7 +192,8 @@ def spec_shape(spec: Any, _text: bool = False) -> Any:
 
 
 class Dashboard:
-    """Controls + chart + summary line, recomputed whenever a control's value changes.
+    """Controls, summary line and chart (top to bottom), recomputed whenever a control's value
+    changes.
 
     Attributes: ``controls`` (name -> widget), ``output`` (ipywidgets.Output: the chart when
     altair's renderer is not "jupyter", and error messages), ``view`` (the persistent
@@ -272,7 +273,9 @@ class Dashboard:
 
         ctl = W.VBox(list(self.controls.values()))
         ctl.add_class("labkit-controls")
-        body = W.VBox([self._chart_box, self._summary_html, self.output])
+        # the summary line sits between the controls and the chart: a tall chart would push a
+        # line below it out of a laptop's screen, away from the numbers a prompt asks about
+        body = W.VBox([self._summary_html, self._chart_box, self.output])
         self.widget = W.VBox([ctl, body]) if layout == "vertical" else W.HBox([ctl, body])
         self.widget.add_class("labkit-dashboard")
         if grid:

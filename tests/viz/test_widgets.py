@@ -129,6 +129,19 @@ def test_dashboard_bad_return_and_validation():
         interact(_compute, controls={"horizon": slider("h", 0, 3, 1, 1)}, layout="diagonal")
 
 
+def test_summary_sits_between_the_controls_and_the_chart(dash):
+    """Top to bottom: controls, summary line, chart (then the output area, where errors go): a
+    summary below a tall chart would be off a laptop's screen."""
+    controls, body = dash.widget.children
+    assert "labkit-controls" in controls._dom_classes
+    assert [c._dom_classes for c in body.children] == [("labkit-summary",), ("labkit-chart",), ("labkit-output",)]
+    assert "horizon=10" in body.children[0].value
+    if dash.mode == "widget":
+        assert body.children[1].children == (dash.view,)
+    else:  # the chart is drawn into the output area, still below the summary
+        assert body.children[2].outputs[0]["output_type"] == "display_data"
+
+
 def test_dashboard_layout_and_display():
     d = interact(_compute, controls={"horizon": slider("h", 1, 3, 1, 2)}, layout="horizontal", mode="output")
     assert type(d.widget).__name__ == "HBox" and "labkit-dashboard" in d.widget._dom_classes
