@@ -25,13 +25,26 @@ from labkit.scoring import pearson
 
 
 # --------------------------------------------------------------------------- anchor groups
+def size_histogram(sizes: pd.Series) -> pd.DataFrame:
+    """Groups and turns per group size (``size``, ``groups``, ``turns``), one row for every size
+    from 1 to the largest, a size no group has included with 0 groups: a bar chart of it shows
+    the gap as an empty bar instead of an axis that jumps from 4 to 6."""
+    if len(sizes) and not (sizes >= 1).all():
+        raise ValueError(f"sizes: every group has at least one turn, got sizes {sorted(set(sizes[sizes < 1]))}")
+    largest = int(sizes.max()) if len(sizes) else 0
+    counts = sizes.value_counts().reindex(range(1, largest + 1), fill_value=0)
+    hist = pd.DataFrame({"size": counts.index.to_numpy(), "groups": counts.to_numpy()})
+    hist["turns"] = hist["size"] * hist["groups"]
+    return hist
+
+
 def anchor_statistics(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0) -> dict:
     """Anchor groups of one sampled batch: the ``anchor_groups`` table, a size histogram
-    (``sizes``: size, groups, turns), the singleton share of groups and of turns."""
+    (``sizes``: size, groups, turns; every size from 1 to the largest, see ``size_histogram``),
+    the singleton share of groups and of turns."""
     ro = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
     groups = anchor_groups(ro)
-    hist = groups.groupby("size").size().rename("groups").reset_index()
-    hist["turns"] = hist["size"] * hist["groups"]
+    hist = size_histogram(groups["size"])
     return {"rollouts": ro, "groups": groups, "sizes": hist,
             "singleton_share": float((groups["size"] == 1).mean()),
             "singleton_turn_share": float(hist.loc[hist["size"] == 1, "turns"].sum() / hist.turns.sum())}

@@ -17,6 +17,17 @@ def test_anchor_statistics_histogram_covers_every_turn():
     # one episode per task: only repeats inside an episode can share an anchor
     alone = lesson.anchor_statistics(env, env.make_policy(), n_tasks=3, group_size=1, seed=0)
     assert alone["singleton_share"] > a["singleton_share"]
+    # every size from 1 to the largest has a row, so a chart of it never skips one
+    assert list(a["sizes"]["size"]) == list(range(1, int(a["groups"]["size"].max()) + 1))
+
+
+def test_size_histogram_fills_absent_sizes_with_zero_rows():
+    hist = lesson.size_histogram(pd.Series([1, 1, 3, 6, 1]))
+    assert hist.to_dict("list") == {"size": [1, 2, 3, 4, 5, 6], "groups": [3, 0, 1, 0, 0, 1],
+                                    "turns": [3, 0, 3, 0, 0, 6]}
+    assert lesson.size_histogram(pd.Series([], dtype=int)).empty
+    with pytest.raises(ValueError, match="^sizes: .*\\[0\\]"):
+        lesson.size_histogram(pd.Series([2, 0]))
 
 
 def test_gigpo_terms_vs_truth_gives_one_row_per_credit():
