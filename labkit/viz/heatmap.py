@@ -265,9 +265,9 @@ def credit_heatmap(
         Positions per grid line; position t of row b is drawn on line (b, t // wrap) in column
         t % wrap. A wrapped chart labels each line with its row label and the positions it holds
         ("#3, tokens 40-79") and its columns with their offset from the line's first position
-        ("+5"). Default: as
-        many cells as fit ``FIT_WIDTH`` pixels (at most 40), so a chart fits the output column
-        of a 1366-pixel laptop screen (about 930 px) with its row labels beside it.
+        ("+5"). Default: as many cells as fit ``FIT_WIDTH`` pixels (at most 40), so a chart fits
+        the output column of a 1366-pixel laptop screen (about 930 px) with its row labels
+        beside it.
     domain : float, optional
         Half-width m of the colour scale [-m, m]. Pass the same number to several heatmaps to
         make their colours comparable. Default: max |value| over drawn cells (1 if all zero).
