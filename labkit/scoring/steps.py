@@ -1,5 +1,6 @@
 """Step-level credit against step-level truth: does the most negative step credit fall on the first
-wrong step, and does the credit order a rollout's steps as the truth does?
+wrong step, and does the credit order a rollout's steps as the truth does? And where is that
+step (``first_error_positions``, what a heatmap outlines)?
 
 Both read a batch whose rollouts carry step labels; the hit rate also reads each rollout's
 ``truth["first_error_step"]`` (-1 when every step is right), as the tiny LM's reference rollouts
@@ -13,6 +14,21 @@ import torch
 from labkit.core.checks import as_tensor, check_shape
 from labkit.core.rollouts import Rollouts
 from labkit.scoring.agreement import rank_correlation
+
+
+def first_error_positions(rollouts: Rollouts) -> torch.Tensor:
+    """(B, T) bool: the generated positions of each rollout's first wrong step, the cells a
+    heatmap outlines. A rollout whose every step is right (``first_error_step`` -1) has none,
+    and neither has padding: both carry -1 (a step id of -1 marks a position that is not
+    generated), so comparing the two alone would "find" a wrong step on the padding of every
+    correct rollout."""
+    first = rollouts.truth.get("first_error_step")
+    if first is None:
+        raise ValueError("rollouts: truth has no 'first_error_step' (the tiny LM's reference rollouts carry it)")
+    first = as_tensor("rollouts.truth['first_error_step']", first)
+    check_shape("rollouts.truth['first_error_step']", first, (rollouts.batch_size,))
+    has_wrong_step = (first >= 0)[:, None]
+    return (rollouts.step_ids == first[:, None]) & has_wrong_step & rollouts.mask
 
 
 def first_error_hit_rate(credit: torch.Tensor, rollouts: Rollouts) -> dict[str, float]:

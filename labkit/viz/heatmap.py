@@ -30,9 +30,14 @@ import pandas as pd
 
 from labkit.viz._common import MAX_ROWS, to_numpy
 
-__all__ = ["credit_heatmap", "compare_heatmaps", "visible_text", "MAX_ROWS"]
+__all__ = ["credit_heatmap", "compare_heatmaps", "visible_text", "MAX_ROWS", "SPECIAL_SYMBOLS"]
 
 _WHITESPACE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
+#: One symbol per special token of the tiny LM's tokenizer (``labkit.policies.vocab``; viz does
+#: not import it, a test keeps the two in step). Spelled out, "<eos>" fills a cell with "<e…",
+#: which reads as a character the model wrote. Each symbol is in Chromium's default monospace
+#: fonts (or their fallback) and in vl-convert's PNGs; the tooltip keeps the full token.
+SPECIAL_SYMBOLS = {"<eos>": "\u25a0", "<bos>": "\u25ba", "<pad>": "\u00b7", "<unk>": "\ufffd"}  # ■ ► · �
 #: Pixels of grid a default-wrapped heatmap may take: with row labels (up to 160 px) it fits the
 #: ~930 px output column JupyterLab gives a 1366 x 900 screen.
 FIT_WIDTH = 700
@@ -40,8 +45,12 @@ _SCHEME = "redblue"  # diverging, light grey in the middle: negative red, positi
 
 
 def visible_text(token: str, max_chars: int | None = None) -> str:
-    """Display form of a token: whitespace made visible, optionally truncated with an ellipsis."""
-    s = "".join(_WHITESPACE.get(ch, ch) for ch in str(token))
+    """Display form of a token: a special token (``SPECIAL_SYMBOLS``: end of sequence, ...) as
+    its one symbol, whitespace made visible, optionally truncated with an ellipsis."""
+    token = str(token)
+    if token in SPECIAL_SYMBOLS:
+        return SPECIAL_SYMBOLS[token]
+    s = "".join(_WHITESPACE.get(ch, ch) for ch in token)
     if max_chars is not None and len(s) > max_chars:
         s = s[: max(1, max_chars - 1)] + "\u2026"
     return s
@@ -169,6 +178,17 @@ def _highlight_2d(highlight: Any, shape: tuple[int, int], was_1d: bool, mask) ->
     return hl
 
 
+def _has_text(toks: list[list[str]] | None, shape: tuple[int, int]) -> np.ndarray:
+    """(B, T) bool: positions whose token has text (all of them without tokens).
+
+    An outline needs something to outline: an empty token is the padding of a batch drawn
+    without its mask, and a mark that lands there (a "first wrong step" of -1 matching padding's
+    step id -1) would draw an empty box past the end of the text."""
+    if toks is None:
+        return np.ones(shape, dtype=bool)
+    return np.array([[t != "" for t in row] for row in toks], dtype=bool).reshape(shape)
+
+
 def _cell_size(cell_size: Any) -> tuple[int, int]:
     sizes = cell_size if isinstance(cell_size, (tuple, list)) else (cell_size, cell_size)
     ok = len(sizes) == 2 and all(
@@ -239,12 +259,15 @@ def credit_heatmap(
     highlight : optional
         Positions to outline, e.g. the true bifurcation point or the decisive turn: a list with
         one entry per row (a list of positions, one position, or None), or a (B, T) bool array.
-        For (T,) input a flat list of positions. Outlining a masked position is an error.
+        For (T,) input a flat list of positions. Outlining a masked position is an error; a
+        position whose token is empty (unmasked padding) is drawn without its outline.
     wrap : int, optional
         Positions per grid line; position t of row b is drawn on line (b, t // wrap) in column
-        t % wrap, and each line is labelled with its row label and start position. Default: as
-        many cells as fit ``FIT_WIDTH`` pixels (at most 40), so a chart fits the output column
-        of a 1366-pixel laptop screen (about 930 px) with its row labels beside it.
+        t % wrap. A wrapped chart labels each line with its row label and the positions it holds
+        ("#3, tokens 40-79") and its columns with their offset from the line's first position
+        ("+5"). Default: as many cells as fit ``FIT_WIDTH`` pixels (at most 40), so a chart fits
+        the output column of a 1366-pixel laptop screen (about 930 px) with its row labels
+        beside it.
     domain : float, optional
         Half-width m of the colour scale [-m, m]. Pass the same number to several heatmaps to
         make their colours comparable. Default: max |value| over drawn cells (1 if all zero).
@@ -270,7 +293,7 @@ def credit_heatmap(
     m_arr = _mask_2d(mask, (B, T), was_1d)
     toks = _tokens_2d(tokens, (B, T), was_1d, m_arr)
     labels = _row_labels(row_labels, B)
-    hl = _highlight_2d(highlight, (B, T), was_1d, m_arr)
+    hl = _highlight_2d(highlight, (B, T), was_1d, m_arr) & _has_text(toks, (B, T))
     half = _check_domain(domain)
     _check_finite(v, m_arr, "values")
     n_cells = int(m_arr.sum())
@@ -284,19 +307,17 @@ def credit_heatmap(
     if half is None:
         half = _half_width(v, m_arr)
 
-    df = _cells(v, toks, m_arr, labels, hl, int(wrap), half, cell_w, show_text)
+    df = _cells(v, toks, m_arr, labels, hl, int(wrap), half, cell_w, show_text, str(position_label))
     lines = list(dict.fromkeys(df["line"]))  # drawn lines, in row-major order
     ncol = min(int(wrap), T)
-    wrapped = T > wrap
-
-    x_title = f"{position_label} offset in line" if wrapped else position_label
     step = 5 if ncol > 10 else 1
-    x = alt.X(
-        "col:O",
-        title=x_title,
-        scale={"domain": list(range(ncol))},
-        axis={"orient": "top", "values": list(range(0, ncol, step)), "labelAngle": 0},
-    )
+    axis = {"orient": "top", "values": list(range(0, ncol, step)), "labelAngle": 0}
+    if T > wrap:  # a column is an offset from its line's first position, and says so
+        x_title = f"offset from the line's first {position_label}"
+        axis["labelExpr"] = "'+' + datum.label"
+    else:
+        x_title = position_label
+    x = alt.X("col:O", title=x_title, scale={"domain": list(range(ncol))}, axis=axis)
     y = alt.Y("line:N", title=None, scale={"domain": lines}, axis={"labelLimit": 160})
     tip = [
         alt.Tooltip("row:N", title="row"),
@@ -336,14 +357,13 @@ def credit_heatmap(
     return chart
 
 
-def _cells(v, toks, mask, labels, hl, wrap, half, cell_w, show_text) -> pd.DataFrame:
+def _cells(v, toks, mask, labels, hl, wrap, half, cell_w, show_text, position_label) -> pd.DataFrame:
     """Long-form table of the drawn cells (one row per unmasked position)."""
     T = v.shape[1]
     bs, ts = np.nonzero(mask)  # row-major order
-    wrapped = T > wrap
     n_chars = max(1, cell_w // 6)  # ~6 px per monospace character at half the cell height
-    if wrapped:
-        line = [f"{labels[b]} @{(t // wrap) * wrap}" for b, t in zip(bs, ts)]
+    if T > wrap:
+        line = _wrapped_lines(labels, bs, ts, wrap, position_label)
     else:
         line = [labels[b] for b in bs]
     line = _dedupe_lines(line, bs)
@@ -365,6 +385,22 @@ def _cells(v, toks, mask, labels, hl, wrap, half, cell_w, show_text) -> pd.DataF
     else:
         df["text"] = [str(t) for t in ts]
     return pd.DataFrame(df)
+
+
+def _wrapped_lines(labels, bs, ts, wrap, position_label) -> list[str]:
+    """Name of each drawn cell's grid line: its row label and the positions drawn on that line,
+    e.g. "#3, tokens 40\u201379" (the last one drawn, so a row's short last line says where it ends)."""
+    starts = (ts // wrap) * wrap
+    last: dict[tuple[int, int], int] = {}
+    for b, start, t in zip(bs.tolist(), starts.tolist(), ts.tolist()):
+        last[b, start] = max(t, last.get((b, start), t))
+    plural = position_label if position_label.endswith("s") else position_label + "s"
+
+    def name(b: int, start: int) -> str:
+        end = last[b, start]
+        return f"{labels[b]}, {position_label} {start}" if end == start else f"{labels[b]}, {plural} {start}\u2013{end}"
+
+    return [name(b, start) for b, start in zip(bs.tolist(), starts.tolist())]
 
 
 def _dedupe_lines(line, bs):

@@ -1,12 +1,12 @@
 """Step-level credit against step-level truth (labkit.scoring.steps), on the tiny LM's reference
-rollouts and their Monte Carlo truth: the first-wrong-step hit rate (overall and per rollout) and
-the step rank correlation."""
+rollouts and their Monte Carlo truth: where the first wrong step is, the first-wrong-step hit rate
+(overall and per rollout) and the step rank correlation."""
 import pytest
 import torch
 
 from labkit.credit import get_estimator
 from labkit.envs.arithmetic.truth import load_reference, truth_step_advantage
-from labkit.scoring import first_error_hit_rate, first_error_hits, step_rank_correlation
+from labkit.scoring import first_error_hit_rate, first_error_hits, first_error_positions, step_rank_correlation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -14,6 +14,27 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module")
 def reference(lm_env):
     return load_reference(lm_env)[0]
+
+
+def test_first_error_positions_are_the_wrong_step_and_nothing_else(reference):
+    """Every generated position of the first wrong step, on the rollouts that have one; nothing
+    on a rollout whose steps are all right, though its padding and its first_error_step are both -1."""
+    marks = first_error_positions(reference)
+    first = reference.truth["first_error_step"]
+    assert marks.shape == reference.mask.shape and marks.dtype == torch.bool
+    padded_correct = [b for b in range(len(reference)) if first[b] < 0 and not reference.mask[b].all()]
+    assert padded_correct  # the case that matched padding before: present in the shipped rollouts
+    for b in range(len(reference)):
+        if first[b] < 0:
+            assert not marks[b].any(), b
+        else:
+            want = reference.mask[b] & (reference.step_ids[b] == first[b])
+            assert want.any() and torch.equal(marks[b], want), b
+    assert not (marks & ~reference.mask).any()
+    with pytest.raises(ValueError, match="^rollouts: truth has no 'first_error_step'"):
+        first_error_positions(reference.with_(truth={}))
+    with pytest.raises(ValueError, match=r"^rollouts.truth\['first_error_step'\]: expected shape"):
+        first_error_positions(reference.with_(truth={"first_error_step": first[:, None]}))
 
 
 def test_first_error_hit_rate_counts_ties_in_expectation(reference):

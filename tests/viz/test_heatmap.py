@@ -83,7 +83,7 @@ def test_wrap_places_position_45_on_line_1_col_5():
     r = cell(recs, 45, "traj")
     assert r["col"] == 5
     y_domain = layers(spec)[0]["encoding"]["y"]["scale"]["domain"]
-    assert y_domain == ["traj @0", "traj @40", "traj @80"]
+    assert y_domain == ["traj, positions 0\u201339", "traj, positions 40\u201379", "traj, positions 80\u201399"]
     assert y_domain.index(r["line"]) == 1
     assert layers(spec)[0]["encoding"]["x"]["scale"]["domain"] == list(range(40))
 
@@ -92,14 +92,35 @@ def test_wrap_lines_ordered_row_major_for_several_rows():
     v = np.zeros((2, 10))
     spec = credit_heatmap(v, wrap=4).to_dict()
     y_domain = layers(spec)[0]["encoding"]["y"]["scale"]["domain"]
-    assert y_domain == ["row 0 @0", "row 0 @4", "row 0 @8", "row 1 @0", "row 1 @4", "row 1 @8"]
+    assert y_domain == ["row 0, positions 0\u20133", "row 0, positions 4\u20137", "row 0, positions 8\u20139",
+                        "row 1, positions 0\u20133", "row 1, positions 4\u20137", "row 1, positions 8\u20139"]
+
+
+def test_wrapped_chart_says_how_to_read_a_line():
+    """A wrapped line names the positions it holds, and a column is labelled as an offset from
+    the line's first position: cell "+5" on line "#3, turns 12-23" is turn 17. The last line
+    of a row ends at the row's last drawn position."""
+    mask = np.ones((1, 30), bool)
+    mask[0, 18:] = False  # the rollout ended at turn 17
+    spec = credit_heatmap(np.zeros((1, 30)), mask=mask, wrap=12, row_labels=["#3"], position_label="turn").to_dict()
+    enc = layers(spec)[0]["encoding"]
+    assert enc["y"]["scale"]["domain"] == ["#3, turns 0\u201311", "#3, turns 12\u201317"]
+    assert enc["x"]["title"] == "offset from the line's first turn"
+    assert enc["x"]["axis"]["labelExpr"] == "'+' + datum.label"
+    r = cell(records(spec), 17, "#3")
+    assert (r["line"], r["col"]) == ("#3, turns 12\u201317", 5)
+    # a line holding one position names it alone; an unwrapped chart keeps plain positions
+    one = credit_heatmap(np.zeros((1, 13)), wrap=12, row_labels=["#3"], position_label="turn").to_dict()
+    assert layers(one)[0]["encoding"]["y"]["scale"]["domain"] == ["#3, turns 0\u201311", "#3, turn 12"]
+    plain = layers(credit_heatmap(np.zeros((1, 12)), wrap=12).to_dict())[0]["encoding"]["x"]
+    assert plain["title"] == "position" and "labelExpr" not in plain["axis"]
 
 
 def test_fully_masked_wrapped_line_is_dropped():
     v = np.zeros((1, 10))
     mask = np.array([[True] * 4 + [False] * 6])
     spec = credit_heatmap(v, mask=mask, wrap=4).to_dict()
-    assert layers(spec)[0]["encoding"]["y"]["scale"]["domain"] == ["row 0 @0"]
+    assert layers(spec)[0]["encoding"]["y"]["scale"]["domain"] == ["row 0, positions 0\u20133"]
 
 
 def test_highlight_outlines_exactly_given_positions():
@@ -125,6 +146,16 @@ def test_highlight_as_bool_array_and_1d_list():
     # (B, T) input with one position per row, and None for a row without one
     recs = records(credit_heatmap(np.zeros((3, 4)), highlight=[1, None, 3]).to_dict())
     assert [(r["row"], r["pos"]) for r in recs if r["hl"]] == [("row 0", 1), ("row 2", 3)]
+
+
+def test_no_outline_on_an_empty_token():
+    """An empty token is padding drawn without its mask: an outline there would be an empty box
+    past the end of the text, so none is drawn (and with no outline left, no outline layer)."""
+    tokens = [["a", "b", "", ""], ["c", "d", "e", "f"]]
+    spec = credit_heatmap(np.zeros((2, 4)), tokens, highlight=[[1, 2, 3], [3]]).to_dict()
+    assert {(r["row"], r["pos"]) for r in records(spec) if r["hl"]} == {("row 0", 1), ("row 1", 3)}
+    spec = credit_heatmap(np.zeros((2, 4)), tokens, highlight=[[2, 3], []]).to_dict()
+    assert len(layers(spec)) == 2 and "hl" not in records(spec)[0]
 
 
 def test_no_outline_layer_without_highlight():
@@ -182,6 +213,25 @@ def test_whitespace_visible_and_truncated():
     assert recs[3]["text"] == "ab\u2026"
     assert recs[3]["token"] == "abcdefgh"  # full token in the tooltip
     assert visible_text(" a\tb\n") == "\u2423a\u21e5b\u21b5"
+
+
+def test_special_tokens_drawn_as_one_symbol():
+    """<eos> would be truncated to "<\u2026" in a narrow cell, which reads as text the model wrote;
+    every special token of the tiny LM's tokenizer is one symbol of its own instead, unlike any
+    character of its vocabulary, and the tooltip keeps the token."""
+    from labkit.policies.vocab import CHARS, EOS, SPECIAL_TOKENS
+    from labkit.viz.heatmap import SPECIAL_SYMBOLS
+
+    symbols = [visible_text(tok, 2) for tok in SPECIAL_TOKENS]
+    assert all(len(sym) == 1 for sym in symbols)
+    assert len(set(symbols)) == len(SPECIAL_TOKENS)
+    assert not set(symbols) & set(CHARS) and not set(symbols) & set("\u2026\u2423\u21b5\u21e5\u240d")
+    assert set(SPECIAL_SYMBOLS) == set(SPECIAL_TOKENS)
+    assert visible_text(EOS) == "\u25a0"
+    assert visible_text("x<eos>") == "x<eos>"  # only a whole token is special
+    recs = records(credit_heatmap(np.zeros(3), tokens=["4", "2", EOS], cell_size=16).to_dict())
+    assert [r["text"] for r in recs] == ["4", "2", "\u25a0"]
+    assert recs[2]["token"] == EOS
 
 
 def test_positions_shown_without_tokens():
