@@ -7,6 +7,7 @@ The kernel runs with LABKIT_STATIC_IMAGES=1 (unless set otherwise), so every cha
 displayed also carries a PNG of itself (labkit.viz._static); the stored output keeps that
 picture and a placeholder text in place of the live widget view, which cannot be shown without
 stored widget state. Static viewers and `make site` show the picture; a kernel, the widget.
+It also runs with LABKIT_PROGRESS=0: no progress bar is drawn into the stored outputs.
 Usage: python scripts/execute_notebooks.py [notebooks/01_*.ipynb ...]   (default: all)
 """
 from __future__ import annotations
@@ -57,6 +58,9 @@ def execute(path: Path) -> float:
     os.environ["LABKIT_RECORD_CHECKS"] = "1"
     # Charts and dashboards carry a static picture (LABKIT_STATIC_IMAGES=0 turns it off).
     os.environ.setdefault("LABKIT_STATIC_IMAGES", "1")
+    # No progress bars (labkit.core.progress): stored outputs are read without a kernel, where a
+    # finished bar is noise.
+    os.environ["LABKIT_PROGRESS"] = "0"
     # Widget state is not stored: altair's offline chart widget carries its ~1 MB JavaScript
     # bundle in that state, once per chart, which would bloat every commit of a notebook.
     client = NotebookClient(nb, kernel_name="python3", timeout=600, store_widget_state=False,

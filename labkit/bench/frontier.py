@@ -51,12 +51,12 @@ from typing import Callable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.cache import read_cache
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.paths import data_path
 from labkit.core.credit import Cost, Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
@@ -338,7 +338,7 @@ def sweep(grid: dict, estimators: dict, budgets: Sequence[float], seeds: Sequenc
     have = {_key(r) for r in done[list(KEY)].itertuples(index=False)} if len(done) else set()
     todo = [c for c in cells if _key(c) not in have]
     rows = []
-    for world, horizon, name, budget, seed in tqdm(todo, desc="frontier", disable=not progress):
+    for world, horizon, name, budget, seed in progress_bar(todo, desc="frontier", enabled=progress):
         row = frontier_cell(world, horizon, name, budget, seed, weights=weights)
         rows.append(row)
         if path is not None:

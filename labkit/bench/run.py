@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from tqdm.auto import tqdm
-
 from labkit.bench.records import JSONL, append_record, cell_key, read_records, write_csv
 from labkit.bench.suite import SUITES, estimator_names, iter_cells, run_cell, suite_tasks
+from labkit.core.progress import progress_bar
 from labkit.credit import ESTIMATORS
 
 __all__ = ["run_suite", "main"]
@@ -43,7 +42,7 @@ def run_suite(suite: str = "quick", estimators: str | Sequence[str] = "all", out
     done = {r.get("key") for r in read_records(path)}
     todo = [c for c in iter_cells(suite, names) if cell_key(suite, c[0].name, c[1], c[2]) not in done]
     instances = {}
-    for task, name, seed in tqdm(todo, desc=f"bench {suite}", disable=not progress):
+    for task, name, seed in progress_bar(todo, desc=f"bench {suite}", enabled=progress):
         if (task.name, seed) not in instances:
             # one sampled batch per (task, seed), shared by every estimator; drop the previous
             # task's batches since cells come task-major

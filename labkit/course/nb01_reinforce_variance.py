@@ -13,10 +13,10 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int
 from labkit.core.credit import Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.course.presets import EPISODE_ESTIMATORS, NB01_CHAIN, chain_setup
 from labkit.credit import get_estimator
@@ -64,7 +64,7 @@ def gradient_sweep(vary: str, values: Iterable, estimators: Sequence[str] = EPIS
     if not values:
         raise ValueError("values: need at least one setting to sweep")
     rows = []
-    for value in tqdm(values, desc=vary, disable=not progress):
+    for value in progress_bar(values, desc=vary, enabled=progress):
         setting = dict(horizon=horizon, n_bifurcations=n_bifurcations, noise_std=noise_std, slip=slip,
                        p_correct=p_correct, batch_size=batch_size)
         setting[vary] = value

@@ -14,10 +14,10 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
 from labkit.core.credit import Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.course.presets import NB02_CHAIN, chain_setup
 from labkit.envs import BifurcationChain
@@ -56,7 +56,7 @@ def gae_lambda_sweep(lams: Iterable[float], *, critic_episodes: int = 64, horizo
     batches = ro.split(n_batches)
     critics = {"learned": learned.value, "exact": truth.value}
     rows = []
-    for name, critic in tqdm(critics.items(), desc="critics", disable=not progress):
+    for name, critic in progress_bar(critics.items(), desc="critics", enabled=progress):
         for lam in lams:
             def estimator(batch, lam=lam, critic=critic):
                 return gae(batch, values=critic(batch), lam=lam)
@@ -163,7 +163,7 @@ def gae_critic_sweep(critic_episodes: Iterable[int], lams: Sequence[float] = (0.
                 _EXACT_STUDIES.pop(next(iter(_EXACT_STUDIES)))
         exact[lam] = _EXACT_STUDIES[key]
     rows = []
-    for n in tqdm(sizes, desc="critic episodes", disable=not progress):
+    for n in progress_bar(sizes, desc="critic episodes", enabled=progress):
         for fit in range(first_fit, first_fit + n_critics):
             critic = TabularCritic(env.n_states).fit(env.sample(policy, n, seed=seed + 2 + fit))
             err = float((critic.table - truth.V).abs()[critic.counts > 0].mean())
@@ -252,7 +252,7 @@ def lm_value_scores(env, critic, reference: Rollouts, alternatives: dict, ks: It
             {"estimate": "LM critic", "value_mae": float((critic_at_steps - truth).abs().mean()),
              "value_corr": pearson(critic_at_steps, truth), **ranks(critic.prefix_values(candidates)),
              "tokens": sum(len(c) for c in candidates)}]
-    for k in tqdm(ks, desc="vines", disable=not progress):
+    for k in progress_bar(ks, desc="vines", enabled=progress):
         values, tokens = env.prefix_values(candidates, alternatives["problems"], k, seed=seed + 100 + k)
         rows.append({"estimate": f"Monte Carlo, k={k}", "value_mae": float("nan"), "value_corr": float("nan"),
                      **ranks(values), "tokens": tokens})

@@ -18,13 +18,13 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit import viz
 from labkit.core.cache import read_cache
 from labkit.core.checks import check_int
 from labkit.core.paths import data_path
 from labkit.core.credit import Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.scoring import first_error_hit_rate, first_error_positions, pearson
 
@@ -47,7 +47,7 @@ def vine_credits(env, rollouts: Rollouts, ks: Iterable[int], *, seed: int = 0,
     if not ks:
         raise ValueError("ks: need at least one k")
     out = {}
-    for k in tqdm(ks, desc="k", disable=not progress):
+    for k in progress_bar(ks, desc="k", enabled=progress):
         start = time.perf_counter()
         credit = vineppo(rollouts, value_fn=env.value_fn(seed=seed + k), k=k)
         credit.info["seconds"] = time.perf_counter() - start
@@ -74,7 +74,7 @@ def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16),
     truth = rollouts.truth["step_values"]
     present = rollouts.view(rollouts.rewards, "step", "sum")[1]
     rows = []
-    for k in tqdm(ks, desc="k", disable=not progress):
+    for k in progress_bar(ks, desc="k", enabled=progress):
         if credits is None or k not in credits:  # sampled here, the one way vine_credits samples
             credits = {**(credits or {}), **vine_credits(env, rollouts, [k], seed=seed, progress=False)}
         credit = credits[k]

@@ -21,12 +21,12 @@ from typing import Callable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.cache import read_cache, read_meta
 from labkit.core.checks import check_int
 from labkit.core.paths import data_dir
 from labkit.core.credit import Cost, Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.envs.arithmetic.truth import truth_step_advantage
 from labkit.scoring import first_error_hit_rate, step_rank_correlation
@@ -83,7 +83,7 @@ def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, progres
         if not isinstance(m, Method):
             raise TypeError(f"methods: expected Method entries, got {type(m).__name__}")
     rows = []
-    for m in tqdm(methods, desc="methods", disable=not progress):
+    for m in progress_bar(methods, desc="methods", enabled=progress):
         start = time.perf_counter()
         credit = m.run(rollouts)
         seconds = time.perf_counter() - start

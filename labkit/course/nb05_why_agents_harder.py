@@ -16,12 +16,12 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit import scoring
 from labkit.core.cache import read_cache
 from labkit.core.checks import check_int, check_number
 from labkit.core.paths import data_path
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns
 from labkit.core.turns import action_discounts
@@ -91,7 +91,7 @@ def noise_horizon_sweep(noises: Iterable[float] = (0.0, 0.1, 0.2, 0.3, 0.4),
     if not grid:
         raise ValueError("noises, horizons: need at least one value each")
     rows = []
-    for noise, T in tqdm(grid, desc="settings", disable=not progress, leave=False):
+    for noise, T in progress_bar(grid, desc="settings", enabled=progress, leave=False):
         env = noisy_world(noise, T)
         res = credit_vs_truth(env, env.scripted_policy(strength), n_tasks=n_tasks, group_size=group_size, seed=seed)
         st = res["stats"].iloc[0]

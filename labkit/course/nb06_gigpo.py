@@ -14,9 +14,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import check_int, check_number
+from labkit.core.progress import progress_bar
 from labkit.credit import get_estimator
 from labkit.credit.group import anchor_groups
 from labkit.envs.toolworld import ToolLearner, ToolWorld
@@ -96,7 +96,7 @@ def grpo_vs_gigpo_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2, 3, 4)
     runs = {"GRPO": get_estimator("grpo"),
             "GiGPO": partial(get_estimator("gigpo"), **(gigpo_kwargs or {}))}
     curves = []
-    bar = tqdm(total=len(runs) * len(seeds), desc="runs", disable=not progress)
+    bar = progress_bar(total=len(runs) * len(seeds), desc="runs", enabled=progress)
     for label, est in runs.items():
         for s in seeds:
             learner = ToolLearner(env, env.make_policy(), n_tasks=n_tasks, group_size=group_size)

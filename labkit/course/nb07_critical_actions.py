@@ -26,10 +26,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.credit import Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import top_fraction as top_fraction_mask
 from labkit.course.presets import NB07_WORLD, toolworld_setup
@@ -199,7 +199,7 @@ def entropy_proxy_over_training(n_files: int = NB07_WORLD.n_files, *, max_turns:
     seed = check_int("seed", seed)
     env, policy = toolworld_setup(n_files, max_turns=max_turns, warmup_iterations=0, **env_kwargs)
     done, chunk, rows = 0, 0, []
-    for stage in tqdm(stages, desc="stages", disable=not progress):
+    for stage in progress_bar(stages, desc="stages", enabled=progress):
         if stage > done:
             train(ToolLearner(env, policy), "grpo", kind="grpo", iterations=stage - done,
                   seed=seed + chunk, progress=False, label="grpo")
@@ -256,7 +256,7 @@ def focus_training(env, start_policy, settings: Mapping[str, Sequence[float]] | 
     env._check_policy(start_policy)
 
     curves = []
-    bar = tqdm(total=len(runs) * len(seeds), desc="training runs", disable=not progress)
+    bar = progress_bar(total=len(runs) * len(seeds), desc="training runs", enabled=progress)
     for rule, frac in runs:
         for s in seeds:
             policy = copy.deepcopy(start_policy)

@@ -16,11 +16,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.games import exact_shapley, leave_one_out_values, sampled_shapley
 from labkit.core.credit import Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.credit import judge as judging
@@ -364,7 +364,7 @@ def drmas_training(*, seeds: Sequence[int] = (0, 1, 2, 3, 4), iterations: int = 
     dr = get_estimator("dr_mas")
     curves, grads = [], []
     runs = [(norm, int(s)) for norm in normalizations for s in seeds]
-    for norm, s in tqdm(runs, desc="runs", disable=not progress, leave=False):
+    for norm, s in progress_bar(runs, desc="runs", enabled=progress, leave=False):
         check_choice("normalizations", norm, ma.DR_MAS_NORMS)
         learner = TeamLearner(env, env.make_policies(), n_tasks=n_tasks, group_size=group_size)
         c = train(learner, partial(dr, normalize=norm), iterations=iterations, kind="reinforce", lr=lr,

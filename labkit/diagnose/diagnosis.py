@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import check_bool, check_int
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.diagnose import report
 from labkit.io import iter_rollouts, read_rollouts
@@ -221,7 +221,7 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
         tally.add(source, stochasticity=False)
         seconds["measure"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        tally.situations.add_rollouts(source, progress=(lambda it: tqdm(it, desc="stochasticity", leave=False))
+        tally.situations.add_rollouts(source, progress=(lambda it: progress_bar(it, desc="stochasticity", leave=False))
                                       if show else None)
         seconds["stochasticity"] = time.perf_counter() - clock
     elif isinstance(source, (str, os.PathLike)):
@@ -269,7 +269,7 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
             seconds["sample"] = time.perf_counter() - clock
             clock = time.perf_counter()
         comparison = compare_sample(sub, rows, run, not_run,
-                                    progress=(lambda it: tqdm(it, desc="estimators", leave=False)) if show else None)
+                                    progress=(lambda it: progress_bar(it, desc="estimators", leave=False)) if show else None)
         seconds["estimators"] = time.perf_counter() - clock
     return Diagnosis(name, tally.n, tally.horizon, lengths, rewards, groups, positions,
                      stochasticity, features, inputs, evidence, answers, rec, comparison, seed, seconds)

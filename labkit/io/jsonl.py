@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.io.assemble import GroupNumbering, assemble
 from labkit.io.errors import record_error
@@ -49,8 +49,8 @@ def _lines(path: Path, progress: bool | None, want: np.ndarray | None = None):
     show_bar = size >= LARGE_BYTES if progress is None else progress
     where = str(path)
     index, k = 0, 0
-    with _open(path, "r") as f, tqdm(total=size, unit="B", unit_scale=True, desc=path.name,
-                                     disable=not show_bar) as bar:
+    with _open(path, "r") as f, progress_bar(total=size, unit="B", unit_scale=True, desc=path.name,
+                                             enabled=show_bar) as bar:
         for number, line in enumerate(f, 1):
             bar.update(len(line))
             if not line.strip():

@@ -17,8 +17,8 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.segments import default_labels
 from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat
@@ -164,7 +164,7 @@ def read_parquet(path: Path, *, rows: np.ndarray | None = None, progress: bool |
         r = _Reader(Path(path))
         present = r.check()
         show_bar = r.n >= LARGE_ROWS if progress is None else progress
-        with tqdm(present, desc=Path(path).name, unit="column", disable=not show_bar) as bar:
+        with progress_bar(present, desc=Path(path).name, unit="column", enabled=show_bar) as bar:
             p = _padded(r, present, bar.update)
         pa.default_memory_pool().release_unused()
         return assemble(p)
@@ -176,7 +176,7 @@ def read_parquet(path: Path, *, rows: np.ndarray | None = None, progress: bool |
                                              for i in range(r.file.metadata.num_row_groups)])])
     parts = []
     show_bar = len(rows) >= LARGE_ROWS if progress is None else progress
-    with tqdm(total=len(rows), desc=Path(path).name, unit="row", disable=not show_bar) as bar:
+    with progress_bar(total=len(rows), desc=Path(path).name, unit="row", enabled=show_bar) as bar:
         for g in np.unique(np.searchsorted(starts, rows, side="right") - 1).tolist():
             offset = int(starts[g])
             for batch in r.file.iter_batches(batch_size=STREAM_ROWS, row_groups=[g], columns=present):
@@ -201,7 +201,7 @@ def iter_parquet(path: Path, *, batch_rows: int, progress: bool | None = None) -
     numbering = GroupNumbering()
     show_bar = r.total >= LARGE_ROWS if progress is None else progress
     offset = 0
-    with tqdm(total=r.total, desc=Path(path).name, unit="row", disable=not show_bar) as bar:
+    with progress_bar(total=r.total, desc=Path(path).name, unit="row", enabled=show_bar) as bar:
         for batch in r.file.iter_batches(batch_size=batch_rows, columns=present):
             n = batch.num_rows
             r.use(pa.Table.from_batches([batch]), np.arange(offset, offset + n))

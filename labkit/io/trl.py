@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tqdm.auto import tqdm
-
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.io.assemble import assemble
 from labkit.io.errors import record_error, show
@@ -63,7 +62,7 @@ def read_trl(source: Any, *, progress: bool | None = None) -> Rollouts:
         raise record_error("source", "row", None, None, "no rows (empty input)")
     show_bar = len(rows) >= LARGE_ROWS if progress is None else progress
     records, ignored, fallback = [], set(), False
-    for i, row in enumerate(tqdm(rows, desc="TRL rows", disable=not show_bar)):
+    for i, row in enumerate(progress_bar(rows, desc="TRL rows", enabled=show_bar)):
         if not isinstance(row, dict):
             raise record_error("source", "row", i, None, f"expected a dict per row, got {type(row).__name__}")
         rec = {k: v for k, v in row.items() if k in FIELDS}

@@ -18,9 +18,9 @@ import time
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
 from labkit.policies.sampling import check_token_rows
@@ -333,7 +333,7 @@ class LMCritic:
         start_tokens, start_time = self.forward_tokens, time.perf_counter()
         order: list[int] = []
         records = []
-        for step in tqdm(range(steps), desc="critic fit", disable=not progress):
+        for step in progress_bar(range(steps), desc="critic fit", enabled=progress):
             if len(order) < min(batch_size, B):
                 order += torch.randperm(B, generator=gen).tolist()
             idx, order = order[:batch_size], order[batch_size:]

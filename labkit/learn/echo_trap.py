@@ -17,10 +17,10 @@ from typing import Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
 from labkit.core.credit import Credit
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.credit.group import starpo_filter
@@ -146,7 +146,7 @@ def echo_trap_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2), iteratio
              "exact advantage (oracle)": dict(estimator="exact")}
     names = {"GRPO + StarPO filter": f"GRPO + StarPO filter (keep {keep:g})"}
     curves, final = [], []
-    bar = tqdm(total=len(methods) * len(seeds), desc="runs", disable=not progress)
+    bar = progress_bar(total=len(methods) * len(seeds), desc="runs", enabled=progress)
     for method in methods:
         spec, label = specs[method], names.get(method, method)
         for s in seeds:

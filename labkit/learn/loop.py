@@ -59,10 +59,10 @@ from typing import Callable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int, check_number,
                                 check_shape)
+from labkit.core.progress import progress_bar
 from labkit.core.protocols import Learner
 from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts
@@ -260,7 +260,7 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     rows = [{"iteration": 0, "success": learner.evaluate(seed=seed), **totals, "seconds": 0.0}]
     start = time.perf_counter()
     queue: deque = deque(maxlen=staleness + 1)  # (iteration sampled, batch); oldest first
-    for it in tqdm(range(1, iterations + 1), desc=label, disable=not progress, leave=False):
+    for it in progress_bar(range(1, iterations + 1), desc=label, enabled=progress, leave=False):
         fresh = learner.collect(it, seed=seed * 1_000_003 + it)
         queue.append((it, fresh))
         born, rollouts = queue[0]  # with staleness 0 this is the fresh batch
@@ -333,7 +333,7 @@ def compare(make_learner: Callable[[int], Learner], runs: dict[str, Callable[[Le
     if not seeds:
         raise ValueError("seeds: need at least one seed")
     curves = []
-    bar = tqdm(total=len(runs) * len(seeds), desc="runs", disable=not progress)
+    bar = progress_bar(total=len(runs) * len(seeds), desc="runs", enabled=progress)
     for label, make_kwargs in runs.items():
         if not callable(make_kwargs):
             raise TypeError(f"runs: entry {label!r} must be a function learner -> train keyword arguments")

@@ -1,13 +1,13 @@
-"""The method on the page: an estimator's key equation, its docstring formula and its code.
+"""The method on the page: an estimator's formula and its code.
 
 Spinning Up shows each algorithm as key equations plus a short listing; the course does the same
 for every estimator a notebook introduces. :func:`method_card` takes the function itself (the
 registered estimator, or any plain function) and shows
 
 * its first docstring line (name, paper, arXiv id, linked),
-* the key equation in LaTeX, when one is given (the course keeps them in
-  each estimator's registered spec, ``labkit.credit.spec(name).equation``),
-* the docstring's ``Formula:`` section, verbatim,
+* its formula, once: the key equation rendered from LaTeX when one is given (the course keeps
+  them in each estimator's registered spec, ``labkit.credit.spec(name).equation``), otherwise the
+  docstring's ``Formula:`` section, verbatim,
 * the function's code without its decorator, docstring and argument checks: the lines that *are*
   the method.
 
@@ -168,12 +168,14 @@ class MethodCard:
         parts = [f"**`{self.name}`** — {self.title}" + (f" ({papers})" if papers and papers not in self.title else "")]
         if self._label():
             parts.append(f"**{self._label()}**")
+        # one formula per card: the equation, rendered, reads best on the page; the docstring's
+        # plain-text formula stands in where no equation is given
         if self.equation:
             parts.append(f"$$\n{self.equation}\n$$")
+        elif self.formula:
+            parts.append("Formula:\n\n```text\n" + self.formula + "\n```")
         if self.symbols:
             parts.append(f"<small>{self.symbols}</small>")
-        if self.formula:
-            parts.append("Docstring formula:\n\n```text\n" + self.formula + "\n```")
         code = f"```python\n{self.code}\n```"
         for where_helper, helper_code in self.helpers:
             code += f"\n\nwhich calls `{where_helper}`:\n\n```python\n{helper_code}\n```"
@@ -189,10 +191,12 @@ class MethodCard:
         body = [head, "=" * min(len(head), 100)]
         if self._label():
             body += [self._label()]
-        if self.equation:
-            body += ["key equation (LaTeX): " + self.equation]
+        # one formula here too: in a terminal the docstring's plain-text formula reads better than
+        # LaTeX source, which stands in only where the docstring has none
         if self.formula:
             body += ["formula:", textwrap.indent(self.formula, "  ")]
+        elif self.equation:
+            body += ["key equation (LaTeX): " + self.equation]
         body += ["code:", textwrap.indent(self.code, "  ")]
         for where_helper, helper_code in self.helpers:
             body += [f"which calls {where_helper}:", textwrap.indent(helper_code, "  ")]
@@ -202,10 +206,10 @@ class MethodCard:
 def method_card(fn: Callable, *, equation: str = "", symbols: str = "", name: str | None = None,
                 collapse_code: bool = False, keep_checks: bool = False, helpers: bool = True,
                 status: str = "", replaces: str = "") -> MethodCard:
-    """A card for one method: title and arXiv link, ``equation`` (LaTeX, optional), the docstring's
-    Formula section and the code (see :func:`method_code`), followed, when ``helpers``, by the code
-    of the helpers it calls (:func:`called_helpers`), so GAE's backward loop is on the card even
-    though ``gae`` delegates it. ``name`` defaults to the registered name (``fn.estimator_name``)
+    """A card for one method: title and arXiv link, one formula (``equation``, LaTeX, rendered when
+    given; otherwise the docstring's Formula section) and the code (see :func:`method_code`),
+    followed, when ``helpers``, by the code of the helpers it calls (:func:`called_helpers`), so
+    GAE's backward loop is on the card even though ``gae`` delegates it. ``name`` defaults to the registered name (``fn.estimator_name``)
     or the function's name; ``collapse_code`` folds the listing (for notebooks that introduce
     many methods at once). ``status`` and ``replaces`` label a method the lab runs in another form
     than its paper ("stand-in" or "adaptation", and what it substitutes) at the top of the card."""

@@ -1,9 +1,11 @@
-"""A method's card (labkit.viz.method): every registered estimator's card shows its docstring formula
-and the code that computes it, without docstring or argument checks.
+"""A method's card (labkit.viz.method): every registered estimator's card shows its formula once (the
+rendered equation; the docstring's formula where there is none, and in plain text) and the code
+that computes it, without docstring or argument checks.
 """
 from __future__ import annotations
 
 import re
+import textwrap
 
 import pytest
 
@@ -24,6 +26,11 @@ def test_every_card_shows_the_formula_and_the_code_without_docstring_or_checks(n
     assert not re.search(r"^    (\w+ = )?check_\w+\(", card.code, re.M), "argument checks are left out"
     text = card._repr_markdown_()
     assert f"$$\n{card.equation}\n$$" in text and "```python" in text
+    # one formula per card: the rendered equation, not the docstring's again below it
+    assert text.count(card.equation) == 1 and "```text" not in text and "Formula:" not in text
+    # the plain-text form shows one formula too: the docstring's, which reads in a terminal
+    plain = repr(card)
+    assert plain.count("formula:") == 1 and textwrap.indent(card.formula, "  ") in plain and card.equation not in plain
 
 
 def test_the_card_follows_the_helpers_that_hold_the_formula():
@@ -51,6 +58,33 @@ def test_plain_functions_work_too():
     labelled = method_card(double, status="stand-in", replaces="a judge")
     assert "STAND-IN: replaces a judge" in repr(labelled) and "**STAND-IN: replaces a judge**" in labelled._repr_markdown_()
     assert "STAND-IN" not in repr(card)
+
+
+def test_the_docstring_formula_stands_in_where_there_is_no_equation():
+    def double(x):
+        """Twice x (a toy, 2024).
+
+        Formula:
+            y = 2 x
+        """
+        return 2 * x
+
+    def triple(x):
+        """Three times x (a toy, 2024)."""
+        return 3 * x
+
+    plain = method_card(double)._repr_markdown_()
+    assert "Formula:\n\n```text\ny = 2 x\n```" in plain and "$$" not in plain
+    rendered = method_card(double, equation="y = 2x", symbols="x: the input")
+    markdown = rendered._repr_markdown_()
+    assert markdown.count("$$") == 2 and "y = 2 x" not in markdown and "<small>x: the input</small>" in markdown
+    assert "formula:\n  y = 2 x" in repr(rendered) and "LaTeX" not in repr(rendered)
+    # a docstring without a Formula section: the equation is the card's one formula in both forms
+    latex_only = method_card(triple, equation="y = 3x")
+    assert "$$\ny = 3x\n$$" in latex_only._repr_markdown_()
+    assert "key equation (LaTeX): y = 3x" in repr(latex_only) and "formula:" not in repr(latex_only)
+    bare = method_card(triple)
+    assert "$$" not in bare._repr_markdown_() and "Formula" not in bare._repr_markdown_()
 
 
 @pytest.mark.parametrize("call,arg", [

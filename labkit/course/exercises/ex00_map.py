@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from labkit.course.exercises.cases import rand, randint, random_gamma, random_prefix_mask
-from labkit.course.exercises.grader import F64, Case, Exercise, Rule, close, register
-from labkit.course.exercises.mistakes import OFF_MASK, looks_like
+from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
+from labkit.course.exercises.mistakes import OFF_MASK, ZERO_DISCOUNT, looks_like, wrong
 from labkit.course.exercises.references import one_token_rollouts
 
 
@@ -29,20 +29,22 @@ def _cases(gen):
             if rand(gen, 1).item() < 0.5:
                 rewards[b, on[0]] = round(float(torch.randn(1, generator=gen, dtype=F64)), 1)
         gamma = random_gamma(gen)
-        cases.append(Case(f"random #{i}", dict(rewards=rewards, mask=mask, gamma=gamma), frozenset({"gap", "disc"})))
+        cases.append(Case(f"random #{i}", dict(rewards=rewards, mask=mask, gamma=gamma)))
     m3 = torch.tensor([[True, True, False, True, False, False]])
     r3 = torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0]], dtype=F64)
     cases += [
+        Case("tool output inside", dict(rewards=r3, mask=m3, gamma=0.5)),
+        # the edges, graded once the cases above pass
         Case("single-token trajectory", dict(rewards=torch.tensor([[1.0]], dtype=F64), mask=torch.tensor([[True]]),
-                                             gamma=0.9)),
+                                             gamma=0.9), frozenset({"single_token"})),
         Case("outcome only, gamma = 1", dict(rewards=torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=F64),
-                                             mask=torch.tensor([[True, True, True, True]]), gamma=1.0)),
+                                             mask=torch.tensor([[True, True, True, True]]), gamma=1.0),
+             frozenset({"gamma1"})),
         Case("a row with nothing generated", dict(rewards=torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=F64),
                                                   mask=torch.tensor([[False, False, False], [True, True, False]]),
-                                                  gamma=0.9)),
-        Case("tool output inside", dict(rewards=r3, mask=m3, gamma=0.5), frozenset({"gap", "disc"})),
+                                                  gamma=0.9), frozenset({"empty_row"})),
         Case("gamma = 0", dict(rewards=torch.tensor([[0.5, 0.0, 1.0]], dtype=F64), mask=torch.tensor([[True, True, True]]),
-                               gamma=0.0), frozenset({"disc"})),
+                               gamma=0.0), frozenset({"gamma0"})),
     ]
     return cases
 
@@ -82,7 +84,8 @@ EXERCISE = register(Exercise(
         "  rewards: (B, T) float tensor; rewards[b, t] arrives right after token t (an outcome sits on the last token)\n"
         "  mask: (B, T) bool, True where the policy generated the token (False: tool output, padding)\n"
         "  gamma: float in [0, 1]\n"
-        "Walk backwards over the generated positions of each row:  G_t = r_t + gamma * G_{t'}\n"
+        "Walk backwards over the generated positions of each row:\n"
+        "  G_t = r_t + gamma * G_{t'}\n"
         "t' is the next GENERATED position (tool output in between does not discount); after the last one\n"
         "G = 0. Return G, with 0 off the mask."),
     cases=_cases, reference=_reference,
@@ -93,8 +96,9 @@ EXERCISE = register(Exercise(
         Rule("you left out the token's own reward: G_t = r_t + gamma * G_{t'}, and r_t arrives right after token t",
              looks_like(_variant("exclusive")), every=True),
         Rule("tool output is not a step: discount once per GENERATED position (t' skips tool output)",
-             looks_like(_variant("per_column")), frozenset({"gap"}), every=True),
+             looks_like(_variant("per_column")), every=True),
         Rule("with gamma = 1 and only an outcome, every generated token gets the outcome itself",
-             lambda c, g, w: not close(g, w, 1e-5) and c.name == "outcome only, gamma = 1"),
+             wrong, frozenset({"gamma1"})),
+        ZERO_DISCOUNT,
     ),
 ))

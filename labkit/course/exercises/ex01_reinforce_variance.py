@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from labkit.core.stats import constant_groups
 from labkit.course.exercises.cases import group_members, rand, random_group_ids
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, not_finite, register
 from labkit.course.exercises.mistakes import looks_like
@@ -26,16 +27,31 @@ def _reference(scores, group_ids):
     return episode.grpo(r, eps=GRPO_EPS).token[:, 0]
 
 
+def _random_ids(gen, min_groups: int) -> torch.Tensor:
+    """Group ids of ``min_groups`` to 3 groups of 2 to 5 members, interleaved as in a real batch."""
+    ids = random_group_ids(gen, min_groups, 3)
+    return ids[torch.randperm(len(ids), generator=gen)]
+
+
+def _random_scores(gen, ids, *, binary: bool, constant: str = "none") -> torch.Tensor:
+    """Scores for ``ids`` (0/1 outcomes, or normal ones to two decimals), drawn again until the
+    groups whose scores are all equal are as asked: ``constant`` "none", or "some" (beside a mixed one)."""
+    while True:
+        s = (rand(gen, len(ids)) < 0.5).to(F64) if binary else \
+            torch.round(torch.randn(len(ids), generator=gen, dtype=F64), decimals=2)
+        equal = constant_groups(s, ids)
+        if (not equal.any()) if constant == "none" else (equal.any() and not equal.all()):
+            return s
+
+
 def _cases(gen):
-    cases = []
-    for i in range(6):
-        ids = random_group_ids(gen, 1, 3)
-        ids = ids[torch.randperm(len(ids), generator=gen)]  # groups interleaved, as in a real batch
-        scores = (rand(gen, len(ids)) < 0.5).to(F64) if i % 2 else torch.round(torch.randn(len(ids), generator=gen, dtype=F64), decimals=2)
-        cases.append(Case(f"random #{i}", dict(scores=scores, group_ids=ids)))
+    # the main cases: the formula itself, no group of one and no all-equal group (those are the edges)
+    cases = [Case(f"random #{i}", dict(scores=_random_scores(gen, ids, binary=bool(i % 2)), group_ids=ids))
+             for i, ids in ((i, _random_ids(gen, 1)) for i in range(6))]
     cases += [
         Case("two groups of three", dict(scores=torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0], dtype=F64),
                                          group_ids=torch.tensor([0, 0, 0, 1, 1, 1]))),
+        # the edges, graded once the cases above pass
         Case("group of one", dict(scores=torch.tensor([0.7], dtype=F64), group_ids=torch.tensor([3])),
              frozenset({"singleton"})),
         Case("a group of one beside a group of three", dict(scores=torch.tensor([1.0, 0.0, 1.0, 2.0], dtype=F64),
@@ -45,6 +61,10 @@ def _cases(gen):
         Case("an all-equal group beside a mixed one", dict(scores=torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0], dtype=F64),
                                                          group_ids=torch.tensor([2, 2, 2, 5, 5])), frozenset({"zero_var"})),
     ]
+    ids = _random_ids(gen, 2)
+    cases.append(Case("random 0/1 scores, some groups all equal",
+                      dict(scores=_random_scores(gen, ids, binary=True, constant="some"), group_ids=ids),
+                      frozenset({"zero_var"})))
     return cases
 
 
@@ -65,7 +85,7 @@ def _zero_var_broken(case, got, want):
                for idx in group_members(ids))
 
 
-def _variant(scores, group_ids, *, unbiased=True, divide=True):
+def _variant(scores, group_ids, *, unbiased=True, divide=True, eps=GRPO_EPS):
     out = torch.zeros_like(scores, dtype=F64)
     for idx in group_members(group_ids):
         s = scores[idx].to(F64)
@@ -73,7 +93,7 @@ def _variant(scores, group_ids, *, unbiased=True, divide=True):
             out[idx] = s / (1 + GRPO_EPS) if divide else s
             continue
         a = s - s.mean()
-        out[idx] = a / (s.std(unbiased=unbiased) + GRPO_EPS) if divide else a
+        out[idx] = a / (s.std(unbiased=unbiased) + eps) if divide else a
     return out
 
 
@@ -97,10 +117,13 @@ EXERCISE = register(Exercise(
         Rule("a group whose scores are all equal should get 0: add eps outside the std, "
              "A = (s - mean) / (std + eps), so 0 / (0 + eps) = 0, not 0 / 0", not_finite, frozenset({"zero_var"})),
         Rule(SINGLETON_HINT, _singleton_broken, frozenset({"singleton"})),
-        Rule("a group whose scores are all equal should get 0 for everyone", _zero_var_broken),
+        Rule("a group whose scores are all equal should get 0 for everyone", _zero_var_broken, frozenset({"zero_var"})),
         Rule("you used the biased std (dividing by n); GRPO uses the unbiased one (n - 1), torch.std's default",
              looks_like(lambda scores, group_ids: _variant(scores, group_ids, unbiased=False)), every=True),
         Rule("you did not divide by the group std (that is Dr. GRPO, arXiv 2503.20783): A = (s - mean) / (std + eps)",
              looks_like(lambda scores, group_ids: _variant(scores, group_ids, divide=False)), every=True),
+        Rule("add eps outside the std: A = (s - mean) / (std + eps), eps = 1e-6 (without it a group whose std "
+             "is small comes out too large)", looks_like(lambda scores, group_ids: _variant(scores, group_ids, eps=0.0)),
+             every=True),
     ),
 ))

@@ -33,12 +33,15 @@ def _cases(gen):
             rewards[:-1] = torch.round(0.2 * torch.randn(S - 1, generator=gen, dtype=F64), decimals=1)
         cases.append(Case(f"random #{i}", dict(vine_outcomes=vines, rewards=rewards)))
     cases += [
-        Case("one step", dict(vine_outcomes=torch.tensor([[1.0, 0.0, 1.0]], dtype=F64), rewards=torch.tensor([1.0], dtype=F64))),
-        Case("K = 1 vine", dict(vine_outcomes=torch.tensor([[1.0], [0.0], [1.0]], dtype=F64),
-                                rewards=torch.tensor([0.0, 0.0, 1.0], dtype=F64))),
-        Case("every vine fails", dict(vine_outcomes=torch.zeros(3, 4, dtype=F64), rewards=torch.tensor([0.0, 0.0, 0.0], dtype=F64))),
         Case("step rewards", dict(vine_outcomes=torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]], dtype=F64),
                                   rewards=torch.tensor([-0.1, 0.2, 1.0], dtype=F64))),
+        # the edges, graded once the cases above pass
+        Case("one step", dict(vine_outcomes=torch.tensor([[1.0, 0.0, 1.0]], dtype=F64), rewards=torch.tensor([1.0], dtype=F64)),
+             frozenset({"one_step"})),
+        Case("K = 1 vine", dict(vine_outcomes=torch.tensor([[1.0], [0.0], [1.0]], dtype=F64),
+                                rewards=torch.tensor([0.0, 0.0, 1.0], dtype=F64)), frozenset({"one_vine"})),
+        Case("every vine fails", dict(vine_outcomes=torch.zeros(3, 4, dtype=F64), rewards=torch.tensor([0.0, 0.0, 0.0], dtype=F64)),
+             frozenset({"all_fail"})),
     ]
     return cases
 

@@ -28,9 +28,13 @@ def _cases(gen):
         temperature = [0.1, 0.5, 1.0][i % 3]
         cases.append(Case(f"random #{i}", dict(step_scores=p, outcome=float(rand(gen, 1) < 0.5), temperature=temperature)))
     cases += [
-        Case("one step", dict(step_scores=torch.tensor([0.3], dtype=F64), outcome=1.0, temperature=0.1)),
-        Case("a tie for the worst step", dict(step_scores=torch.tensor([0.9, 0.2, 0.8, 0.2], dtype=F64), outcome=0.0, temperature=0.1)),
-        Case("all steps equal", dict(step_scores=torch.tensor([0.6, 0.6, 0.6], dtype=F64), outcome=1.0, temperature=0.1)),
+        # the edges, graded once the cases above pass
+        Case("one step", dict(step_scores=torch.tensor([0.3], dtype=F64), outcome=1.0, temperature=0.1),
+             frozenset({"one_step"})),
+        Case("a tie for the worst step", dict(step_scores=torch.tensor([0.9, 0.2, 0.8, 0.2], dtype=F64), outcome=0.0,
+                                              temperature=0.1), frozenset({"tie"})),
+        Case("all steps equal", dict(step_scores=torch.tensor([0.6, 0.6, 0.6], dtype=F64), outcome=1.0, temperature=0.1),
+             frozenset({"tie"})),
         Case("temperature 0.001 (near the hard minimum)", dict(step_scores=torch.tensor([0.95, 0.05, 0.9], dtype=F64),
                                                                outcome=1.0, temperature=0.001), frozenset({"cold"})),
     ]

@@ -9,7 +9,7 @@ import torch
 
 from labkit.course.exercises.cases import rand, randint
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
-from labkit.course.exercises.mistakes import any_of, looks_like
+from labkit.course.exercises.mistakes import ZERO_DISCOUNT, any_of, looks_like
 from labkit.course.exercises.references import one_token_rollouts
 from labkit.credit import td
 
@@ -41,10 +41,12 @@ def _cases(gen):
     ids = torch.tensor([0, 0, 0, -1, -1, 1, 1, -1, 2, 2])
     rew = torch.tensor([0.0, -0.1, 0.0, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 1.0], dtype=F64)
     cases += [
-        Case("one turn", dict(rewards=torch.tensor([0.0, 0.0, 1.0], dtype=F64), turn_ids=torch.tensor([0, 0, 0]), gamma=0.9)),
         Case("three turns, tool output between", dict(rewards=rew, turn_ids=ids, gamma=0.9)),
-        Case("gamma = 0", dict(rewards=rew, turn_ids=ids, gamma=0.0)),
-        Case("gamma = 1", dict(rewards=rew, turn_ids=ids, gamma=1.0)),
+        # the edges, graded once the cases above pass
+        Case("one turn", dict(rewards=torch.tensor([0.0, 0.0, 1.0], dtype=F64), turn_ids=torch.tensor([0, 0, 0]), gamma=0.9),
+             frozenset({"one_turn"})),
+        Case("gamma = 0", dict(rewards=rew, turn_ids=ids, gamma=0.0), frozenset({"gamma0"})),
+        Case("gamma = 1", dict(rewards=rew, turn_ids=ids, gamma=1.0), frozenset({"gamma1"})),
     ]
     return cases
 
@@ -97,5 +99,6 @@ EXERCISE = register(Exercise(
         Rule("a return sums the rewards from turn k to the END, G_k = r_k + gamma * G_{k+1}, not those before it",
              looks_like(_variant("forward")), every=True),
         Rule("discount relative to turn k: gamma^(j - k) for turn j, not gamma^j", looks_like(_variant("absolute")), every=True),
+        ZERO_DISCOUNT,
     ),
 ))

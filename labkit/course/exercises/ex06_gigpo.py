@@ -22,13 +22,22 @@ def _reference(turn_rewards, present, anchors, gamma):
     return pad_turns(step, present.shape, F64)
 
 
+def _random_anchors(gen, present: torch.Tensor) -> torch.Tensor:
+    """Anchor states 0 to 2 for a (B, N) table, every episode starting from state 0, drawn again
+    until every anchor group holds two or more present turns (a group of one is an edge case)."""
+    while True:
+        anchors = torch.randint(0, 3, present.shape, generator=gen)
+        anchors[:, 0] = 0  # every episode starts from the same observation
+        if all(len(members) > 1 for members in _anchor_groups(present, anchors)):
+            return anchors
+
+
 def _cases(gen):
     cases = []
     for i in range(6):
         present = random_prefix_mask(gen, (2, 4), (3, 5))
         B, N = present.shape
-        anchors = torch.randint(0, 3, (B, N), generator=gen)
-        anchors[:, 0] = 0  # every episode starts from the same observation
+        anchors = _random_anchors(gen, present)
         rewards = torch.zeros(B, N, dtype=F64)
         for b in range(B):
             n = int(present[b].sum())
@@ -38,15 +47,20 @@ def _cases(gen):
         cases.append(Case(f"random #{i}", dict(turn_rewards=rewards, present=present, anchors=anchors, gamma=gamma)))
     present = torch.tensor([[True, True, True], [True, True, False]])
     cases += [
+        Case("a state visited twice in one episode", dict(turn_rewards=torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]], dtype=F64),
+                                                          present=present, anchors=torch.tensor([[0, 1, 0], [0, 1, 0]]), gamma=0.9)),
+        # the edges, graded once the cases above pass
         Case("every anchor group a singleton", dict(turn_rewards=torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], dtype=F64),
                                                     present=present, anchors=torch.tensor([[0, 1, 2], [3, 4, 5]]), gamma=0.95),
              frozenset({"singleton"})),
+        Case("anchor groups of one beside larger ones", dict(turn_rewards=torch.tensor([[0.0, -0.1, 1.0], [0.0, 1.0, 0.0]], dtype=F64),
+                                                             present=present, anchors=torch.tensor([[0, 1, 2], [0, 3, 9]]),
+                                                             gamma=0.9), frozenset({"singleton"})),
         Case("equal returns in an anchor group", dict(turn_rewards=torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]], dtype=F64),
-                                                      present=present, anchors=torch.tensor([[0, 1, 2], [0, 1, 9]]), gamma=0.9)),
-        Case("a state visited twice in one episode", dict(turn_rewards=torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]], dtype=F64),
-                                                          present=present, anchors=torch.tensor([[0, 1, 0], [0, 1, 0]]), gamma=0.9)),
+                                                      present=present, anchors=torch.tensor([[0, 1, 2], [0, 1, 9]]), gamma=0.9),
+             frozenset({"equal"})),
         Case("gamma = 1", dict(turn_rewards=torch.tensor([[0.0, -0.1, 1.0], [-0.1, 1.0, 0.0]], dtype=F64),
-                               present=present, anchors=torch.tensor([[0, 1, 1], [0, 1, 7]]), gamma=1.0)),
+                               present=present, anchors=torch.tensor([[0, 1, 1], [0, 1, 7]]), gamma=1.0), frozenset({"gamma1"})),
     ]
     return cases
 
@@ -112,7 +126,7 @@ EXERCISE = register(Exercise(
         Rule("your step terms do not sum to zero within an anchor group: subtract the mean over the turns that "
              "share the anchor state, not over the episode or the batch", _sum_broken),
         Rule("an anchor group of one should get step term 0 (nothing to compare with, verl-agent's convention), "
-             "not its raw return", _singleton_broken),
+             "not its raw return", _singleton_broken, frozenset({"singleton"})),
         Rule("compare discounted returns R_k = r_k + gamma * R_{k+1} (from turn k to the end), not the turn's own reward",
              looks_like(_variant("reward")), every=True),
         Rule("discount the returns by gamma once per turn: R_k = r_k + gamma * R_{k+1}",

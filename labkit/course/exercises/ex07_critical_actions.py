@@ -34,15 +34,19 @@ def _cases(gen):
         cases.append(Case(f"random #{i}", dict(entropies=H, present=present, fraction=[0.3, 0.5, 0.25][i % 3])))
     full = torch.ones(2, 4, dtype=torch.bool)
     cases += [
+        # the edges, graded once the cases above pass
         Case("an episode with no turn", dict(entropies=torch.tensor([[0.4, 0.9, 0.1], [0.0, 0.0, 0.0]], dtype=F64),
-                                             present=torch.tensor([[True, True, True], [False, False, False]]), fraction=0.5)),
-        Case("one turn in the batch", dict(entropies=torch.tensor([[1.2]], dtype=F64), present=torch.tensor([[True]]), fraction=0.3)),
+                                             present=torch.tensor([[True, True, True], [False, False, False]]), fraction=0.5),
+             frozenset({"empty_row"})),
+        Case("one turn in the batch", dict(entropies=torch.tensor([[1.2]], dtype=F64), present=torch.tensor([[True]]), fraction=0.3),
+             frozenset({"one_turn"})),
         Case("all entropies equal", dict(entropies=torch.full((2, 4), 0.7, dtype=F64), present=full, fraction=0.3),
              frozenset({"ties"})),
         Case("equal entropies across rows", dict(entropies=torch.tensor([[0.1, 1.5, 0.2], [1.5, 0.3, 1.5]], dtype=F64),
                                                  present=torch.ones(2, 3, dtype=torch.bool), fraction=0.34), frozenset({"ties"})),
         Case("fraction = 1", dict(entropies=torch.tensor([[0.5, 0.1, 0.0], [0.3, 9.9, 9.9]], dtype=F64),
-                                  present=torch.tensor([[True, True, True], [True, False, False]]), fraction=1.0)),
+                                  present=torch.tensor([[True, True, True], [True, False, False]]), fraction=1.0),
+             frozenset({"fraction1"})),
     ]
     return cases
 

@@ -37,10 +37,11 @@ def _cases(gen):
         vals[0] = 0.0
         cases.append(Case(f"random #{i}", dict(v=_game(vals))))
     cases += [
+        Case("redundant solvers", dict(v=_game([0, 0, 1, 1, 1, 1, 1, 1]))),
+        # the edges, graded once the cases above pass
         Case("player 2 is a null player", dict(v=_game([0, 0.2, 0.5, 1.0, 0, 0.2, 0.5, 1.0])), frozenset({"null"})),
         Case("players 1 and 2 are interchangeable", dict(v=_game([0, 0.3, 0.1, 0.6, 0.1, 0.6, 0.4, 1.0])), frozenset({"symmetric"})),
-        Case("v(empty team) is not 0", dict(v=_game([0.2, 0.4, 0.5, 0.8, 0.3, 0.6, 0.7, 1.0]))),
-        Case("redundant solvers", dict(v=_game([0, 0, 1, 1, 1, 1, 1, 1]))),
+        Case("v(empty team) is not 0", dict(v=_game([0.2, 0.4, 0.5, 0.8, 0.3, 0.6, 0.7, 1.0])), frozenset({"v_empty"})),
     ]
     return cases
 
@@ -52,6 +53,9 @@ def _variant(how):
         for i in PLAYERS:
             if how == "loo":
                 out.append(v[N] - v[N - {i}])
+                continue
+            if how == "equal_split":
+                out.append((v[N] - v[frozenset()]) / len(PLAYERS))
                 continue
             others = [S for S in _coalitions() if i not in S]
             out.append(sum(v[S | {i}] - v[S] for S in others) / len(others))
@@ -80,6 +84,9 @@ EXERCISE = register(Exercise(
              "over every order in which the team could form", looks_like(_variant("loo")), every=True),
         Rule("weight coalition S by |S|! (n - |S| - 1)! / n! (1/3, 1/6, 1/6, 1/3 for |S| = 0, 1, 1, 2), not equally",
              looks_like(_variant("unweighted")), every=True),
+        Rule("you split the team's value equally; Shapley pays each player its own marginal contribution "
+             "v(S + {i}) - v(S), averaged over the orders in which the team could form",
+             looks_like(_variant("equal_split")), every=True),
         Rule("your credits do not sum to v(N) - v(empty) (efficiency): every marginal contribution is "
              "v(S + {i}) - v(S), with v(empty) where S is empty", _efficiency_broken),
         Rule("a null player (one who never changes v) must get 0",

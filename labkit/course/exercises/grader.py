@@ -1,12 +1,16 @@
 """The grader every exercise shares: cases, rules, results, the time limit, the registry, ``check``.
 
-``check(fn, exercise)`` runs the reader's function on the exercise's randomised cases and on the
-degenerate ones every estimator documents (a group of one, zero variance, a single-token
-trajectory, gamma = 0 / 1, ...), compares each answer with the lab's registered estimator within
-the exercise's tolerance, and answers with ONE hint: the first property, in the exercise's order,
-that some case breaks. The order goes from the coarse (the function raised, wrong shape, NaN)
-through the named mistakes (biased std, the group-of-one rule, a bootstrap past the end, ...) to a
-plain mismatch, so the hint names the most specific thing that is wrong.
+``check(fn, exercise)`` runs the reader's function on the exercise's cases, compares each answer
+with the lab's registered estimator within the exercise's tolerance, and answers with ONE hint:
+the first property, in the exercise's order, that some case breaks.
+
+It grades in two passes. First the main cases (no tags: the randomised ones and the plain
+examples of the formula), then, only if every one of them passes, the edge cases every estimator
+documents (tagged: a group of one, zero variance, a single-token trajectory, gamma = 0, ...), so
+a reader hears about the formula before its edges. In each pass the hints go from what the whole
+answer shows (0 everywhere, the sign flipped) through the coarse (the function raised, wrong
+shape, NaN) and the named mistakes (biased std, the group-of-one rule, a bootstrap past the end,
+...) to a plain mismatch, so the hint names the most specific thing that is wrong.
 
 Nothing here knows a particular exercise: each lives in its notebook's module beside this one and
 registers itself with ``register``.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import textwrap
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -24,17 +29,24 @@ import torch
 
 from labkit.core.checks import check_bool, check_int, check_number
 
-__all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64",
-           "check", "get_exercise", "list_exercises", "register", "copy_args", "close", "not_finite"]
+__all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64", "WIDTH",
+           "check", "get_exercise", "list_exercises", "register", "copy_args", "close", "not_finite", "all_zero",
+           "sign_flipped"]
 
 F64 = torch.float64
+
+#: Characters per printed line: JupyterLab's output column at 1366 px holds about 90 before it
+#: wraps a line itself, mid-word; the grader wraps first, between words.
+WIDTH = 88
 
 
 # --------------------------------------------------------------------------- cases and rules
 @dataclass(frozen=True)
 class Case:
     """One input to a reader's function: a short ``name`` (shown on failure), the keyword
-    ``args`` it is called with, and ``tags`` naming what is degenerate about it."""
+    ``args`` it is called with, and ``tags`` naming what is degenerate about it. A case without
+    tags is a main case (graded first); a tagged one is an edge case (graded once every main
+    case passes), and a rule with tags looks only at edge cases carrying one of them."""
 
     name: str
     args: dict
@@ -47,13 +59,17 @@ class Rule:
     answer ``got`` breaks it on ``case`` (``want`` is the lab's answer); ``hint`` is what the
     reader is told. ``tags``: look only at cases carrying one of them (None: every case).
     ``every``: the rule names a known mistake and fires only when that mistake reproduces every
-    answer that is wrong (two mistakes can coincide on one case; they do not on all of them)."""
+    answer that is wrong (two mistakes can coincide on one case; they do not on all of them).
+    ``always``: the rule names what the function does whatever its input (returns zeros) and
+    fires only when every answer, right or wrong, breaks it."""
 
     hint: str
     broken: Callable[[Case, torch.Tensor, torch.Tensor], bool]
     tags: frozenset | None = None
     #: a named mistake must explain EVERY wrong answer (not one case where two mistakes coincide)
     every: bool = False
+    #: EVERY answer must break it (an answer that is 0 only where it is wrong is no placeholder)
+    always: bool = False
 
 
 def copy_args(case: Case) -> dict:
@@ -98,6 +114,16 @@ def not_finite(case: Case, got: torch.Tensor, want: torch.Tensor) -> bool:
 NOT_FINITE = Rule("your answer contains NaN or inf", not_finite)
 
 
+def all_zero(case: Case, got: torch.Tensor, want: torch.Tensor) -> bool:
+    """A rule test: the answer is 0 (False, for a selection) everywhere."""
+    return not bool(got.any())
+
+
+def sign_flipped(tol: float) -> Callable[[Case, torch.Tensor, torch.Tensor], bool]:
+    """A rule test: the answer is minus the lab's within ``tol`` (never for a selection)."""
+    return lambda case, got, want: got.dtype != torch.bool and close(got, -want, tol)
+
+
 # --------------------------------------------------------------------------- the result
 @dataclass
 class CheckResult:
@@ -125,24 +151,52 @@ class CheckResult:
     def __str__(self) -> str:
         if self.passed:
             return f"\u2713 {self.exercise}: all {self.n_cases} cases pass"
-        lines = [f"\u2717 {self.exercise}: {self.hint}"]
+        lines = [_wrap(f"\u2717 {self.exercise}: {self.hint}", "", "  ")]
         if self.case is not None:
             args = ", ".join(f"{k}={_show(v)}" for k, v in self.case.args.items())
-            lines.append(f"  case '{self.case.name}': {args}")
-        if self.got is not None:
-            lines.append(f"  yours:    {_show(self.got)}")
-        if self.want is not None:
-            lines.append(f"  expected: {_show(self.want)}")
+            lines.append(_wrap(f"case '{self.case.name}': {args}", "  ", "    "))
+        for label, value in (("yours:", self.got), ("expected:", self.want)):
+            if value is not None:
+                lines.append(_wrap(_show(value), f"  {label:<10}", " " * 12))
         return "\n".join(lines)
 
     __repr__ = __str__
 
 
+def _wrap(text: str, first: str, rest: str) -> str:
+    """``text`` on lines of at most WIDTH characters (where its words allow), broken between
+    words only (a negative number keeps its minus), the first line after ``first`` and the
+    others after the hanging indent ``rest``."""
+    return textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _reflow(prompt: str) -> str:
+    """An exercise's prompt within WIDTH: each run of unindented lines is one paragraph, filled
+    again; an indented line (an argument, a formula) keeps its own line, wrapped with a hanging
+    indent."""
+    out, paragraph = [], []
+    for line in prompt.splitlines() + [""]:
+        indent = line[: len(line) - len(line.lstrip())]
+        if line.strip() and not indent:
+            paragraph.append(line.strip())
+            continue
+        if paragraph:
+            out.append(_wrap(" ".join(paragraph), "", ""))
+            paragraph = []
+        if line.strip():
+            out.append(_wrap(line.strip(), indent, indent + "  "))
+    return "\n".join(out)
+
+
 def _show(x: Any) -> str:
     """A short, rounded rendering of a case argument or an answer."""
     if isinstance(x, torch.Tensor):
-        if x.dtype == torch.bool:
-            return str(x.int().tolist()).replace(" ", "")
+        if x.dtype == torch.bool:  # 0/1 per row, a space between rows: a long table wraps between rows
+            rows = x.int().tolist()
+            if x.dim() == 2:
+                return "[" + ", ".join(str(row).replace(" ", "") for row in rows) + "]"
+            return str(rows).replace(" ", "")
         if x.is_floating_point():
             x = torch.round(x.to(F64), decimals=3)
             return str([_tidy(v) for v in x.tolist()] if x.dim() == 1 else
@@ -209,7 +263,8 @@ class Exercise:
     """One notebook's exercise: what to write (``signature``, ``prompt`` with the formula and its
     arXiv id), how to grade it (``cases(gen)`` -> list of Case, ``reference(**args)`` -> the lab's
     answer, ``rules`` in the order their hints are tried) and the tolerance (relative and
-    absolute, per entry) within which an answer counts as equal."""
+    absolute, per entry) within which an answer counts as equal. ``sign_note``: what a flipped
+    sign means in this exercise, added to the shared hint for it (see ``all_rules``)."""
 
     notebook: str
     name: str
@@ -221,13 +276,14 @@ class Exercise:
     rules: tuple = ()
     tolerance: float = 1e-5
     output: str = "float"  # "float" or "bool"
+    sign_note: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.notebook} \u00b7 {self.title}"
 
     def __str__(self) -> str:
-        return f"Exercise {self.key}\n\n    {self.signature}\n\n{self.prompt}"
+        return f"Exercise {self.key}\n\n    {self.signature}\n\n{_reflow(self.prompt)}"
 
     @property
     def template(self) -> str:
@@ -253,53 +309,87 @@ class Exercise:
             result.printed = True
         return result
 
-    def _grade(self, fn: Callable, seed: int, timeout: float | None = None) -> CheckResult:
-        gen = torch.Generator().manual_seed(seed)
-        cases = self.cases(gen)
-        fail = lambda hint, case, got=None, want=None, error=None: CheckResult(  # noqa: E731
-            self.key, False, hint, case, got, want, len(cases), error)
-        answers = []
-        for case in cases:
-            want = self.reference(**copy_args(case))
-            args = copy_args(case)
-            try:
-                with warnings.catch_warnings(), _time_limit(timeout):  # e.g. torch.std of one value: the hint says it shorter
-                    warnings.simplefilter("ignore")
-                    got = fn(*args.values())  # positionally, in the signature's order: any parameter names work
-            except _TookTooLong:
-                return fail(f"your function did not return within {timeout:g} s on this case: is there a loop "
-                            f"that never ends (e.g. a while loop whose index never moves)?", case)
-            except Exception as err:  # the reader's bug is reported, not raised
-                extra = f" (the signature is {self.signature})" if isinstance(err, TypeError) else ""
-                return fail(f"your function raised {type(err).__name__}: {str(err)[:200]}{extra}", case, error=err)
-            changed = [k for k in args if not _same(args[k], case.args[k])]
-            if changed:
-                return fail(f"your function changed its input {changed[0]!r} in place: work on a copy "
-                            f"(e.g. x = x.clone())", case)
-            got_t = self._as_output(got)
-            if got_t is None:
-                what = "True/False values" if self.output == "bool" else "numbers"
-                return fail(f"your function should return a tensor (or list) of {what} shaped "
-                            f"{tuple(want.shape)}, got {type(got).__name__}", case, got=None, want=want)
-            if got_t.shape != want.shape:
-                return fail(f"your function should return shape {tuple(want.shape)} on this case, "
-                            f"got {tuple(got_t.shape)}", case, got_t, want)
-            answers.append((case, got_t, want))
-        rules = self.rules + (
+    def all_rules(self) -> tuple:
+        """Every rule in the order its hint is tried. First what the whole answer shows: 0
+        everywhere (a placeholder still in place) and the sign flipped; they come before the
+        exercise's own rules, which such an answer would trip by accident (a zero answer breaks
+        the group-of-one rule too, yet that is not what is wrong). Then the exercise's rules, NaN,
+        and the plain mismatch."""
+        where = f"get_exercise({int(self.notebook)}) shows the task again"
+        if self.output == "bool":
+            first = (Rule(f"your answer is False everywhere, as a placeholder's would be: mark the entries the "
+                          f"task asks for ({where}), starting with the case below", all_zero, always=True),)
+        else:
+            sign = ("your answer is minus the expected one (right size, wrong sign): look for a difference "
+                    "written the wrong way round, b - a where the formula has a - b")
+            first = (Rule(f"your answer is 0 everywhere, as a placeholder's would be (e.g. torch.zeros_like(...)): "
+                          f"compute the task's formula ({where}), starting with the case below", all_zero, always=True),
+                     Rule(sign + (f"; here: {self.sign_note}" if self.sign_note else ""),
+                          sign_flipped(self.tolerance), every=True))
+        return first + self.rules + (
             NOT_FINITE,
             Rule(f"your answer differs from the lab's by more than the tolerance ({self.tolerance:g})",
                  lambda c, g, w: not close(g, w, self.tolerance)),
         )
-        for rule in rules:
-            seen = [a for a in answers if rule.tags is None or rule.tags & a[0].tags]
-            if rule.every:
-                wrong = [a for a in seen if not close(a[1], a[2], self.tolerance)]
-                broken = wrong if wrong and all(rule.broken(*a) for a in wrong) else []
-            else:
-                broken = [a for a in seen if rule.broken(*a)]
-            if broken:  # show the smallest case that breaks it
-                return fail(rule.hint, *min(broken, key=lambda a: _size(a[0])))
+
+    def _grade(self, fn: Callable, seed: int, timeout: float | None = None) -> CheckResult:
+        cases = self.cases(torch.Generator().manual_seed(seed))
+        # the formula before its edges: edge cases are graded only once every main case passes
+        for part in ([c for c in cases if not c.tags], [c for c in cases if c.tags]):
+            answers = []
+            for case in part:
+                answer = self._answer(fn, case, timeout)
+                if isinstance(answer, CheckResult):
+                    answer.n_cases = len(cases)
+                    return answer
+                answers.append(answer)
+            for rule in self.all_rules():
+                broken = self._broken(rule, answers)
+                if broken:  # show the smallest case that breaks it
+                    return CheckResult(self.key, False, rule.hint, *min(broken, key=lambda a: _size(a[0])),
+                                       n_cases=len(cases))
         return CheckResult(self.key, True, n_cases=len(cases))
+
+    def _answer(self, fn: Callable, case: Case, timeout: float | None) -> tuple | CheckResult:
+        """(case, the reader's answer, the lab's) on one case, or the failed CheckResult when the
+        function raised, ran too long, changed its input or returned no tensor of the right shape."""
+        fail = lambda hint, got=None, want=None, error=None: CheckResult(  # noqa: E731
+            self.key, False, hint, case, got, want, error=error)
+        want = self.reference(**copy_args(case))
+        args = copy_args(case)
+        try:
+            with warnings.catch_warnings(), _time_limit(timeout):  # e.g. torch.std of one value: the hint says it shorter
+                warnings.simplefilter("ignore")
+                got = fn(*args.values())  # positionally, in the signature's order: any parameter names work
+        except _TookTooLong:
+            return fail(f"your function did not return within {timeout:g} s on this case: is there a loop "
+                        f"that never ends (e.g. a while loop whose index never moves)?")
+        except Exception as err:  # the reader's bug is reported, not raised
+            extra = f" (the signature is {self.signature})" if isinstance(err, TypeError) else ""
+            return fail(f"your function raised {type(err).__name__}: {str(err)[:200]}{extra}", error=err)
+        changed = [k for k in args if not _same(args[k], case.args[k])]
+        if changed:
+            return fail(f"your function changed its input {changed[0]!r} in place: work on a copy "
+                        f"(e.g. x = x.clone())")
+        got_t = self._as_output(got)
+        if got_t is None:
+            what = "True/False values" if self.output == "bool" else "numbers"
+            return fail(f"your function should return a tensor (or list) of {what} shaped "
+                        f"{tuple(want.shape)}, got {type(got).__name__}", want=want)
+        if got_t.shape != want.shape:
+            return fail(f"your function should return shape {tuple(want.shape)} on this case, "
+                        f"got {tuple(got_t.shape)}", got_t, want)
+        return case, got_t, want
+
+    def _broken(self, rule: Rule, answers: list) -> list:
+        """The (case, got, want) triples on which ``rule`` fires (empty: it does not)."""
+        seen = [a for a in answers if rule.tags is None or rule.tags & a[0].tags]
+        wrong = [a for a in seen if not close(a[1], a[2], self.tolerance)]
+        if rule.always:
+            return wrong if wrong and all(rule.broken(*a) for a in seen) else []
+        if rule.every:
+            return wrong if wrong and all(rule.broken(*a) for a in wrong) else []
+        return [a for a in seen if rule.broken(*a)]
 
     def _as_output(self, got: Any) -> torch.Tensor | None:
         try:

@@ -1,7 +1,9 @@
-"""The exercise tests' parametrization: ``wrong`` runs over a test class's typical wrong answers."""
+"""The exercise tests' parametrization: ``wrong`` runs over a test class's typical wrong answers,
+``edge_wrong`` over those right on the main cases and wrong on an edge case."""
 
 
 def pytest_generate_tests(metafunc):
-    if "wrong" in metafunc.fixturenames:
-        wrong = metafunc.cls.WRONG
-        metafunc.parametrize("wrong", wrong, ids=[fn.__name__ for fn, _ in wrong])
+    for name, attr in (("wrong", "WRONG"), ("edge_wrong", "EDGE_WRONG")):
+        if name in metafunc.fixturenames:
+            answers = getattr(metafunc.cls, attr)
+            metafunc.parametrize(name, answers, ids=[fn.__name__ for fn, _ in answers])

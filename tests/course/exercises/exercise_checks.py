@@ -1,7 +1,9 @@
 """What the tests of every exercise check, written once (each tests/course/exercises/test_exNN_*.py
 calls these with its notebook and its own typical wrong answers): the exercise states what to
-write, its reference solution passes, its template fails cleanly, and each typical wrong answer
-fails with the hint that names its mistake, whatever the seed."""
+write, its reference solution passes, its template fails cleanly, each typical wrong answer
+fails with the hint that names its mistake, whatever the seed, an answer of zeros or of the
+flipped sign gets the hint for that, and a mistake on the main cases is named before any edge
+case is graded."""
 from __future__ import annotations
 
 import inspect
@@ -67,8 +69,49 @@ def assert_fails_with_hint(notebook: str, fn, hint: str, capsys) -> None:
     assert hint in result.hint, f"{fn.__name__}: got hint {result.hint!r}"
     # the failing case is shown, small, with both answers
     out = capsys.readouterr().out
-    assert out.startswith("\u2717") and result.hint in out and f"case '{result.case.name}'" in out
+    words = " ".join(out.split())  # the printed lines are wrapped: compare word by word
+    assert out.startswith("\u2717") and result.hint in words and f"case '{result.case.name}'" in words
     assert len(out) < 1200
+
+
+def zeros_answer(notebook: str):
+    """A placeholder: the reference solution's answer replaced by zeros (False, for a selection)."""
+    def placeholder(*args):
+        return torch.zeros_like(torch.as_tensor(SOLUTIONS[notebook](*args)))
+    return placeholder
+
+
+def sign_flipped_answer(notebook: str):
+    """The reference solution with its sign flipped."""
+    def flipped(*args):
+        return -torch.as_tensor(SOLUTIONS[notebook](*args))
+    return flipped
+
+
+def raising_on_edge_cases(notebook: str, fn):
+    """``fn``, except that it raises on every edge case (tagged case) of seed 0."""
+    edges = [list(c.args.values()) for c in EXERCISES[notebook].cases(torch.Generator().manual_seed(0)) if c.tags]
+
+    def answer(*args):
+        if any(len(args) == len(edge) and all(_equal(a, b) for a, b in zip(args, edge)) for edge in edges):
+            raise RuntimeError("this edge case is not handled")
+        return fn(*args)
+    return answer
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and bool(torch.equal(a, b))
+    return a == b
+
+
+def assert_main_mistake_named_before_edge_failures(notebook: str, fn, hint: str) -> None:
+    alone = check(fn, notebook, verbose=False)
+    result = check(raising_on_edge_cases(notebook, fn), notebook, verbose=False)
+    if not alone.case.tags:  # a mistake the main cases show: named first, whatever the edges do
+        assert hint in result.hint and not result.case.tags, result.hint
+    else:                    # a mistake only an edge case shows: the main cases pass, then the edges are graded
+        assert "raised RuntimeError" in result.hint and result.case.tags, result.hint
 
 
 def assert_hint_does_not_depend_on_the_seed(notebook: str, fn, hint: str) -> None:
@@ -84,6 +127,10 @@ class ExerciseTests:
 
     NOTEBOOK: str = ""
     WRONG: list = []
+    #: (function, hint) pairs: answers right on every main case and wrong on an edge case
+    EDGE_WRONG: list = []
+    #: the hint an answer of zeros gets (the shared placeholder hint, unless a more specific one fits)
+    ZEROS_HINT: str = ""
 
     def test_the_exercise_states_what_to_write(self):
         assert_states_what_to_write(self.NOTEBOOK)
@@ -106,3 +153,32 @@ class ExerciseTests:
 
     def test_the_hint_does_not_depend_on_the_seed(self, wrong):
         assert_hint_does_not_depend_on_the_seed(self.NOTEBOOK, *wrong)
+
+    def test_an_answer_of_zeros_gets_the_placeholder_hint(self):
+        ex = EXERCISES[self.NOTEBOOK]
+        hint = self.ZEROS_HINT or ("your answer is False everywhere" if ex.output == "bool" else
+                                   "your answer is 0 everywhere")
+        result = check(zeros_answer(self.NOTEBOOK), self.NOTEBOOK, verbose=False)
+        assert not result.passed and hint in result.hint, result.hint
+        assert not result.case.tags, "a placeholder is told on a main case"
+
+    def test_a_flipped_sign_gets_the_sign_hint(self):
+        if EXERCISES[self.NOTEBOOK].output == "bool":
+            pytest.skip("a selection has no sign")
+        result = check(sign_flipped_answer(self.NOTEBOOK), self.NOTEBOOK, verbose=False)
+        assert not result.passed and "minus the expected one" in result.hint, result.hint
+        assert not result.case.tags
+
+    def test_an_edge_case_mistake_passes_the_main_cases_and_gets_its_hint(self, edge_wrong):
+        fn, hint = edge_wrong
+        result = check(fn, self.NOTEBOOK, verbose=False)
+        assert not result.passed and hint in result.hint, result.hint
+        assert result.case.tags, f"{fn.__name__} should fail on an edge case only"
+
+    def test_a_main_case_mistake_is_named_before_any_edge_case_failure(self, wrong):
+        assert_main_mistake_named_before_edge_failures(self.NOTEBOOK, *wrong)
+
+    def test_some_typical_mistakes_show_on_the_main_cases_and_some_on_the_edges(self):
+        tags = [check(fn, self.NOTEBOOK, verbose=False).case.tags for fn, _ in self.WRONG]
+        assert any(not t for t in tags)
+        assert self.EDGE_WRONG

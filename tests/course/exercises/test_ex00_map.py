@@ -56,6 +56,18 @@ def rtg_leaves_out_own_reward(rewards, mask, gamma):
     return G
 
 
+def rtg_discount_through_log(rewards, mask, gamma):
+    # gamma ** k written as exp(k * log(gamma)): NaN at gamma = 0
+    G = torch.zeros_like(rewards)
+    log_gamma = torch.log(torch.tensor(gamma, dtype=rewards.dtype))
+    for b in range(rewards.shape[0]):
+        steps = mask[b].nonzero().flatten()
+        for i, t in enumerate(steps):
+            k = torch.arange(len(steps) - i, dtype=rewards.dtype)
+            G[b, t] = (torch.exp(k * log_gamma) * rewards[b, steps[i:]]).sum()
+    return G
+
+
 WRONG = [
     (rtg_forward, 'BEFORE each token'),
     (rtg_tool_output_discounts, 'tool output is not a step'),
@@ -63,8 +75,13 @@ WRONG = [
     (rtg_leaves_out_own_reward, 'own reward'),
 ]
 
+EDGE_WRONG = [
+    (rtg_discount_through_log, 'with gamma = 0 nothing is carried back'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

@@ -68,11 +68,18 @@ WRONG = [
     (grpo_no_std, 'Dr. GRPO'),
 ]
 
+EDGE_WRONG = [
+    (grpo_no_singleton_rule, 'group-of-one rule'),
+    (grpo_singleton_zero, 'group-of-one rule'),
+    (grpo_no_eps, 'add eps outside the std'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG
 
 
 def test_the_nan_remark_is_made_only_for_a_nan_answer():

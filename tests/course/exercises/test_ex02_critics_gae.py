@@ -77,6 +77,12 @@ def gae_credit_off_mask(rewards, values, mask, gamma, lam):
     return adv
 
 
+def gae_lam0_without_bootstrap(rewards, values, mask, gamma, lam):
+    if lam == 0:  # "no lambda, no looking ahead": but delta_t still bootstraps from V_{t'}
+        return torch.where(mask, rewards - values, 0.0)
+    return _gae_with(rewards, values, mask, gamma, gamma * lam)
+
+
 WRONG = [
     (gae_bootstrap_past_end, 'bootstrapped past the end'),
     (gae_forgot_lambda, 'gamma * lam'),
@@ -84,8 +90,13 @@ WRONG = [
     (gae_credit_off_mask, 'credit off the mask must be 0'),
 ]
 
+EDGE_WRONG = [
+    (gae_lam0_without_bootstrap, 'at lam = 0 GAE is the one-step TD error'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

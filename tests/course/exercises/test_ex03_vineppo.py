@@ -32,6 +32,12 @@ def vine_bootstrap_past_end(vine_outcomes, rewards):
     return rewards + torch.cat([V[1:], V[-1:]]) - V  # "after the last step the value stays"
 
 
+def vine_step_by_step(vine_outcomes, rewards):
+    V = vine_outcomes.mean(1)
+    inner = torch.stack([rewards[i] + V[i + 1] - V[i] for i in range(len(V) - 1)])  # empty for one step
+    return torch.cat([inner, (rewards[-1] - V[-1])[None]])
+
+
 WRONG = [
     (vine_sum, 'MEAN outcome'),
     (vine_flipped, 'after minus before'),
@@ -39,8 +45,13 @@ WRONG = [
     (vine_bootstrap_past_end, 'bootstrapped past the end'),
 ]
 
+EDGE_WRONG = [
+    (vine_step_by_step, 'raised RuntimeError'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

@@ -57,11 +57,16 @@ WRONG = [
     (pure_naive_exp, 'torch.softmax'),
 ]
 
+EDGE_WRONG = [
+    (pure_naive_exp, 'torch.softmax'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG
 
 
 def test_a_float32_wrong_answer_gets_the_same_hint():

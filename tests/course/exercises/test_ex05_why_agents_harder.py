@@ -50,6 +50,15 @@ def turns_absolute_discount(rewards, turn_ids, gamma):
     return disc.flip(0).cumsum(0).flip(0)
 
 
+def turns_discount_through_log(rewards, turn_ids, gamma):
+    # gamma ** (j - k) written as exp((j - k) * log(gamma)): NaN at gamma = 0
+    n = int(turn_ids.max()) + 1
+    r = torch.stack([rewards[turn_ids == k].sum() for k in range(n)])
+    log_gamma = torch.log(torch.tensor(gamma, dtype=torch.float64))
+    return torch.stack([(torch.exp(torch.arange(n - k, dtype=torch.float64) * log_gamma) * r[k:]).sum()
+                        for k in range(n)])
+
+
 WRONG = [
     (turns_discounted_per_token, 'discounted per token, not per turn'),
     (turns_last_reward_only, 'sum of every reward inside it'),
@@ -57,8 +66,13 @@ WRONG = [
     (turns_absolute_discount, 'gamma^(j - k)'),
 ]
 
+EDGE_WRONG = [
+    (turns_discount_through_log, 'with gamma = 0 nothing is carried back'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

@@ -68,8 +68,13 @@ WRONG = [
     (gigpo_std_normalised, 'do not divide by the std'),
 ]
 
+EDGE_WRONG = [
+    (gigpo_singleton_raw, 'anchor group of one'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

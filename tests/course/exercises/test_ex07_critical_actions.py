@@ -67,8 +67,13 @@ WRONG = [
     (carl_late_ties, 'break ties by position'),
 ]
 
+EDGE_WRONG = [
+    (carl_late_ties, 'break ties by position'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

@@ -40,8 +40,13 @@ WRONG = [
     (hca_log_ratio, 'not a log-ratio'),
 ]
 
+EDGE_WRONG = [
+    (hca_nan_on_failure, "don't divide by h when Z = 0"),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

@@ -47,7 +47,11 @@ def shapley_forgot_empty(v):
 WRONG = [
     (shapley_leave_one_out, 'leave-one-out'),
     (shapley_unweighted, 'not equally'),
-    (shapley_equal_split, 'null player'),
+    (shapley_equal_split, "split the team's value equally"),
+    (shapley_forgot_empty, 'efficiency'),
+]
+
+EDGE_WRONG = [
     (shapley_forgot_empty, 'efficiency'),
 ]
 
@@ -56,3 +60,4 @@ WRONG = [
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

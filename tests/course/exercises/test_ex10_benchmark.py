@@ -48,8 +48,13 @@ WRONG = [
     (rank_nan_on_constant, 'return 0.0, not NaN'),
 ]
 
+EDGE_WRONG = [
+    (rank_nan_on_constant, 'return 0.0, not NaN'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

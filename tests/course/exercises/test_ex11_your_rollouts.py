@@ -51,8 +51,13 @@ WRONG = [
     (nograd_assumes_sorted, "differs from the lab's"),
 ]
 
+EDGE_WRONG = [
+    (nograd_singletons_marked, 'a group of one is not marked'),
+]
+
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
     NOTEBOOK = NOTEBOOK
     WRONG = WRONG
+    EDGE_WRONG = EDGE_WRONG

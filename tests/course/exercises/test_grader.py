@@ -1,23 +1,26 @@
 """The grader every exercise shares: a reader's exception, a wrong type or shape, an input changed in
-place and a loop that never ends are reported with their case, not raised; the result prints
-once and reads well; check's own bad arguments raise errors that name the argument. The
-exercises here are only the vehicle: any one would do."""
+place and a loop that never ends are reported with their case, not raised; the main cases are
+graded before the edge cases; the result prints once and reads well, its lines wrapped between
+words to fit JupyterLab's output column; check's own bad arguments raise errors that name the
+argument. The exercises here are only the vehicle: any one would do."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from labkit.course import solutions
-from labkit.course.exercises import EXERCISES, CheckResult, Exercise, check, get_exercise
+from labkit.course.exercises import EXERCISES, Case, CheckResult, Exercise, check, get_exercise
+from labkit.course.exercises.grader import WIDTH
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import exercise_checks as checks  # noqa: E402
 
 
 def grpo_off_by_one(scores, group_ids):
-    """A wrong answer no rule names: it fails on the tolerance, with both answers shown."""
+    """A wrong answer, shown with its case and both answers."""
     return solutions.grpo_advantage(scores, group_ids) + 1
 
 
@@ -78,7 +81,76 @@ def test_the_result_is_a_small_object():
     result = check(grpo_off_by_one, "01", verbose=False)
     assert isinstance(result, CheckResult) and isinstance(get_exercise(1), Exercise)
     assert result.got.shape == result.want.shape
-    assert str(result) == repr(result) and str(result).count("\n") == 3
+    lines = str(result).splitlines()
+    assert str(result) == repr(result) and lines[0].startswith("\u2717 01")
+    # the hint, then the case, the reader's answer and the lab's, each on lines of their own
+    assert [line.split(":")[0].strip() for line in lines if line.startswith("  ") and not line.startswith("    ")][-3:] \
+        == [f"case '{result.case.name}'", "yours", "expected"]
+
+
+def _result(hint: str, case: Case, got=None, want=None) -> CheckResult:
+    return CheckResult("01 \u00b7 GRPO advantage", False, hint, case, got, want, n_cases=12)
+
+
+def test_long_lines_wrap_between_words_with_a_hanging_indent():
+    hint = ("a group of one should get its raw score / (1 + eps) (the group-of-one rule: mean 0, std 1, as verl "
+            "does); torch.std of one value is NaN")
+    scores = torch.linspace(-1.5, 1.5, 25, dtype=torch.float64)
+    case = Case("random #0", dict(scores=scores, group_ids=torch.arange(25)))
+    text = str(_result(hint, case, got=-scores, want=scores))
+    lines = text.splitlines()
+    assert all(len(line) <= WIDTH for line in lines)
+    # each part starts on a line of its own; its continuation lines hang under it
+    starts = [i for i, line in enumerate(lines) if line.startswith(("\u2717", "  case", "  yours:", "  expected:"))]
+    assert len(starts) == 4 and starts[0] == 0 and len(lines) > 4
+    for first, nxt in zip(starts, starts[1:] + [len(lines)]):
+        indent = {0: "  ", 1: "    "}.get(starts.index(first), " " * 12)
+        assert all(line.startswith(indent) and not line.startswith(indent + " ") for line in lines[first + 1:nxt])
+    # nothing is cut inside a word or a number: the words read back unchanged
+    shown = " ".join(text.split())
+    assert " ".join(f"\u2717 01 \u00b7 GRPO advantage: {hint}".split()) in shown
+    assert "-1.5, -1.375," in shown and "group_ids=[0, 1, 2," in shown
+
+
+def test_a_short_result_stays_on_one_line_per_part():
+    case = Case("group of one", dict(scores=torch.tensor([0.7], dtype=torch.float64), group_ids=torch.tensor([3])))
+    text = str(_result("a short hint", case, got=torch.tensor([0.0]), want=torch.tensor([0.7])))
+    assert text.splitlines() == ["\u2717 01 \u00b7 GRPO advantage: a short hint", "  case 'group of one': scores=[0.7], "
+                                 "group_ids=[3]", "  yours:    [0]", "  expected: [0.7]"]
+
+
+def test_a_wide_selection_wraps_between_rows():
+    keep = torch.zeros(6, 12, dtype=torch.bool)
+    text = str(_result("a turn that is not present (padding) must never be kept",
+                       Case("random #0", dict(present=keep)), got=keep, want=keep))
+    assert all(len(line) <= WIDTH for line in text.splitlines())
+    assert "[0,0,0,0,0,0,0,0,0,0,0,0], [0,0,0,0,0,0,0,0,0,0,0,0]" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("notebook", sorted(EXERCISES))
+def test_the_task_fits_the_output_column(notebook):
+    text = str(EXERCISES[notebook])
+    assert all(len(line) <= WIDTH for line in text.splitlines())
+    # the prompt's words, in order, with its argument and formula lines each starting a line
+    prompt = EXERCISES[notebook].prompt
+    assert " ".join(prompt.split()) in " ".join(text.split())
+    starts = text.splitlines()
+    for line in prompt.splitlines():
+        if line.startswith("  "):
+            assert any(shown.startswith(line[:40]) for shown in starts), line
+
+
+def test_the_main_cases_are_graded_before_the_edge_cases():
+    def wrong_and_crashing_on_a_group_of_one(scores, group_ids):
+        if len(scores) == 1:
+            raise IndexError("no neighbour")
+        return scores - scores.mean()            # the batch's mean: wrong on the main cases
+
+    result = check(wrong_and_crashing_on_a_group_of_one, "01", verbose=False)
+    assert "sum to zero within a group" in result.hint and not result.case.tags
+    # an answer right on the main cases is then graded on the edges
+    singleton_zero = check(lambda s, g: solutions.grpo_advantage(s, g) if len(s) > 1 else 0 * s, "01", verbose=False)
+    assert "group-of-one rule" in singleton_zero.hint and singleton_zero.case.tags == {"singleton"}
 
 
 def test_parameter_names_are_free_and_a_wrong_arity_shows_the_signature():
