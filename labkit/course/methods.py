@@ -1,6 +1,6 @@
 """The method on the page: ``show_methods("grpo", "rloo")`` in a notebook shows each estimator's
-key equation, docstring formula and code (``labkit.viz.method.method_card``), and, for a stand-in
-or an adaptation, that label and what it substitutes.
+key equation and code (``labkit.viz.method.method_card``; the docstring's formula only where no
+equation is registered), and, for a stand-in or an adaptation, that label and what it substitutes.
 
 The key equation and its symbols are part of the estimator's registered spec
 (``labkit.credit.spec(name).equation`` / ``.symbols``, with ``.status`` / ``.replaces``); the
