@@ -3,8 +3,7 @@ real model's prefixes, what do they cost, and does step credit from them train b
 GRPO's outcome credit or PPO's learned critic?
 
 Runners on the tiny arithmetic LM: the vine values' error against the cached 256-vine truth
-(``labkit.envs.arithmetic.truth``, also the token-level truth), the heatmaps that outline each
-rollout's first wrong step, first-wrong-step hits per rollout
+(``labkit.envs.arithmetic.truth``, also the token-level truth), first-wrong-step hits per rollout
 (a 119-rollout sample cached by ``scripts/build_vine_hits.py`` in ``data/vine_hits``; the hits and
 their intervals are ``labkit.scoring``'s), the RL runs the notebook compares
 (``labkit.learn.lm_runs.lm_rl_runs``, trained by ``scripts/build_rl_runs.py``) and their
@@ -14,19 +13,17 @@ runner is seeded and returns plain data.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import pandas as pd
-import torch
 
-from labkit import viz
 from labkit.core.cache import read_cache
 from labkit.core.checks import check_int
 from labkit.core.paths import data_path
 from labkit.core.credit import Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
-from labkit.scoring import first_error_hit_rate, first_error_positions, pearson
+from labkit.scoring import first_error_hit_rate, pearson
 
 
 def vine_credits(env, rollouts: Rollouts, ks: Iterable[int], *, seed: int = 0,
@@ -89,25 +86,6 @@ def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16),
                      "vines": credit.cost.policy_forwards, "policy_tokens": credit.cost.policy_tokens,
                      "seconds": time.perf_counter() - start})
     return pd.DataFrame(rows)
-
-
-def wrong_step_heatmaps(rollouts: Rollouts, panels: Mapping[str, torch.Tensor], rows: Iterable[int],
-                        **kw: Any):
-    """``viz.compare_heatmaps`` of ``panels`` on ``rows`` of ``rollouts``, as notebook 03 draws them.
-
-    Each panel is (len(rows), T), row i being rollout ``rows[i]``. The cells show the rollouts'
-    text; their padding is not drawn (the rollouts' mask); each row is labelled ``#b R=outcome``;
-    the outlined cells are the rollout's first wrong step (``scoring.first_error_positions``), so a
-    rollout whose every step is right has none. Other keyword arguments go to compare_heatmaps.
-    """
-    if rollouts.text is None:
-        raise ValueError("rollouts: has no text to show in the cells")
-    rows = [check_int("rows", b, low=0, high=len(rollouts) - 1) for b in rows]
-    if not rows:
-        raise ValueError("rows: need at least one rollout to show")
-    return viz.compare_heatmaps(panels, [rollouts.text[b] for b in rows], rollouts.mask[rows],
-                                highlight=first_error_positions(rollouts)[rows],
-                                row_labels=[f"#{b} R={rollouts.scores[b]:.0f}" for b in rows], **kw)
 
 
 # --------------------------------------------------------------------------- hit rates on a larger sample

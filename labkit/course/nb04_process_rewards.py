@@ -29,7 +29,7 @@ from labkit.core.credit import Cost, Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.envs.arithmetic.truth import truth_step_advantage
-from labkit.scoring import first_error_hit_rate, step_rank_correlation
+from labkit.scoring import first_error_hit_rate, first_error_positions, step_rank_correlation
 
 
 @dataclass(frozen=True)
@@ -284,19 +284,20 @@ def bonus_landing(base: torch.Tensor, boosted: torch.Tensor, rollouts: Rollouts,
 
     Shares of the total |bonus| on tokens whose Monte Carlo step advantage is above
     ``threshold`` ("deserved credit"), below ``-threshold`` ("deserved blame") or in between,
-    and on the first wrong step's tokens; plus the share of generated tokens that got any bonus.
+    and on the first wrong step's tokens (``scoring.first_error_positions``); plus the share of
+    generated tokens that got any bonus.
     """
     truth = truth_step_advantage(rollouts).double()
     bonus = (torch.as_tensor(boosted).double() - torch.as_tensor(base).double()).abs() * rollouts.mask
     total = float(bonus.sum())
-    wrong = rollouts.step_ids == rollouts.truth["first_error_step"][:, None]
 
     def share(where):
         return float(bonus[where & rollouts.mask].sum()) / total if total > 0 else 0.0
 
     return {"tokens_with_bonus": float((bonus > 0).sum()) / max(int(rollouts.mask.sum()), 1),
             "on_positive_truth": share(truth > threshold), "on_negative_truth": share(truth < -threshold),
-            "on_near_zero_truth": share(truth.abs() <= threshold), "on_first_wrong_step": share(wrong)}
+            "on_near_zero_truth": share(truth.abs() <= threshold),
+            "on_first_wrong_step": share(first_error_positions(rollouts))}
 
 
 def first_error_roles(rollouts: Rollouts) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """Notebook 03's runners (labkit.course.nb03_vineppo): vine credits and their value error, the
-heatmaps that outline the first wrong step, the caches the notebook reads (and the script that
-builds the hit sample). The token-level truth is tested
+caches the notebook reads (and the script that builds the hit sample). The heatmaps that outline
+the first wrong step are tested in course/test_step_heatmaps.py. The token-level truth is tested
 in envs/test_arithmetic_truth.py, hits and intervals in scoring/test_steps.py and
 scoring/test_intervals.py, the RL runs in learn/test_lm_runs.py."""
 import numpy as np
@@ -67,51 +67,6 @@ def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env
     pd.testing.assert_frame_equal(reused[cols], fresh[cols], check_exact=True)
     with pytest.raises(ValueError, match="^ks"):
         lesson.vine_credits(lm_env, small, [], progress=False)
-
-
-# ---------------------------------------------------------------- the first wrong step, outlined
-def outline_marks(spec: dict) -> list[set[tuple[str, int]]]:
-    """Per panel of a compare_heatmaps spec, the (row label, position) cells its outline layer
-    draws: the rows of the panel's data that pass the layer's filter."""
-    marks = []
-    for panel in spec["vconcat"]:
-        data = spec["datasets"][panel["data"]["name"]]
-        outlines = [l for l in panel["layer"] if l["mark"]["type"] == "rect" and l["mark"].get("fill", "x") is None]
-        drawn = set()
-        for layer in outlines:
-            (rule,) = [t["filter"] for t in layer["transform"]]
-            drawn |= {(r["row"], r["pos"]) for r in data if r.get(rule["field"]) == rule["equal"]}
-        marks.append(drawn)
-    return marks
-
-
-def test_wrong_step_heatmaps_outline_only_the_first_wrong_steps(reference):
-    """Notebook 03's heatmaps (its rows: the rollouts with a wrong step plus two correct ones; and
-    the first four): the outline layer marks exactly the generated positions of each first wrong
-    step, in every panel; nothing on a rollout whose steps are all right (its padding's step id
-    and its first_error_step are both -1), no padding drawn, and <eos> drawn as one symbol."""
-    from labkit.envs.arithmetic.truth import truth_step_advantage
-
-    first = reference.truth["first_error_step"]
-    failed = (first >= 0).nonzero().flatten().tolist()
-    correct = [b for b in range(len(reference)) if b not in failed][:2]
-    truth = truth_step_advantage(reference)
-    for rows in (failed + correct, list(range(4))):
-        spec = lesson.wrong_step_heatmaps(reference, {"truth": truth[rows], "minus": -truth[rows]}, rows,
-                                          shared_scale=False, cell_size=16).to_dict()
-        label = {b: f"#{b} R={reference.scores[b]:.0f}" for b in rows}
-        want = {(label[b], t) for b in rows if first[b] >= 0
-                for t in range(reference.horizon) if reference.mask[b, t] and reference.step_ids[b, t] == first[b]}
-        assert want and any(first[b] < 0 and not reference.mask[b].all() for b in rows)  # the case that failed
-        for marks, panel in zip(outline_marks(spec), spec["vconcat"]):
-            assert marks == want
-            data = spec["datasets"][panel["data"]["name"]]
-            assert len(data) == int(reference.mask[rows].sum())  # padding is not drawn
-            assert not {m[0] for m in marks} & {label[b] for b in rows if first[b] < 0}
-            eos = [r for r in data if r["token"] == "<eos>"]
-            assert len(eos) == len(rows) and {r["text"] for r in eos} == {"\u25a0"}
-    with pytest.raises(ValueError, match="^rows"):
-        lesson.wrong_step_heatmaps(reference, {"truth": truth[:1]}, [])
 
 
 # ---------------------------------------------------------------- hit rates on a larger sample

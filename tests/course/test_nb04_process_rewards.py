@@ -100,6 +100,20 @@ def test_bonus_landing_accounts_for_the_whole_bonus(reference):
     assert lesson.bonus_landing(base, base, reference)["on_first_wrong_step"] == 0.0
 
 
+def test_bonus_landing_counts_only_real_first_wrong_steps(reference):
+    """A bonus on exactly the first wrong steps lands there in full; one on every position of the
+    rollouts whose steps are all right (padding included, whose step id -1 equals their
+    first_error_step -1) lands there not at all."""
+    from labkit.scoring import first_error_positions
+
+    base = torch.zeros(reference.mask.shape)
+    on_wrong = lesson.bonus_landing(base, base + first_error_positions(reference).float(), reference)
+    assert on_wrong["on_first_wrong_step"] == pytest.approx(1.0)
+    all_right = (reference.truth["first_error_step"] < 0)[:, None].expand_as(base)
+    on_right = lesson.bonus_landing(base, base + all_right.float(), reference)
+    assert on_right["tokens_with_bonus"] > 0 and on_right["on_first_wrong_step"] == 0.0
+
+
 def test_cached_padding_results_load_and_summarise():
     static, meta = lesson.load_padding()
     assert set(static.form) == {"min", "sum"} and "example" in meta

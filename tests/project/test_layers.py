@@ -12,7 +12,8 @@ stand-alone leaf (data and drawing of the field's taxonomy) and imports nothing 
 several of them at once (the stack, ``scoring``, ``viz``, ``survey``); no runner module lives
 outside it. Every runner module (a lesson, ``course/nbNN_*.py``) is a leaf: no module of labkit,
 ``scripts/`` or ``benchmarks/`` imports one (only the lesson's own notebook and tests do), so what
-two lessons or a script and a lesson share lives below, in ``course.presets`` or the library.
+two lessons or a script and a lesson share lives below, in ``course.presets`` (a drawing the
+lessons share in its own course module, such as ``course.step_heatmaps``) or the library.
 ``bench`` (the survey's benchmark protocol: tasks with exact truth, estimators scored on them)
 sits above ``learn`` and may also use ``scoring`` (its metrics); ``course`` may import it.
 ``bridges`` (labkit's estimators inside other engines, e.g. verl) sits on top beside ``course``:
