@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import altair as alt
 
-from labkit.viz._static import chart_png, install_chart_hook, static_images_enabled
+from labkit.viz._static import chart_hook_wanted, chart_png, install_chart_hook
 from labkit.viz.charts import bar_chart, heat_table, line_chart
 from labkit.viz.heatmap import MAX_ROWS, compare_heatmaps, credit_heatmap, visible_text
 from labkit.viz.method import method_card, method_cards
 from labkit.viz.panels import credit_panels
+from labkit.viz.rules import ChartRuleError, chart_problems, check_chart
 from labkit.viz.tree import tree_chart
 from labkit.viz.widgets import Dashboard, control_values, dropdown, interact, slider
 
@@ -36,6 +37,9 @@ __all__ = [
     "heat_table",
     "tree_chart",
     "chart_png",
+    "chart_problems",
+    "check_chart",
+    "ChartRuleError",
     "method_card",
     "method_cards",
     "Dashboard",
@@ -59,9 +63,11 @@ def enable_offline() -> None:
 
     With ``LABKIT_STATIC_IMAGES=1`` (set by ``scripts/execute_notebooks.py`` for the runs whose
     outputs are stored) every chart displayed afterwards also carries a static PNG, so a stored
-    notebook shows its charts without a kernel; see ``labkit.viz._static``.
+    notebook shows its charts without a kernel; see ``labkit.viz._static``. Under the tests'
+    strict checks (``LABKIT_STRICT_CHECKS=1``) every chart displayed afterwards is checked
+    against the chart rules (``labkit.viz.rules``), and one that breaks them fails its cell.
     """
-    if static_images_enabled():
+    if chart_hook_wanted():
         install_chart_hook()
     if alt.renderers.active == "jupyter" and (alt.renderers.options or {}).get("offline") is True:
         return

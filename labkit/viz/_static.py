@@ -7,8 +7,11 @@ bundle with it) is not stored. So when ``scripts/execute_notebooks.py`` runs a n
 picture of its initial state. Static viewers (code hosts, nbviewer, ``make site``) show the
 picture, and a live kernel replaces it with the interactive widget when the cell is run.
 
-With the variable unset (students, nbval) nothing here runs: no rendering cost, no extra
-output. Nothing here imports the rest of labkit.
+With the variable unset (students, nbval) no picture is made: no rendering cost, no extra
+output. The same display hook also enforces the chart rules (``labkit.viz.rules``) under the
+tests' strict checks (``LABKIT_STRICT_CHECKS=1``): a displayed chart that breaks one raises, and
+IPython reports the error as the cell's, so nbval fails that cell. Nothing here imports the rest
+of labkit beyond ``labkit.viz.rules``.
 """
 from __future__ import annotations
 
@@ -21,12 +24,14 @@ from typing import Any, Mapping
 
 import altair as alt
 
+from labkit.viz.rules import check_chart_if_strict, strict_checks_enabled
+
 ENV_VAR = "LABKIT_STATIC_IMAGES"
 TITLE_WRAP = 100  # characters per line of a dashboard picture's settings and summary (~650 px)
 PNG_SCALE = 1.0  # 1 px per CSS px: a 550 x 360 heatmap is ~30 KB once re-encoded (see _shrink_png)
 
 __all__ = ["ENV_VAR", "static_images_enabled", "chart_png", "dashboard_png", "install_chart_hook",
-           "png_base64"]
+           "chart_hook_wanted", "png_base64"]
 
 
 def static_images_enabled() -> bool:
@@ -95,9 +100,18 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def chart_hook_wanted() -> bool:
+    """Whether displayed charts need the hook: for their pictures (``LABKIT_STATIC_IMAGES``) or
+    for the chart rules (strict checks)."""
+    return static_images_enabled() or strict_checks_enabled()
+
+
 def _png_for_display(chart: Any) -> bytes | None:
     """IPython's image/png formatter for altair charts: the picture, or None (no image, no
-    traceback in the stored notebook) when the variable is unset or vl-convert refuses."""
+    traceback in the stored notebook) when the variable is unset or vl-convert refuses.
+    Under strict checks it first checks the chart against the chart rules and raises
+    ``ChartRuleError`` for one that breaks them (the tests must see it, unlike a failed picture)."""
+    check_chart_if_strict(chart)
     if not static_images_enabled():
         return None
     try:
@@ -109,8 +123,8 @@ def _png_for_display(chart: Any) -> bytes | None:
 def install_chart_hook(display_formatter: Any = None) -> bool:
     """Make every altair chart displayed through ``display_formatter`` (default: the running
     IPython shell's) also carry an ``image/png`` next to its live view. Returns False when there
-    is no IPython shell. The hook itself checks the variable on each display, so it costs
-    nothing once the variable is unset."""
+    is no IPython shell. The hook itself checks the variables on each display, so it
+    costs nothing once they are unset. Under strict checks it also enforces the chart rules."""
     if display_formatter is None:
         try:
             from IPython import get_ipython

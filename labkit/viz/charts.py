@@ -72,6 +72,32 @@ def _tip(col: str, kind: str) -> alt.Tooltip:
     return alt.Tooltip(field=vl_field(col), type=kind, title=str(col), format=fmt)
 
 
+def _value_domain(value_domain: Any, *, log: bool = False) -> list[float] | None:
+    """``value_domain`` checked: None, or a (lo, hi) pair of finite numbers with lo < hi (and
+    lo > 0 on a log axis), returned as a plain list for the spec."""
+    if value_domain is None:
+        return None
+    ok = isinstance(value_domain, (tuple, list)) and len(value_domain) == 2 and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+        and np.isfinite(v) for v in value_domain)
+    if not ok:
+        raise ValueError(f"value_domain: must be None or a (lo, hi) pair of finite numbers, got {value_domain!r}")
+    lo, hi = (float(v) for v in value_domain)
+    if not lo < hi:
+        raise ValueError(f"value_domain: lo must be below hi, got ({lo:g}, {hi:g})")
+    if log and lo <= 0:
+        raise ValueError(f"value_domain: a log axis needs lo > 0, got ({lo:g}, {hi:g})")
+    return [lo, hi]
+
+
+def _label_limit(labels: Sequence) -> int:
+    """Pixels an axis may give its category labels before cutting them with an ellipsis: the
+    longest label at a generous 7 px per character (Vega's 10 px sans-serif averages ~6), at least
+    Vega's default 180 and at most 400, so names like "reinforce_baseline" are shown whole."""
+    longest = max((len(str(v)) for v in labels), default=0)
+    return int(min(400, max(180, 7 * longest)))
+
+
 def line_chart(
     df: pd.DataFrame,
     x: str,
@@ -85,14 +111,20 @@ def line_chart(
     x_title: str | None = None,
     y_title: str | None = None,
     points: bool = True,
+    value_domain: tuple[float, float] | None = None,
 ) -> alt.Chart | alt.LayerChart:
     """Lines of y against x, one per value of ``color``, with an optional shaded band.
 
     ``band=(lower, upper)`` names two columns drawn as a translucent area around each line
-    (e.g. mean +- std, or a 10-90% quantile range). Log axes require positive values.
+    (e.g. mean +- std, or a 10-90% quantile range). Log axes require positive values. A
+    quantitative x axis runs from the data's first x to its last (no rounding out to 1,000 on a
+    log axis whose data stop at 200). ``value_domain=(lo, hi)`` fixes the y axis (values
+    outside are drawn at its edge), e.g. so a dashboard's curves can be compared from move to
+    move instead of the axis rescaling under them.
     """
     if band is not None and (not isinstance(band, (tuple, list)) or len(band) != 2):
         raise ValueError(f"band: must be a (lower, upper) pair of column names, got {band!r}")
+    fixed = _value_domain(value_domain, log=log_y)
     data = _check_df(df, "line_chart", x=x, y=y, color=color, band=band)
     for flag, cols in (("log_x", [x]), ("log_y", [y, *(band or ())])):
         if (log_x if flag == "log_x" else log_y):
@@ -101,35 +133,40 @@ def line_chart(
                 if not (vals > 0).all():
                     raise ValueError(f"{flag}: {flag}=True but column {c!r} has values <= 0 or non-numeric")
     xk = _kind(data[x]) if _kind(data[x]) != "nominal" else "ordinal"
+    x_scale: dict[str, Any] = {"type": "log"} if log_x else {}
+    if xk == "quantitative":  # end the axis at the data, not at the next round number
+        x_scale["nice"] = False
     x_enc = alt.X(
         field=vl_field(x), type=xk, title=x_title if x_title is not None else x,
-        scale={"type": "log"} if log_x else alt.Undefined,
+        scale=x_scale or alt.Undefined,
     )
     y_scale = {"type": "log"} if log_y else {"zero": False}
+    if fixed is not None:
+        y_scale = {**y_scale, "domain": fixed, "clamp": True}
     y_label = y_title if y_title is not None else y
     y_enc = alt.Y(field=vl_field(y), type="quantitative", title=y_label, scale=y_scale)
     enc: dict[str, Any] = {"x": x_enc}
     tips = [_tip(x, xk), _tip(y, "quantitative")]
     if color is not None:
+        # The band and line layers share this colour scale, and Vega-Lite merges their legends
+        # into one: a legend=None on either layer would remove it for both. Both layers carry
+        # the same legend; full symbol opacity keeps the swatches as solid as the lines, not as
+        # pale as the band.
         enc["color"] = alt.Color(
             field=vl_field(color), type="nominal", title=color,
             scale={"domain": _order(data[color])},
+            legend={"symbolOpacity": 1} if band is not None else alt.Undefined,
         )
         tips.insert(0, _tip(color, "nominal"))
     base = alt.Chart(data)
     layers = []
     if band is not None:
         lo, hi = band
-        band_enc = dict(enc)
-        if color is not None:  # the legend comes from the line layer (solid swatches)
-            band_enc["color"] = alt.Color(
-                field=vl_field(color), type="nominal", scale={"domain": _order(data[color])}, legend=None
-            )
         layers.append(
             base.mark_area(opacity=0.2).encode(
                 y=alt.Y(field=vl_field(lo), type="quantitative", scale=y_scale, title=y_label),
                 y2=alt.Y2(field=vl_field(hi)),
-                **band_enc,
+                **enc,
             )
         )
         tips += [_tip(lo, "quantitative"), _tip(hi, "quantitative")]
@@ -147,14 +184,19 @@ def bar_chart(
     title: str | None = None,
     sort: str | Sequence | None = None,
     horizontal: bool = False,
+    value_domain: tuple[float, float] | None = None,
 ) -> alt.Chart:
     """Bars of value ``y`` per category ``x`` (one row per category, or per (x, color) pair).
 
     With ``color`` the bars are grouped side by side (not stacked), e.g. one group per task and
     one bar per estimator. ``sort``: None keeps the data's order of first appearance;
     "ascending"/"descending" order categories by their (summed) y; a list gives the order.
-    ``horizontal`` puts the categories on the vertical axis (better for long names).
+    ``horizontal`` puts the categories on the vertical axis (better for long names); category
+    labels get room for the longest name either way. ``value_domain=(lo, hi)`` fixes the value
+    axis (a bar beyond it is drawn to the edge; its tooltip keeps the true value): in a
+    dashboard, a bar that shrinks then looks shorter instead of the axis rescaling under it.
     """
+    fixed = _value_domain(value_domain)
     data = _check_df(df, "bar_chart", x=x, y=y, color=color)
     if not pd.api.types.is_numeric_dtype(data[y]):
         raise ValueError(f"y: y={y!r} must be a numeric column, got dtype {data[y].dtype}")
@@ -172,12 +214,15 @@ def bar_chart(
             raise ValueError(f"sort: the sort list is missing categories {missing}")
     cat = dict(field=vl_field(x), type="nominal", title=x, scale={"domain": order})
     val = dict(field=vl_field(y), type="quantitative", title=y)
+    if fixed is not None:
+        val["scale"] = {"domain": fixed, "clamp": True}
     tips = [_tip(x, "nominal"), _tip(y, "quantitative")]
+    limit = _label_limit(order)
     enc: dict[str, Any]
     if horizontal:
-        enc = {"y": alt.Y(**cat), "x": alt.X(**val)}
+        enc = {"y": alt.Y(**cat, axis={"labelLimit": limit}), "x": alt.X(**val)}
     else:
-        enc = {"x": alt.X(**cat, axis={"labelAngle": -30}), "y": alt.Y(**val)}
+        enc = {"x": alt.X(**cat, axis={"labelAngle": -30, "labelLimit": limit}), "y": alt.Y(**val)}
     if color is not None:
         corder = _order(data[color])
         enc["color"] = alt.Color(field=vl_field(color), type="nominal", title=color, scale={"domain": corder})

@@ -451,6 +451,9 @@ class Dashboard:
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
+        from labkit.viz.rules import check_chart_if_strict
+
+        check_chart_if_strict(self.chart)  # the tests fail a dashboard whose chart breaks a rule
         bundle = self._static_bundle()
         if bundle is None:
             display(self.widget)
@@ -458,6 +461,9 @@ class Dashboard:
             display(bundle, raw=True)
 
     def _repr_mimebundle_(self, **kwargs: Any):
+        from labkit.viz.rules import check_chart_if_strict
+
+        check_chart_if_strict(self.chart)
         bundle = self._static_bundle(**kwargs)
         return self.widget._repr_mimebundle_(**kwargs) if bundle is None else bundle
 

@@ -8,7 +8,7 @@ import pytest
 from labkit import viz
 from labkit.viz import MAX_ROWS, bar_chart, enable_offline, heat_table, line_chart
 
-from chart_specs import records
+from chart_specs import axis_ranges, legend_count, records, render_svg
 
 
 # ----------------------------------------------------------------------------------------------
@@ -29,11 +29,59 @@ def test_line_chart_spec(curves):
     area, line = spec["layer"]
     assert area["mark"]["type"] == "area" and area["encoding"]["y2"]["field"] == "hi"
     assert line["mark"] == {"type": "line", "point": True}
-    assert line["encoding"]["x"]["scale"] == {"type": "log"}
+    assert line["encoding"]["x"]["scale"] == {"type": "log", "nice": False}
     assert line["encoding"]["y"]["title"] == "gradient variance"
     assert line["encoding"]["color"]["scale"]["domain"] == ["REINFORCE", "VinePPO"]
     assert set(records(spec)[0]) == {"horizon", "var", "method", "lo", "hi"}  # unused column dropped
     assert spec["title"] == "Variance grows with horizon"
+
+
+def test_a_band_keeps_the_line_legend(curves):
+    """The band and line layers share one colour scale and so one merged legend: neither may
+    switch it off, and its swatches are solid although the band is pale."""
+    for band in (None, ("lo", "hi")):
+        chart = line_chart(curves, "horizon", "var", color="method", band=band)
+        assert legend_count(render_svg(chart)) == 1
+        assert viz.chart_problems(chart.to_dict()) == []
+    spec = line_chart(curves, "horizon", "var", color="method", band=("lo", "hi")).to_dict()
+    assert [layer["encoding"]["color"]["legend"] for layer in spec["layer"]] == [{"symbolOpacity": 1}] * 2
+
+
+@pytest.mark.parametrize("log_x", [False, True])
+def test_line_chart_x_axis_ends_at_the_data(curves, log_x):
+    wide = curves.assign(horizon=curves.horizon.map({4: 5, 8: 20, 16: 50, 32: 200}))
+    spec = line_chart(wide, "horizon", "var", color="method", log_x=log_x).to_dict()
+    assert spec["encoding"]["x"]["scale"]["nice"] is False
+    # rounded out to "nice" numbers, the log axis ran from 1 to 1,000
+    assert axis_ranges(render_svg(spec))["X"] == "5 to 200"
+    ordinal = line_chart(curves.assign(horizon=curves.horizon.astype(str)), "horizon", "var").to_dict()
+    assert "scale" not in ordinal["encoding"]["x"]
+
+
+def test_value_domain_fixes_the_value_axis(curves):
+    spec = line_chart(curves, "horizon", "var", color="method", band=("lo", "hi"), value_domain=(0, 12)).to_dict()
+    for layer in spec["layer"]:
+        assert layer["encoding"]["y"]["scale"] == {"zero": False, "domain": [0.0, 12.0], "clamp": True}
+    bars = bar_chart(curves[curves.horizon == 4], "method", "var", horizontal=True, value_domain=(-0.25, 1))
+    assert bars.to_dict()["encoding"]["x"]["scale"] == {"domain": [-0.25, 1.0], "clamp": True}
+    assert axis_ranges(render_svg(bars))["X"] == "-0.3 to 1.0"  # as the axis description rounds it
+    for bad, match in [((1, 0), "lo must be below hi"), ((0, float("nan")), "finite numbers"),
+                       ((0, 1, 2), "pair"), ("0-1", "pair"), ((False, 1), "finite numbers")]:
+        with pytest.raises(ValueError, match=f"^value_domain: .*{match}"):
+            bar_chart(curves, "method", "var", value_domain=bad)
+    with pytest.raises(ValueError, match="^value_domain: a log axis needs lo > 0"):
+        line_chart(curves, "horizon", "var", log_y=True, value_domain=(0, 10))
+
+
+@pytest.mark.parametrize("horizontal", [False, True])
+def test_long_category_names_are_shown_whole(horizontal):
+    names = ["reinforce", "reinforce_baseline_with_a_long_name", "rloo"]
+    chart = bar_chart(pd.DataFrame({"estimator": names, "cosine": [0.2, 0.5, 0.4]}), "estimator", "cosine",
+                      horizontal=horizontal)
+    axis = chart.to_dict()["encoding"]["y" if horizontal else "x"]["axis"]
+    assert axis["labelLimit"] >= 7 * len(names[1])
+    svg = render_svg(chart)
+    assert names[1] in svg and "\u2026" not in svg and "…" not in svg  # no name cut with an ellipsis
 
 
 def test_line_chart_escapes_dotted_column(curves):
