@@ -7,9 +7,20 @@ reads what to fix instead of a NaN three cells later or a traceback from inside 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import torch
+
+#: The variable that makes the notebooks' checks strict: banded numbers out of their band, and
+#: charts a student cannot read, fail the cell instead of printing a note (the tests set it to 1).
+STRICT_ENV = "LABKIT_STRICT_CHECKS"
+
+
+def strict_checks_enabled() -> bool:
+    """Whether notebook checks are strict (``$LABKIT_STRICT_CHECKS`` is "1", as the tests set it)."""
+    return os.environ.get(STRICT_ENV) == "1"
+
 
 #: How far a float32 log-probability may sit above 0 (or an entropy below 0) by round-off.
 ROUND_OFF = 1e-5

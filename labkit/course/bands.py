@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from labkit.core.checks import strict_checks_enabled
 from labkit.core.paths import data_path
 
 CHECKS_DIR = data_path("notebook_checks")
 RECORD_ENV = "LABKIT_RECORD_CHECKS"
-STRICT_ENV = "LABKIT_STRICT_CHECKS"
 LOG_ENV = "LABKIT_CHECK_LOG"
 THREADS_ENV = "LABKIT_THREADS"
 
@@ -189,7 +189,7 @@ class NotebookChecks:
             message = (f"{len(failures)} number(s) of check {key!r} in {self.notebook} left their band "
                        f"(measured spread across the test matrix: {entry.get('spread')}; {entry.get('note', '')}):\n"
                        + "\n".join(failures[:20]))
-            if os.environ.get(STRICT_ENV) == "1":
+            if strict_checks_enabled():
                 raise AssertionError(message)
             print(f"note: {len(failures)} number(s) above differ from the course's stored run by more than "
                   "their band; expected if you changed this notebook's settings.")

@@ -158,11 +158,8 @@ def frontier_chart(data: pd.DataFrame, world: str = "chain", horizon_index: int 
                            x_title="budget (episode equivalents, log scale)", y_title=FRONTIER_METRICS[metric])
     budgets = sorted(float(b) for b in set(d.budget))
     for layer in chart.layer:
-        # ticks at the budgets themselves (a log axis otherwise crowds 100, 200, 300 together), and
-        # one shared legend: a layer whose colour has legend=None hides the merged legend
+        # ticks at the budgets themselves (a log axis otherwise crowds 100, 200, 300 together)
         layer.encoding.x.axis = alt.Axis(values=budgets, format=",.0f")
-        layer.encoding.x.scale = alt.Scale(type="log", domain=[budgets[0], budgets[-1]])
-        layer.encoding.color.legend = alt.Legend(title="estimator", symbolOpacity=1)
     return chart.properties(title=alt.TitleParams(f"{WORLD_NAMES[world]}, horizon {h}: mean and min-max over seeds",
                                                   anchor="start"), width=460)
 

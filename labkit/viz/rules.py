@@ -19,12 +19,11 @@ reader's own session nothing is checked. Nothing here imports the rest of labkit
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-#: the variable that makes notebook checks strict (the same one labkit.course.bands reads)
-STRICT_ENV = "LABKIT_STRICT_CHECKS"
+from labkit.core.checks import STRICT_ENV, strict_checks_enabled
+
 
 COLOUR_CHANNELS = ("color", "fill", "stroke")
 #: keys under which a composite spec holds its sub-specs (a list, or one spec)
@@ -37,11 +36,6 @@ __all__ = ["STRICT_ENV", "ChartRuleError", "chart_problems", "check_chart", "che
 
 class ChartRuleError(AssertionError):
     """A chart breaks one of the rules in :mod:`labkit.viz.rules`."""
-
-
-def strict_checks_enabled() -> bool:
-    """Whether notebook checks are strict (``$LABKIT_STRICT_CHECKS`` is "1", as the tests set it)."""
-    return os.environ.get(STRICT_ENV) == "1"
 
 
 @dataclass(frozen=True)

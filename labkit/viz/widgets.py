@@ -289,6 +289,12 @@ class Dashboard:
         """Current control values by name (what compute receives)."""
         return {k: w.value for k, w in self.controls.items()}
 
+    @property
+    def shown_values(self) -> dict[str, Any]:
+        """Current control values by the label each control shows (its description, else its
+        name): what a picture of the dashboard prints, in the words the slider and the prose use."""
+        return {(getattr(w, "description", "") or k): w.value for k, w in self.controls.items()}
+
     def _on_change(self, change: dict) -> None:
         self.refresh()  # traitlets only reports real changes
 
@@ -478,7 +484,7 @@ class Dashboard:
         bundle["text/plain"] = repr(self)  # names it as a dashboard for execute_notebooks.py
         if self.chart is not None and self.error is None:
             try:
-                bundle["image/png"] = png_base64(dashboard_png(self.chart, self.values, self.summary))
+                bundle["image/png"] = png_base64(dashboard_png(self.chart, self.shown_values, self.summary))
             except Exception:  # a chart vl-convert cannot draw keeps its live view only
                 pass
         return bundle

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from labkit.core.checks import STRICT_ENV
 from labkit.course import bands
 from labkit.course.bands import NotebookChecks, flatten, tidy, use_threads
 
@@ -38,7 +39,7 @@ def test_flatten_labels_rows_columns_and_nested_keys():
 
 @pytest.fixture
 def checks(tmp_path, monkeypatch):
-    for var in (bands.RECORD_ENV, bands.STRICT_ENV, bands.LOG_ENV):
+    for var in (bands.RECORD_ENV, STRICT_ENV, bands.LOG_ENV):
         monkeypatch.delenv(var, raising=False)
     (tmp_path / "nb.json").write_text(json.dumps({
         "score": {"band": 0.05, "spread": 0.01, "note": "test", "values": {"a": 0.5, "b": None}},
@@ -48,7 +49,7 @@ def checks(tmp_path, monkeypatch):
 
 
 def test_expect_passes_inside_the_band_and_fails_outside_in_strict_mode(checks, monkeypatch):
-    monkeypatch.setenv(bands.STRICT_ENV, "1")
+    monkeypatch.setenv(STRICT_ENV, "1")
     table = pd.DataFrame({"x": [1.09], "n": [4]}, index=["r"])
     assert checks.expect("table", table) is table
     checks.expect("score", {"a": 0.549, "b": float("nan")})

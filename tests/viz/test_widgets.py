@@ -97,6 +97,14 @@ def test_dashboard_recomputes_on_slider_change(dash):
         assert out["output_type"] == "display_data"
 
 
+def test_shown_values_use_the_labels_the_controls_show():
+    dash = interact(_compute, controls={"horizon": slider("horizon", 0, 100, 1, 10, description="chain length"),
+                                        "method": dropdown(["GRPO", "RLOO"])}, mode="output")
+    assert dash.values == {"horizon": 10, "method": "GRPO"}
+    # the picture of a dashboard prints the words the student reads on the sliders
+    assert dash.shown_values == {"chain length": 10, "method": "GRPO"}
+
+
 def test_dashboard_shows_error_and_recovers(dash):
     dash.controls["horizon"].value = -3
     assert isinstance(dash.error, RuntimeError)
