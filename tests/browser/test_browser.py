@@ -312,6 +312,76 @@ _CHART_WIDTHS_JS = """() => {
 }"""
 
 
+# Charts that encode something by colour and show no key to it: per rendered chart, the distinct
+# chromatic colours its data marks are drawn in (greys, white and black are ink, not encodings;
+# axes, titles, legends and text marks are left out) against its legend groups and text marks.
+# Two or more colours with neither a legend nor text on the marks cannot be read.
+_UNKEYED_CHARTS_JS = """() => {
+    const chromatic = c => {
+        const m = /^#([0-9a-f]{6})$/i.exec(c || '') || /^#([0-9a-f]{3})$/i.exec(c || '');
+        if (!m) return false;
+        const h = m[1].length === 3 ? m[1].replace(/./g, x => x + x) : m[1];
+        const [r, g, b] = [0, 2, 4].map(i => parseInt(h.slice(i, i + 2), 16));
+        return Math.max(r, g, b) - Math.min(r, g, b) > 24;
+    };
+    const out = [];
+    document.querySelectorAll('.jp-Cell').forEach((cell, i) => {
+        cell.querySelectorAll('.vega-embed svg').forEach(svg => {
+            const colours = new Set();
+            svg.querySelectorAll('g.role-mark').forEach(g => {
+                const cls = g.getAttribute('class') || '';
+                if (cls.includes('mark-text') || g.closest('.role-legend, .role-axis, .role-title')) return;
+                g.querySelectorAll('path, rect, line, circle').forEach(el => {
+                    for (const a of ['fill', 'stroke']) {
+                        const c = el.getAttribute(a);
+                        if (chromatic(c)) colours.add(c.toLowerCase());
+                    }
+                });
+            });
+            const legends = svg.querySelectorAll('g.role-legend').length;
+            const labels = [...svg.querySelectorAll('g.mark-text.role-mark')]
+                .filter(g => !g.closest('.role-legend, .role-axis, .role-title')).length;
+            if (colours.size >= 2 && legends === 0 && labels === 0) {
+                const title = svg.querySelector('.role-title text');
+                out.push({cell: i, colours: colours.size, title: title ? title.textContent : ''});
+            }
+        });
+    });
+    return out;
+}"""
+
+# The data marks of the n-th dashboard's chart (no axes, titles or legends), and its axis labels:
+# what a slider move must change, and what a fixed axis keeps.
+_DASHBOARD_DRAWING_JS = """(n) => {
+    const svg = document.querySelectorAll('.labkit-dashboard')[n]?.querySelector('.vega-embed svg');
+    if (!svg) return null;
+    const marks = [...svg.querySelectorAll('g.role-mark')]
+        .filter(g => !g.closest('.role-legend, .role-axis, .role-title')).map(g => g.innerHTML).join('');
+    const axes = [...svg.querySelectorAll('.role-axis-label text')].map(t => t.textContent);
+    return {marks, axes};
+}"""
+
+
+def _move_first_control(page, dashboard, budget: _Budget) -> bool:
+    """Push the dashboard's first slider to its far end with the keyboard (End, or Home when it
+    already sits at the end), or pick the last option of its first dropdown (the first, when the
+    last is picked); False if it has neither. A far end, not one step: one step can stay inside
+    the same answer (notebook 00's advice is GRPO at 2,000 and at 20,000 tokens alike)."""
+    handle = dashboard.locator(".noUi-handle").first
+    if handle.count():
+        handle.scroll_into_view_if_needed(timeout=budget.ms(10))
+        handle.focus(timeout=budget.ms(10))
+        at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        page.keyboard.press("Home" if at_end else "End")
+        return True
+    select = dashboard.locator("select").first
+    if select.count():
+        n, current = select.evaluate("s => [s.options.length, s.selectedIndex]")
+        select.select_option(index=0 if current == n - 1 else n - 1, timeout=budget.ms(10))
+        return True
+    return False
+
+
 def _chart_cells(notebook: Path) -> int:
     """Code cells whose stored output is a chart or dashboard (a widget view when executed)."""
     cells = json.loads(notebook.read_text())["cells"]
@@ -352,3 +422,44 @@ def test_course_notebook_runs_and_renders_in_browser(tmp_path, notebook):
         assert widths, "no chart was measured"
         too_wide = [w for w in widths if w["chart"] > w["column"] + 1]
         assert not too_wide, f"charts wider than the {widths[0]['column']} px output column: {too_wide}"
+        _save_chart_pictures(page, notebook, budget)
+        # every chart that colours by category says which colour is which
+        unkeyed = page.evaluate(_UNKEYED_CHARTS_JS)
+        assert not unkeyed, f"charts with several colours and no legend or labels: {unkeyed}"
+        # every dashboard redraws its marks when its first control moves to its end; notebook 01's keeps
+        # its axes, so the change is seen in the bars and not only in the tick labels
+        for n in range(page.locator(".labkit-dashboard").count()):
+            dashboard = page.locator(".labkit-dashboard").nth(n)
+            before = page.evaluate(_DASHBOARD_DRAWING_JS, n)
+            if before is None or not _move_first_control(page, dashboard, budget):
+                continue
+            page.wait_for_function(
+                f"(b) => {{ const d = ({_DASHBOARD_DRAWING_JS})({n}); return d && d.marks !== b; }}",
+                arg=before["marks"], timeout=budget.ms(60),
+            )
+            after = page.evaluate(_DASHBOARD_DRAWING_JS, n)
+            if notebook.stem.startswith("01_"):
+                assert after["axes"] == before["axes"], (before["axes"], after["axes"])
+            assert dashboard.locator(".labkit-output").inner_text().strip() == ""
+
+
+def _save_chart_pictures(page, notebook: Path, budget: _Budget) -> None:
+    """The screen a student sees at 1366 x 900 with each chart cell's output scrolled to the top,
+    in artifacts/ (``browser_<notebook>_cell<N>.png``), for a person to look at."""
+    (REPO / "artifacts").mkdir(exist_ok=True)
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    for i in range(cells.count()):
+        output = cells.nth(i).locator(".jp-Cell-outputArea").first
+        if not output.count() or not output.locator(".vega-embed").count():
+            continue
+        # cells above may still be laid out as they come into view (JupyterLab renders far cells
+        # lazily): scroll again until the output's top stays put
+        top = None
+        for _ in range(10):
+            now = output.evaluate("e => { e.scrollIntoView({block: 'start'}); return e.getBoundingClientRect().top; }")
+            page.wait_for_timeout(150)
+            if top is not None and abs(now - top) < 1:
+                break
+            top = now
+        page.screenshot(path=str(REPO / "artifacts" / f"browser_{notebook.stem}_cell{i}.png"),
+                        timeout=budget.ms(15))
