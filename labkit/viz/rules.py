@@ -15,7 +15,8 @@ suppressed legend is judged per shared scale, not per layer: ``resolve`` with
 Under the tests (``$LABKIT_STRICT_CHECKS=1``) every chart a notebook displays is checked
 (``labkit.viz._static.install_chart_hook``, ``Dashboard``'s display), and a chart that breaks a
 rule fails its cell with :class:`ChartRuleError` naming the chart and the problem. In a
-reader's own session nothing is checked. Nothing here imports the rest of labkit.
+reader's own session nothing is checked. Imports only ``labkit.core`` (where the variable
+is defined).
 """
 from __future__ import annotations
 
