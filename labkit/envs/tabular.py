@@ -103,7 +103,8 @@ def exact_truth(mdp: TabularMDP, policy, *, gamma: float = 1.0) -> Truth:
     """Solve for V, Q, A, J and the exact gradient of J with respect to ``policy.logits``.
 
     ``policy`` is anything with a ``logits`` tensor of shape (S, A) and softmax semantics
-    (``labkit.policies.TabularSoftmaxPolicy``). Raises ValueError if the policy does not match the
+    (``labkit.policies.TabularSoftmaxPolicy``; for a ``SharedFeaturePolicy`` the gradient is with
+    respect to its logit table, and its ``parameter_gradient`` carries it to the weights). Raises ValueError if the policy does not match the
     MDP or if some state can loop forever with probability 1 (I - gamma P_pi singular).
     """
     gamma = check_number("gamma", gamma, low=0.0, high=1.0)

@@ -1,4 +1,6 @@
-"""Policies: a tabular softmax policy now; a tiny causal LM wrapper later."""
+"""Policies: a tabular softmax policy, a softmax policy whose parameters are shared across
+states (``SharedFeaturePolicy``), and the tiny causal LM's wrapper."""
+from labkit.policies.shared import SharedFeaturePolicy
 from labkit.policies.tabular import TabularSoftmaxPolicy
 
-__all__ = ["TabularSoftmaxPolicy"]
+__all__ = ["SharedFeaturePolicy", "TabularSoftmaxPolicy"]

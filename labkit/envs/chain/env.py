@@ -110,7 +110,8 @@ class BifurcationChain:
     # ---- sampling
     @torch.no_grad()
     def sample(self, policy, n: int, *, group_size: int | None = None, seed: int = 0) -> Rollouts:
-        """Roll out ``n`` trajectories of ``policy`` (a TabularSoftmaxPolicy over ``n_states``).
+        """Roll out ``n`` trajectories of ``policy``: a softmax policy whose ``logits`` table is
+        (n_states, n_actions), a TabularSoftmaxPolicy or a SharedFeaturePolicy (``shared_policy``).
 
         ``rollouts.truth["decisive"]`` (B, T) marks the bifurcations each trajectory reached while
         still on track — the positions whose choice decided its outcome (after a failure, later

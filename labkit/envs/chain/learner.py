@@ -1,4 +1,6 @@
-"""The learner (``labkit.core.protocols.Learner``) for a BifurcationChain: a tabular softmax policy."""
+"""The learner (``labkit.core.protocols.Learner``) for a BifurcationChain: a softmax policy over
+its states, tabular (one logit row per state) or with parameters shared across positions
+(``labkit.envs.chain.shared_policy``)."""
 from __future__ import annotations
 
 import torch
@@ -9,8 +11,9 @@ from labkit.envs.tabular import exact_truth
 
 
 class ChainLearner:
-    """A tabular softmax policy on a ``BifurcationChain``; ``evaluate`` is the exact success
-    probability J from dynamic programming (no sampling noise in the learning curve)."""
+    """A softmax policy on a ``BifurcationChain`` (anything with the chain's ``logits`` table,
+    ``log_prob`` and ``parameters``); ``evaluate`` is the exact success probability J from dynamic
+    programming (no sampling noise in the learning curve)."""
 
     default_lr = 0.1
 

@@ -1,0 +1,143 @@
+"""A softmax policy whose parameters are shared across states: logits = features @ weight.T.
+
+Where a ``TabularSoftmaxPolicy`` gives every state its own row of logits, this policy computes
+every state's logits from one small weight matrix through a fixed feature map,
+
+    logits[s] = weight @ phi(s),    pi(. | s) = softmax(logits[s]),
+
+so a gradient step taken on the log-probability of one state's token moves the logits of every
+state whose features overlap it. That is what a language model does (every token's gradient lands
+in the same weights) and what a table cannot show: the noise that routine tokens add to the
+policy gradient reaches the parameters of the decisive tokens. With one-hot features (phi(s) the
+s-th unit vector) this is a table again; the sharing comes from having far fewer features than
+states.
+
+The policy still offers the tabular interface the lab's worlds and exact solvers read: ``logits``
+and ``probs()`` are full (n_states, n_actions) tables, computed from the weights, so dynamic
+programming (``labkit.envs.tabular.exact_truth``) and sampling work unchanged.
+``parameter_gradient`` carries a gradient with respect to that table (exact truth's ``grad``)
+into weight space by the chain rule, and ``trajectory_gradients`` gives the per-trajectory
+policy-gradient terms in weight space, so ``labkit.scoring.gradient_study`` measures the noise of
+the gradient the weights actually receive.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.rollouts import Rollouts
+
+
+class SharedFeaturePolicy(nn.Module):
+    """pi(a | s) = softmax(weight @ features[s])_a with one ``weight`` (n_actions, n_features)
+    shared by every state.
+
+    ``features`` (n_states, n_features) is the fixed feature map (a constant column gives each
+    action a bias). ``init_std`` = 0 gives the uniform policy; otherwise weights ~ N(0, init_std^2)
+    from ``seed``. float64 by default so exact gradients are not blurred by rounding.
+    """
+
+    def __init__(self, features, n_actions: int, *, init_std: float = 0.0, seed: int = 0,
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        phi = as_tensor("features", features, dtype=dtype)
+        if phi.dim() != 2 or phi.shape[0] < 1 or phi.shape[1] < 1:
+            raise ValueError(f"features: expected a (n_states, n_features) matrix, got shape {tuple(phi.shape)}")
+        check_finite("features", phi)
+        n_actions = check_int("n_actions", n_actions, low=1)
+        init_std = check_number("init_std", init_std, low=0.0)
+        g = torch.Generator().manual_seed(check_int("seed", seed))
+        # a buffer, not a parameter: the feature map is fixed, only the weights learn
+        self.register_buffer("features", phi.clone())
+        self.weight = nn.Parameter(torch.randn(n_actions, phi.shape[1], generator=g, dtype=dtype) * init_std)
+
+    @property
+    def n_states(self) -> int:
+        return self.features.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.features.shape[1]
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """The (n_states, n_actions) logit table, differentiable with respect to ``weight``."""
+        return self.features @ self.weight.T
+
+    def probs(self) -> torch.Tensor:
+        return torch.softmax(self.logits, dim=-1)
+
+    def log_probs(self) -> torch.Tensor:
+        return torch.log_softmax(self.logits, dim=-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy of pi(. | s) for every state, (n_states,)."""
+        logp = self.log_probs()
+        return -(logp.exp() * logp).sum(-1)
+
+    def _states(self, states) -> torch.Tensor:
+        s = as_tensor("states", states).long()
+        if bool(((s < 0) | (s >= self.n_states)).any()):
+            raise ValueError(f"states: indices must lie in [0, {self.n_states - 1}]")
+        return s
+
+    @torch.no_grad()
+    def sample(self, states: torch.Tensor, generator: torch.Generator,
+               log_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample one action per entry of ``states``; returns (actions, log-probs, entropies).
+
+        Pass ``log_probs`` (this policy's ``log_probs()`` table) when sampling many steps in a
+        row, so the table is not recomputed every step.
+        """
+        table = self.log_probs() if log_probs is None else log_probs
+        logp = table[self._states(states)]
+        p = logp.exp()
+        actions = torch.multinomial(p, 1, generator=generator).squeeze(-1)
+        ent = -(p * logp).sum(-1)
+        return actions, logp.gather(-1, actions[:, None]).squeeze(-1), ent
+
+    def log_prob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """log pi(actions | states), differentiable with respect to ``weight``."""
+        s = self._states(states)
+        a = as_tensor("actions", actions).long()
+        if tuple(a.shape) != tuple(s.shape):
+            raise ValueError(f"actions: expected the shape of states {tuple(s.shape)}, got {tuple(a.shape)}")
+        if bool(((a < 0) | (a >= self.n_actions)).any()):
+            raise ValueError(f"actions: indices must lie in [0, {self.n_actions - 1}]")
+        return self.log_probs()[s].gather(-1, a[..., None]).squeeze(-1)
+
+    def parameter_gradient(self, logit_gradient) -> torch.Tensor:
+        """A gradient with respect to the logit table (n_states, n_actions), e.g. exact truth's
+        ``grad``, as the gradient with respect to ``weight`` (n_actions, n_features): by the
+        chain rule, sum_s logit_gradient[s] (outer) features[s]."""
+        g = as_tensor("logit_gradient", logit_gradient, dtype=self.features.dtype)
+        check_shape("logit_gradient", g, (self.n_states, self.n_actions))
+        return g.T @ self.features
+
+    @torch.no_grad()
+    def trajectory_gradients(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
+        """Per-trajectory policy-gradient terms sum_t c_bt * grad_weight log pi(a_bt | s_bt),
+        (B, n_actions, n_features): the weights' gradient, where every position of a trajectory,
+        routine or decisive, adds to the same entries. The batch estimate is the mean over B.
+        """
+        if rollouts.states is None:
+            raise ValueError("rollouts.states: a feature policy needs the state index of every position")
+        credit = as_tensor("credit", credit)
+        check_shape("credit", credit, (rollouts.batch_size, rollouts.horizon))
+        S, A = self.n_states, self.n_actions
+        pi = self.probs()
+        states = rollouts.states.clamp(0, S - 1)
+        # grad_logits log pi(a | s) = onehot(a) - pi(. | s); the chain rule multiplies by phi(s)
+        score = torch.nn.functional.one_hot(rollouts.tokens.clamp(0, A - 1), A).to(pi.dtype) - pi[states]
+        terms = torch.where(rollouts.mask[..., None], credit.to(pi.dtype)[..., None] * score, 0)
+        return torch.einsum("bta,btf->baf", terms, self.features[states])
+
+    def gradient_estimate(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
+        """The batch policy-gradient estimate (1/B) sum_b sum_t c_bt grad_weight log pi,
+        (n_actions, n_features)."""
+        return self.trajectory_gradients(rollouts, credit).mean(0)
