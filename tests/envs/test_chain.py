@@ -86,3 +86,73 @@ def test_chain_cut_values_are_the_vines_at_the_cuts():
     assert not none_v.any() and none_cost.env_resets == 0
     with pytest.raises(ValueError, match="^cuts: "):
         env.cut_value_fn(pol)(ro, ro.mask[:, :3], 8)
+
+
+# --------------------------------------------------------------------------- steps of m tokens
+def _steps_chain(T, m, **kwargs):
+    env = BifurcationChain(horizon=T, n_bifurcations=2, step_len=m, seed=0, **kwargs)
+    return env, TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.5, seed=1)
+
+
+@pytest.mark.parametrize("T,m,expected", [
+    (7, 1, [0, 1, 2, 3, 4, 5, 6]),
+    (7, 3, [0, 0, 0, 1, 1, 1, 2]),      # the last step is shorter
+    (7, 7, [0, 0, 0, 0, 0, 0, 0]),      # one step: the whole chain
+])
+def test_step_len_cuts_the_trajectory_into_steps_of_m_tokens(T, m, expected):
+    env, pol = _steps_chain(T, m)
+    ro = env.sample(pol, 5, seed=2)
+    assert ro.step_ids.tolist() == [expected] * 5
+
+
+def test_step_len_one_is_the_default_chain_bit_for_bit():
+    env, pol = _steps_chain(9, 1)
+    default = BifurcationChain(horizon=9, n_bifurcations=2, seed=0)
+    a, b = env.sample(pol, 6, seed=4), default.sample(pol, 6, seed=4)
+    for name in ("tokens", "rewards", "logprobs", "states", "step_ids", "turn_ids"):
+        assert torch.equal(getattr(a, name), getattr(b, name))
+    assert a.info == b.info and repr(env) == repr(default) and "step_len" not in repr(default)
+    assert "step_len=3" in repr(BifurcationChain(horizon=9, step_len=3))
+
+
+def test_vines_fork_only_at_step_starts_and_cost_only_those_vines():
+    T, m, k, n = 12, 5, 3, 4
+    env, pol = _steps_chain(T, m, slip=0.1)
+    ro = env.sample(pol, n, seed=0)
+    seen = []
+    real = env.continuation_returns
+
+    def recording(policy, states, k, *, seed=0):
+        seen.append(states.clone())
+        return real(policy, states, k, seed=seed)
+    env.continuation_returns = recording
+    values, cost = env.vine_value_fn(pol, seed=3)(ro, k)
+    starts = [0, 5, 10]
+    # one fork per step of every trajectory, from the state recorded at the step's first token
+    assert torch.equal(seen[0], ro.states[:, starts].reshape(-1))
+    assert values.shape == (n, 3)
+    # every vine runs from its fork to the end of the chain: (12 + 7 + 2) tokens per trajectory, k each
+    tokens = n * k * sum(T - t for t in starts)
+    assert cost.env_steps == cost.policy_tokens == tokens
+    assert cost.env_resets == cost.policy_forwards == n * 3 * k
+
+
+@pytest.mark.parametrize("m", [1, 4, 16])
+def test_vine_cost_grows_like_t_squared_over_m(m):
+    def vine_tokens(T):
+        env, pol = _steps_chain(T, m)
+        return env.vine_value_fn(pol, seed=0)(env.sample(pol, 2, seed=0), 2)[1].env_steps
+    # 2 trajectories x 2 vines, forked at 0, m, 2m, ... (m divides T): sum of T - t = T^2 / (2m) + T / 2,
+    # so doubling the chain about quadruples the vines' tokens and m times longer steps cost m times fewer
+    for T in (64, 128):
+        assert vine_tokens(T) == 2 * 2 * (T * T // (2 * m) + T // 2)
+    assert vine_tokens(128) / vine_tokens(64) == pytest.approx(4, rel=0.1)
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    (0, ValueError, r"^step_len: "), (8, ValueError, r"^step_len: "), (2.5, TypeError, r"^step_len: "),
+    ("3", TypeError, r"^step_len: "),
+])
+def test_bad_step_len_is_named(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        BifurcationChain(horizon=7, step_len=bad)

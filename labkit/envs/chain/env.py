@@ -12,6 +12,11 @@ Knobs that make credit assignment harder:
 * ``slip``: with this probability the environment executes a uniformly random token instead of
   the one the policy chose (stochastic transitions: a correct choice can still fail).
 
+Steps. ``step_len`` m cuts a trajectory into steps of m tokens (``step_ids`` t // m; the last step
+may be shorter), the reasoning steps of a chain of thought. Step-level methods fork there: VinePPO's
+vines (``vine_value_fn``) start only at a step's first token, so with m = 1 (the default: every
+token its own step) they fork T times per episode and cost ~ T^2 / 2 tokens, with m about T^2 / (2 m).
+
 State: (position t, still-on-track flag), index ``2 * t + ok``; the policy sees the state.
 Exact truth: ``env.mdp()`` is the tabular MDP for ``labkit.envs.tabular.exact_truth``.
 """
@@ -36,8 +41,9 @@ class BifurcationChain:
 
     def __init__(self, horizon: int = 20, bifurcations: Sequence[int] | None = None, *,
                  n_bifurcations: int = 1, n_actions: int = 2, noise_std: float = 0.0,
-                 slip: float = 0.0, success_reward: float = 1.0, seed: int = 0):
+                 slip: float = 0.0, success_reward: float = 1.0, step_len: int = 1, seed: int = 0):
         self.horizon = check_int("horizon", horizon, low=1, high=self.MAX_HORIZON)
+        self.step_len = check_int("step_len", step_len, low=1, high=self.horizon)
         self.n_actions = check_int("n_actions", n_actions, low=2, high=len(TOKEN_NAMES))
         self.noise_std = check_number("noise_std", noise_std, low=0.0)
         self.slip = check_number("slip", slip, low=0.0, high=1.0)
@@ -69,8 +75,19 @@ class BifurcationChain:
         return tuple(int((i + 0.5) * horizon / k) for i in range(k))
 
     def __repr__(self) -> str:
+        # step_len only when it is not the default, so a default chain's repr (stored in every
+        # batch's info) is what it always was
+        steps = f", step_len={self.step_len}" if self.step_len != 1 else ""
         return (f"BifurcationChain(horizon={self.horizon}, bifurcations={list(self.bifurcations)}, "
-                f"n_actions={self.n_actions}, noise_std={self.noise_std}, slip={self.slip})")
+                f"n_actions={self.n_actions}, noise_std={self.noise_std}, slip={self.slip}{steps})")
+
+    def step_ids(self, n: int) -> torch.Tensor | None:
+        """The (n, T) step labels t // ``step_len`` of ``n`` full trajectories, or None for
+        ``step_len`` 1, where ``Rollouts`` builds the same one-token steps itself."""
+        n = check_int("n", n, low=1)
+        if self.step_len == 1:
+            return None
+        return (torch.arange(self.horizon) // self.step_len).expand(n, -1).clone()
 
     # ---- tabular description
     @property
@@ -118,6 +135,7 @@ class BifurcationChain:
         bifurcations no longer matter).
         ``group_size`` splits the batch into groups of that size (group ids 0, 0, ..., 1, 1, ...);
         by default all trajectories form one group (they all start from the same prompt).
+        ``step_ids`` are the chain's steps of ``step_len`` tokens (``step_ids``).
         """
         n = check_int("n", n, low=1)
         seed = check_int("seed", seed)
@@ -165,6 +183,7 @@ class BifurcationChain:
         return Rollouts(
             tokens=tokens, mask=torch.ones(n, T, dtype=torch.bool), rewards=rewards,
             group_ids=group_ids, logprobs=logprobs, entropies=entropies, states=states, text=text,
+            step_ids=self.step_ids(n),
             truth={"bifurcations": self.bifurcations, "decisive": decisive, "executed": executed,
                    "success": ok.bool()},
             info={"env": repr(self)},
@@ -211,8 +230,9 @@ class BifurcationChain:
         return values, Cost(policy_forwards=n, policy_tokens=env_steps, env_steps=env_steps, env_resets=n)
 
     def vine_value_fn(self, policy, *, seed: int = 0):
-        """A ``value_fn`` for ``labkit.credit.mc``: V at the start of every step of the rollouts,
-        each the mean of k continuations re-run from that step's first state."""
+        """A ``value_fn`` for ``labkit.credit.mc``: V at the start of every step of the rollouts
+        (the chain's steps of ``step_len`` tokens), each the mean of k continuations re-run from
+        that step's first state; the Cost counts those vines only, every token they run."""
         def value_fn(rollouts: Rollouts, k: int) -> tuple[torch.Tensor, Cost]:
             if rollouts.states is None:
                 raise ValueError("rollouts.states: vines restart from recorded states")
