@@ -4,7 +4,20 @@ At a fixed compute budget, is it better to buy many rollouts with crude episode 
 or fewer rollouts with precise credit (VinePPO's vines, C3's re-executed counterfactuals)?
 ``train_to_budget`` trains one learner with one estimator until a budget is spent;
 ``frontier_cell`` adds the evaluation; ``sweep`` runs a grid resumably into a CSV; ``crossover``
-finds, per horizon, the smallest budget at which a fine-grained method beats GRPO.
+finds, per horizon, the smallest budget at which a fine-grained method beats GRPO;
+``time_to_success`` the first budget at which an arm's success reaches a threshold.
+
+Worlds (``WORLDS``). ``chain``: notebook 01's BifurcationChain with a tabular policy, every
+position its own logits, so no parameter is shared between positions and a routine token's
+gradient never touches a decisive one. ``chain_shared``: the same chain with a policy whose
+weights every position shares (``labkit.envs.chain.shared_policy``), as in a language model,
+where the routine tokens' noise reaches the decisive logits; the tabular world stays as the
+contrast. ``toolworld``: the bench's agentic task.
+
+Steps and vines. On the chain VinePPO forks a vine at the first token of every step; the arms
+``vineppo_m{m}_k{K}`` cut the chain into steps of m tokens (``BifurcationChain(step_len=m)``)
+and run K vines per fork, so their cost grows like K T^2 / m (the plain ``vineppo`` arm is m = 1,
+K = 2: one fork per token).
 
 The compute unit. One *unit* is one environment step, one policy position (a token the policy
 ran to sample or to score), one environment reset or one auxiliary-model call. Why this sum: in
@@ -53,25 +66,35 @@ import pandas as pd
 import torch
 
 from labkit.core.cache import read_cache
-from labkit.core.checks import check_choice, check_int, check_number
+from labkit.core.checks import check_bool, check_choice, check_int, check_number
 from labkit.core.paths import data_path
 from labkit.core.credit import Cost, Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.envs import BifurcationChain
-from labkit.envs.chain import ChainLearner
+from labkit.envs.chain import ChainLearner, shared_policy
 from labkit.envs.tabular import exact_truth
 from labkit.envs.toolworld import ToolLearner, ToolWorld
 from labkit.learn.loop import LOSSES, policy_loss
-from labkit.policies import TabularSoftmaxPolicy
+from labkit.policies import SharedFeaturePolicy, TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, sign_agreement
 
-__all__ = ["WORLDS", "ARMS", "Arm", "UNIT_WEIGHTS", "KEY", "cost_units", "rollout_cost", "episode_units",
-           "make_learner", "train_to_budget", "frontier_cell", "sweep", "crossover", "frontier_band", "load_frontier",
-           "FRONTIER_DIR"]
+__all__ = ["WORLDS", "ARMS", "Arm", "UNIT_WEIGHTS", "KEY", "LEARNING_RATES", "VINE_STEP_LENS", "VINE_KS",
+           "vine_arm_name", "cost_units", "rollout_cost", "episode_units", "make_learner", "train_to_budget",
+           "frontier_cell", "sweep", "crossover", "time_to_success", "frontier_band", "load_frontier",
+           "FRONTIER_DIR", "SHARED_FRONTIER_DIR"]
 
-WORLDS = ("chain", "toolworld")
+WORLDS = ("chain", "toolworld", "chain_shared")
+CHAIN_WORLDS = ("chain", "chain_shared")
+# One rate for every arm of a world, so arms differ only by credit and by how they spend the
+# budget. The tabular chain and ToolWorld keep their learners' default 0.1 (the shipped frontier
+# was built with it). The shared chain also takes 0.1, measured with GRPO (the frontier's arm,
+# scripts/measure_shared_horizon.py, 3 seeds, rates 0.03 to 1): at T = 40 rates 0.3 and 1 learn
+# fastest, but at T = 100 both collapse for some seeds (exact J 0 after 960 episodes for one seed
+# in three), while 0.1 reaches J 0.94 to 0.98 there and 0.998 at T = 40; a rate that holds at every
+# horizon keeps a collapse from deciding the comparison, and it is the tabular chain's rate too.
+LEARNING_RATES = {"chain": ChainLearner.default_lr, "toolworld": ToolLearner.default_lr, "chain_shared": 0.1}
 UNIT_WEIGHTS = {"env_steps": 1.0, "policy_positions": 1.0, "env_resets": 1.0, "aux_calls": 1.0}
 KEY = ("world", "horizon", "estimator", "budget", "seed")
 
@@ -121,33 +144,54 @@ class Arm:
     """One estimator as the frontier trains it: its registered ``estimator``, the batch it
     samples per iteration in each world (``batch``: world -> (groups, group size)), and options
     for the estimator (``options``), ``seeded`` True when it samples (vines, replays) and so takes
-    a fresh seed every iteration."""
+    a fresh seed every iteration, and ``step_len``, the chain's step length (tokens per step,
+    where step-level credit such as a vine forks; a chain shorter than it is one step)."""
 
     estimator: str
     batch: dict
     options: dict = field(default_factory=dict)
     seeded: bool = False
+    step_len: int = 1
 
 
 # chain batches are (groups, group size) of episodes; ToolWorld's are (tasks, episodes per task)
 ARMS = {
-    "grpo": Arm("grpo", {"chain": (4, 8), "toolworld": (8, 8)}),
+    "grpo": Arm("grpo", {"chain": (4, 8), "toolworld": (8, 8), "chain_shared": (4, 8)}),
     "gigpo": Arm("gigpo", {"toolworld": (8, 8)}),
     # k = 2 vines per step: the cheapest setting with a two-sample mean; VinePPO's own k = 9 costs
     # 4.5 times more per batch in a world where a vine is a whole continuation
     "vineppo": Arm("vineppo", {"chain": (1, 8), "toolworld": (2, 4)}, {"k": 2}, seeded=True),
     "c3": Arm("c3", {"toolworld": (2, 4)}, {"n_continuations": 2}, seeded=True),
 }
+# VinePPO on the chain with steps of m tokens and K vines per fork: m from one token (a fork at
+# every position, the paper's fine extreme on a toy) to steps a tenth of the longest chain; K from
+# the plain arm's two-sample mean to eight (the paper uses nine). Same batch as the plain arm.
+VINE_STEP_LENS = (1, 5, 20)
+VINE_KS = (2, 8)
 
 
-def _world(world: str, horizon: int):
+def vine_arm_name(step_len: int, k: int) -> str:
+    """The ``ARMS`` name of VinePPO with steps of ``step_len`` tokens and ``k`` vines per fork."""
+    return f"vineppo_m{check_int('step_len', step_len, low=1)}_k{check_int('k', k, low=1)}"
+
+
+ARMS.update({vine_arm_name(m, k): Arm("vineppo", {"chain": (1, 8), "chain_shared": (1, 8)}, {"k": k},
+                                      seeded=True, step_len=m)
+             for m in VINE_STEP_LENS for k in VINE_KS})
+
+
+def _world(world: str, horizon: int, step_len: int = 1):
     """(env, fresh policy) of ``world`` at ``horizon``: a BifurcationChain with two bifurcations
-    (notebook 01's chain) or a five-file ToolWorld with error rate 0.2 on every tool (the bench's
-    agentic task), each with the uniform policy."""
+    (notebook 01's chain) cut into steps of ``step_len`` tokens (at most the whole chain) with the
+    tabular (``chain``) or shared-weight (``chain_shared``) policy, or a five-file ToolWorld with
+    error rate 0.2 on every tool (the bench's agentic task), each with the uniform policy."""
     check_choice("world", world, WORLDS)
     horizon = check_int("horizon", horizon, low=2)
-    if world == "chain":
-        env = BifurcationChain(horizon=horizon, n_bifurcations=2, seed=0)
+    step_len = check_int("step_len", step_len, low=1)
+    if world in CHAIN_WORLDS:
+        env = BifurcationChain(horizon=horizon, n_bifurcations=2, step_len=min(step_len, horizon), seed=0)
+        if world == "chain_shared":
+            return env, shared_policy(env)
         return env, TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.0, seed=0)
     env = ToolWorld(5, max_turns=horizon, mislead=0.2, noise=0.2, flaky=0.2)
     return env, env.make_policy()
@@ -157,9 +201,9 @@ def make_learner(world: str, horizon: int, estimator: str):
     """A fresh learner (uniform policy) of ``world`` at ``horizon`` with ``estimator``'s batch
     shape from ``ARMS``."""
     arm = _arm(estimator, world)
-    env, policy = _world(world, horizon)
+    env, policy = _world(world, horizon, arm.step_len)
     groups, size = arm.batch[world]
-    if world == "chain":
+    if world in CHAIN_WORLDS:
         return ChainLearner(env, policy, batch_size=groups * size, group_size=size)
     return ToolLearner(env, policy, n_tasks=groups, group_size=size)
 
@@ -175,13 +219,23 @@ def _arm(estimator: str, world: str) -> Arm:
     return arm
 
 
+def _learner_world(learner) -> str:
+    """The world a learner of ``make_learner`` trains in."""
+    if isinstance(learner, ChainLearner):
+        return "chain_shared" if isinstance(learner.policy, SharedFeaturePolicy) else "chain"
+    return "toolworld"
+
+
 def _estimator_for(learner, estimator: str) -> Callable[[int], Callable[[Rollouts], Credit]]:
     """``seed -> (rollouts -> Credit)`` for the arm on this learner: vines and replays run the
     learner's *current* policy (the objects are shared) with a fresh seed each call."""
-    world = "chain" if isinstance(learner, ChainLearner) else "toolworld"
+    world = _learner_world(learner)
     arm = _arm(estimator, world)
     fn = get_estimator(arm.estimator)
     env, policy = learner.env, learner.policy
+    if world in CHAIN_WORLDS and env.step_len != min(arm.step_len, env.horizon):
+        raise ValueError(f"estimator: {estimator!r} forks at steps of {arm.step_len} tokens, the learner's "
+                         f"chain has steps of {env.step_len}; build the learner with make_learner")
 
     def make(seed: int):
         opts = dict(arm.options)
@@ -267,7 +321,7 @@ def frontier_cell(world: str, horizon: int, estimator: str, budget: float, seed:
                   weights: dict | None = None, kind: str = "ppo_clip", lr: float | None = None) -> dict:
     """One row of the frontier: a fresh uniform learner of ``world`` at ``horizon`` trained with
     ``estimator`` (an ``ARMS`` name) until ``budget`` episode equivalents (x ``episode_units``)
-    are spent. Returns the key, ``budget_units``, the training record of ``train_to_budget``,
+    are spent, at the world's rate ``LEARNING_RATES`` unless ``lr`` is given. Returns the key, ``budget_units``, the training record of ``train_to_budget``,
     ``success_start`` / ``success`` (exact J before and after), ``credit_rank_start`` /
     ``credit_rank`` and ``credit_sign`` (credit quality on fresh batches, initial and final
     policy), and ``over_budget`` (units spent beyond the budget, 0 when within it)."""
@@ -281,6 +335,7 @@ def frontier_cell(world: str, horizon: int, estimator: str, budget: float, seed:
     rank0, _ = _credit_quality(learner, make, seed)
     success0 = float(learner.evaluate())
     units = budget * episode_units(horizon)
+    lr = LEARNING_RATES[world] if lr is None else lr
     record = train_to_budget(learner, make, units, kind=kind, lr=lr, seed=seed, weights=weights)
     rank, sign = _credit_quality(learner, make, seed + 7919)
     return {"world": world, "horizon": horizon, "estimator": estimator, "budget": budget, "seed": seed,
@@ -412,8 +467,54 @@ def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, b
     return pd.DataFrame(out)
 
 
+# --------------------------------------------------------------------------- time to success
+def _first_budget(success: pd.Series, threshold: float):
+    """The smallest budget (the Series' index) whose value reaches ``threshold``, or "none"."""
+    reached = success[success >= threshold]
+    return float(reached.index.min()) if len(reached) else "none"
+
+
+def time_to_success(table: pd.DataFrame, threshold: float = 0.9, *, metric: str = "success",
+                    per_seed: bool = False) -> pd.DataFrame:
+    """Per (world, horizon, estimator): the first budget at which the mean ``metric`` over seeds
+    reaches ``threshold`` (>=), or "none" when no budget of the table does.
+
+    Every (budget, seed) cell is its own run from the uniform policy, so a seed's time is the
+    first budget at which that seed's run reached the threshold. Columns: ``world``, ``horizon``,
+    ``estimator``, ``time_to_success`` (a budget or "none"), ``mean_at`` (mean ``metric`` at that
+    budget, or at the largest budget when none), ``seeds``, ``seeds_reached`` (seeds that reach
+    the threshold at some budget), and the spread over seeds: ``seed_first`` (the earliest seed's
+    time) and ``seed_last`` (the latest, "none" when some seed never reaches it). With
+    ``per_seed`` one row per seed instead: the key, ``seed`` and its ``time_to_success``.
+    """
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
+    missing = sorted((set(KEY) | {metric}) - set(table.columns))
+    if missing:
+        raise ValueError(f"table: missing columns {missing}")
+    threshold = check_number("threshold", threshold)
+    arms, seeds = [], []
+    for (world, horizon, name), part in table.groupby(["world", "horizon", "estimator"], sort=True):
+        key = {"world": world, "horizon": int(horizon), "estimator": name}
+        times = {int(seed): _first_budget(runs.groupby("budget")[metric].mean(), threshold)
+                 for seed, runs in part.groupby("seed", sort=True)}
+        seeds += [{**key, "seed": seed, "time_to_success": t} for seed, t in times.items()]
+        means = part.groupby("budget")[metric].mean().sort_index()
+        first = _first_budget(means, threshold)
+        reached = sorted(t for t in times.values() if t != "none")
+        arms.append({**key, "time_to_success": first,
+                     "mean_at": float(means.iloc[-1] if first == "none" else means.loc[first]),
+                     "seeds": len(times), "seeds_reached": len(reached),
+                     "seed_first": reached[0] if reached else "none",
+                     "seed_last": reached[-1] if len(reached) == len(times) else "none"})
+    return pd.DataFrame(seeds if check_bool("per_seed", per_seed) else arms)
+
+
 # --------------------------------------------------------------------------- reading a built frontier
 FRONTIER_DIR = data_path("bench", "frontier")
+# the shared-weight chain's frontier (``scripts/build_frontier.py --suite shared``), read with
+# ``load_frontier(SHARED_FRONTIER_DIR)``
+SHARED_FRONTIER_DIR = data_path("bench", "frontier_shared")
 
 
 def frontier_band(table: pd.DataFrame, metric: str = "success") -> pd.DataFrame:

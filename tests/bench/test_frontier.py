@@ -179,3 +179,93 @@ def test_the_shipped_frontier_loads_and_matches_its_crossover_table(tmp_path):
     assert (rows.spent <= rows.budget_units + rows.max_iteration_units).all()
     with pytest.raises(FileNotFoundError, match="^path:"):
         fr.load_frontier(tmp_path)
+
+
+# --------------------------------------------------------------------------- the shared-weight chain, steps and vines
+def test_the_shared_chain_world_trains_a_shared_weight_policy_on_the_same_chain():
+    from labkit.policies import SharedFeaturePolicy, TabularSoftmaxPolicy
+    shared, table = fr.make_learner("chain_shared", 12, "grpo"), fr.make_learner("chain", 12, "grpo")
+    assert isinstance(shared.policy, SharedFeaturePolicy) and isinstance(table.policy, TabularSoftmaxPolicy)
+    assert repr(shared.env) == repr(table.env) and shared.batch_size == table.batch_size == 32
+    row = fr.frontier_cell("chain_shared", 12, "grpo", 200, seed=0)
+    assert row["world"] == "chain_shared" and row["success_start"] == pytest.approx(0.25)
+    assert row["success"] > row["success_start"] + 0.2
+
+
+def test_vine_arms_are_named_by_step_length_and_vines_per_fork():
+    for m in fr.VINE_STEP_LENS:
+        for k in fr.VINE_KS:
+            arm = fr.ARMS[fr.vine_arm_name(m, k)]
+            assert (arm.estimator, arm.step_len, arm.options) == ("vineppo", m, {"k": k})
+            assert set(arm.batch) == {"chain", "chain_shared"}
+    assert fr.vine_arm_name(5, 2) == "vineppo_m5_k2"
+    # the plain arm is one fork per token with two vines
+    assert (fr.ARMS["vineppo"].step_len, fr.ARMS["vineppo"].options) == (1, {"k": 2})
+
+
+@pytest.mark.parametrize("world", ["chain", "chain_shared"])
+def test_a_vine_arm_forks_at_its_steps_and_pays_every_vine_token(world):
+    T, name = 12, "vineppo_m5_k8"
+    learner = fr.make_learner(world, T, name)
+    assert learner.env.step_len == 5
+    make, seen = _recording(learner, name)
+    rec = fr.train_to_budget(learner, make, 6 * 8 * 8 * 25 * 2, seed=1)
+    # 8 episodes a batch, forks at tokens 0, 5 and 10, 8 vines each, every vine runs to the end
+    vine_tokens = 8 * 8 * ((T - 0) + (T - 5) + (T - 10))
+    for ro, cost in seen:
+        assert ro.step_ids[0].tolist() == [0] * 5 + [1] * 5 + [2] * 2
+        assert cost.env_steps == cost.policy_tokens == vine_tokens and cost.env_resets == 8 * 3 * 8
+    assert rec["estimator_units"] == len(seen) * (2 * vine_tokens + 8 * 3 * 8)
+
+
+def test_a_step_longer_than_the_chain_is_the_whole_chain_and_a_mismatched_learner_is_refused():
+    assert fr.make_learner("chain_shared", 10, "vineppo_m20_k2").env.step_len == 10
+    with pytest.raises(ValueError, match="^estimator: 'vineppo_m5_k2' forks at steps of 5"):
+        fr._estimator_for(fr.make_learner("chain", 10, "grpo"), "vineppo_m5_k2")
+
+
+def test_every_world_has_one_learning_rate_and_a_cell_uses_it(monkeypatch):
+    assert set(fr.LEARNING_RATES) == set(fr.WORLDS)
+    seen = []
+    real = fr.train_to_budget
+    monkeypatch.setattr(fr, "train_to_budget", lambda *a, **k: seen.append(k["lr"]) or real(*a, **k))
+    monkeypatch.setitem(fr.LEARNING_RATES, "chain_shared", 0.05)
+    fr.frontier_cell("chain_shared", 6, "grpo", 10, 0)
+    fr.frontier_cell("chain_shared", 6, "vineppo_m5_k2", 10, 0, lr=0.2)
+    assert seen == [0.05, 0.2]
+
+
+# --------------------------------------------------------------------------- time to success
+def test_time_to_success_is_the_first_budget_the_mean_reaches_with_the_seeds_spread():
+    rows = []
+    for s, curve in enumerate([(0.5, 0.95, 0.99), (0.6, 0.85, 0.97), (0.92, 0.88, 0.99)]):
+        rows += [(10, "grpo", b, s, v) for b, v in zip((1, 2, 4), curve)]
+        rows += [(10, "vineppo_m5_k2", b, s, v) for b, v in zip((1, 2, 4), (0.3, 0.5, 0.95 if s else 0.6))]
+    table = fr.time_to_success(_table(rows), 0.9)
+    grpo = table[table.estimator == "grpo"].iloc[0]
+    # means 0.673, 0.893, 0.983: first reached at 4; seeds reach it at 2, 4 and 1
+    assert grpo.time_to_success == 4 and grpo.mean_at == pytest.approx(0.9833, abs=1e-4)
+    assert (grpo.seeds, grpo.seeds_reached, grpo.seed_first, grpo.seed_last) == (3, 3, 1, 4)
+    vine = table[table.estimator == "vineppo_m5_k2"].iloc[0]
+    # mean at the largest budget 0.833: never; seed 0 never reaches it, so the slowest seed is "none"
+    assert vine.time_to_success == "none" and vine.mean_at == pytest.approx(2.5 / 3)
+    assert (vine.seeds_reached, vine.seed_first, vine.seed_last) == (2, 4, "none")
+    per_seed = fr.time_to_success(_table(rows), 0.9, per_seed=True)
+    assert per_seed[per_seed.estimator == "grpo"].time_to_success.tolist() == [2, 4, 1]
+    assert per_seed[per_seed.estimator == "vineppo_m5_k2"].time_to_success.tolist() == ["none", 4, 4]
+    # reaching is >=: a threshold equal to a mean counts
+    assert fr.time_to_success(_table(rows), 0.3).set_index("estimator").time_to_success["vineppo_m5_k2"] == 1
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: fr.time_to_success(pd.DataFrame({"world": ["chain"]})), "table"),
+    (lambda: fr.time_to_success([1, 2]), "table"),
+    (lambda: fr.time_to_success(_table([(10, "grpo", 1, 0, 0.5)]), "high"), "threshold"),
+    (lambda: fr.time_to_success(_table([(10, "grpo", 1, 0, 0.5)]), per_seed="yes"), "per_seed"),
+    (lambda: fr.frontier_cell("chain_shared", 10, "c3", 10, 0), "estimator"),
+    (lambda: fr.vine_arm_name(0, 2), "step_len"),
+])
+def test_bad_time_to_success_and_arm_arguments_are_named(call, name):
+    with pytest.raises((ValueError, TypeError)) as err:
+        call()
+    assert str(err.value).startswith(name + ":")
