@@ -269,3 +269,36 @@ def test_bad_time_to_success_and_arm_arguments_are_named(call, name):
     with pytest.raises((ValueError, TypeError)) as err:
         call()
     assert str(err.value).startswith(name + ":")
+
+
+# --------------------------------------------------------------------------- the build script's shared suite
+def _build_frontier_script():
+    """scripts/build_frontier.py as a module."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "build_frontier.py"
+    if not path.is_file():
+        pytest.skip("scripts/ is not next to the tests (an installed copy)")
+    spec = importlib.util.spec_from_file_location("build_frontier", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shared_suite_builds_a_stamped_frontier_that_load_frontier_reads(tmp_path, capsys):
+    script = _build_frontier_script()
+    # the tabular suite is still the shipped grid, and the shared one sweeps m and K
+    assert script.SUITES["frontier"]["grid"] == {"chain": [10, 40, 100, 200], "toolworld": [10, 20, 50]}
+    assert script.SUITES["shared"]["estimators"]["chain_shared"] == [
+        "grpo", *(fr.vine_arm_name(m, k) for m in fr.VINE_STEP_LENS for k in fr.VINE_KS)]
+    script.main(["--suite", "shared", "--horizons", "10", "--budgets", "4", "--seeds", "0", "--out", str(tmp_path)])
+    rows, cross, meta = fr.load_frontier(tmp_path)
+    assert set(rows.world) == {"chain_shared"} and set(rows.horizon) == {10} and len(rows) == 7
+    assert meta["suite"] == "shared" and meta["learning_rates"] == {"chain_shared": 0.1}
+    assert meta["provenance"]["args"][:2] == ["--suite", "shared"] and set(meta["arms"]) == set(rows.estimator)
+    reach = pd.read_csv(tmp_path / "time_to_success.csv")
+    assert len(reach) == 7 and len(cross) == 6
+    with pytest.raises(SystemExit):
+        script.main(["--suite", "shared", "--horizons", "7", "--out", str(tmp_path)])
+    assert "--horizons: none of [7]" in capsys.readouterr().err
