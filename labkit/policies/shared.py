@@ -27,9 +27,10 @@ from torch import nn
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
+from labkit.policies.tabular import SoftmaxOverTable
 
 
-class SharedFeaturePolicy(nn.Module):
+class SharedFeaturePolicy(SoftmaxOverTable, nn.Module):
     """pi(a | s) = softmax(weight @ features[s])_a with one ``weight`` (n_actions, n_features)
     shared by every state.
 
@@ -69,37 +70,11 @@ class SharedFeaturePolicy(nn.Module):
         """The (n_states, n_actions) logit table, differentiable with respect to ``weight``."""
         return self.features @ self.weight.T
 
-    def probs(self) -> torch.Tensor:
-        return torch.softmax(self.logits, dim=-1)
-
-    def log_probs(self) -> torch.Tensor:
-        return torch.log_softmax(self.logits, dim=-1)
-
-    def entropy(self) -> torch.Tensor:
-        """Entropy of pi(. | s) for every state, (n_states,)."""
-        logp = self.log_probs()
-        return -(logp.exp() * logp).sum(-1)
-
     def _states(self, states) -> torch.Tensor:
         s = as_tensor("states", states).long()
         if bool(((s < 0) | (s >= self.n_states)).any()):
             raise ValueError(f"states: indices must lie in [0, {self.n_states - 1}]")
         return s
-
-    @torch.no_grad()
-    def sample(self, states: torch.Tensor, generator: torch.Generator,
-               log_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample one action per entry of ``states``; returns (actions, log-probs, entropies).
-
-        Pass ``log_probs`` (this policy's ``log_probs()`` table) when sampling many steps in a
-        row, so the table is not recomputed every step.
-        """
-        table = self.log_probs() if log_probs is None else log_probs
-        logp = table[self._states(states)]
-        p = logp.exp()
-        actions = torch.multinomial(p, 1, generator=generator).squeeze(-1)
-        ent = -(p * logp).sum(-1)
-        return actions, logp.gather(-1, actions[:, None]).squeeze(-1), ent
 
     def log_prob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """log pi(actions | states), differentiable with respect to ``weight``."""

@@ -12,7 +12,43 @@ from labkit.core.checks import as_tensor, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
 
 
-class TabularSoftmaxPolicy(nn.Module):
+class SoftmaxOverTable:
+    """What every policy that reads pi(. | s) off an (n_states, n_actions) table of ``logits``
+    does alike: probabilities, log-probabilities, entropies and sampling. A class supplies
+    ``logits`` (a parameter, or a property computed from shared weights) and, where it checks
+    state indices, ``_states``."""
+
+    def probs(self) -> torch.Tensor:
+        return torch.softmax(self.logits, dim=-1)
+
+    def log_probs(self) -> torch.Tensor:
+        return torch.log_softmax(self.logits, dim=-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy of pi(. | s) for every state, (n_states,)."""
+        logp = self.log_probs()
+        return -(logp.exp() * logp).sum(-1)
+
+    def _states(self, states: torch.Tensor) -> torch.Tensor:
+        return states
+
+    @torch.no_grad()
+    def sample(self, states: torch.Tensor, generator: torch.Generator,
+               log_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample one action per entry of ``states``; returns (actions, log-probs, entropies).
+
+        Pass ``log_probs`` (this policy's ``log_probs()`` table) when sampling many steps in a
+        row, so the table is not recomputed every step.
+        """
+        table = self.log_probs() if log_probs is None else log_probs
+        logp = table[self._states(states)]
+        p = logp.exp()
+        actions = torch.multinomial(p, 1, generator=generator).squeeze(-1)
+        ent = -(p * logp).sum(-1)
+        return actions, logp.gather(-1, actions[:, None]).squeeze(-1), ent
+
+
+class TabularSoftmaxPolicy(SoftmaxOverTable, nn.Module):
     """pi(a | s) = softmax(logits[s])_a with ``logits`` of shape (n_states, n_actions).
 
     ``init_std`` = 0 gives the uniform policy; otherwise logits ~ N(0, init_std^2) from ``seed``.
@@ -36,17 +72,6 @@ class TabularSoftmaxPolicy(nn.Module):
     def n_actions(self) -> int:
         return self.logits.shape[1]
 
-    def probs(self) -> torch.Tensor:
-        return torch.softmax(self.logits, dim=-1)
-
-    def log_probs(self) -> torch.Tensor:
-        return torch.log_softmax(self.logits, dim=-1)
-
-    def entropy(self) -> torch.Tensor:
-        """Entropy of pi(. | s) for every state, (n_states,)."""
-        logp = self.log_probs()
-        return -(logp.exp() * logp).sum(-1)
-
     def set_probs(self, state: int, probs) -> None:
         """Overwrite pi(. | state) (handy for building a specific, known policy)."""
         p = as_tensor("probs", probs, dtype=self.logits.dtype)
@@ -55,21 +80,6 @@ class TabularSoftmaxPolicy(nn.Module):
             raise ValueError("probs: must be strictly positive and sum to 1")
         with torch.no_grad():
             self.logits[state] = p.log()
-
-    @torch.no_grad()
-    def sample(self, states: torch.Tensor, generator: torch.Generator,
-               log_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample one action per entry of ``states``; returns (actions, log-probs, entropies).
-
-        Pass ``log_probs`` (this policy's ``log_probs()`` table) when sampling many steps in a
-        row, so the softmax is not recomputed every step.
-        """
-        table = self.log_probs() if log_probs is None else log_probs
-        logp = table[states]
-        p = logp.exp()
-        actions = torch.multinomial(p, 1, generator=generator).squeeze(-1)
-        ent = -(p * logp).sum(-1)
-        return actions, logp.gather(-1, actions[:, None]).squeeze(-1), ent
 
     def log_prob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """log pi(actions | states), differentiable with respect to the logits."""

@@ -9,6 +9,7 @@ import pytest
 from labkit.bench import frontier as fr
 from labkit.core.credit import Cost
 from labkit.credit import get_estimator
+from repo_scripts import load_script
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -274,16 +275,7 @@ def test_bad_time_to_success_and_arm_arguments_are_named(call, name):
 # --------------------------------------------------------------------------- the build script's shared suite
 def _build_frontier_script():
     """scripts/build_frontier.py as a module."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "build_frontier.py"
-    if not path.is_file():
-        pytest.skip("scripts/ is not next to the tests (an installed copy)")
-    spec = importlib.util.spec_from_file_location("build_frontier", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_frontier")
 
 
 def test_the_shared_suite_builds_a_stamped_frontier_that_load_frontier_reads(tmp_path, capsys):

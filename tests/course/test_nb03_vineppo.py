@@ -10,6 +10,7 @@ import torch
 
 from labkit.course import nb03_vineppo as lesson
 from labkit.envs.arithmetic.truth import load_reference
+from repo_scripts import load_script
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +73,7 @@ def test_vine_credits_feed_the_slider_and_the_sweep_with_the_same_numbers(lm_env
 # ---------------------------------------------------------------- hit rates on a larger sample
 def _vine_hits_script():
     """scripts/build_vine_hits.py as a module (its sampler is the cache's builder, used nowhere else)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "build_vine_hits.py"
-    if not path.is_file():
-        pytest.skip("scripts/ is not next to the tests (an installed copy)")
-    spec = importlib.util.spec_from_file_location("build_vine_hits", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_vine_hits")
 
 
 @pytest.mark.usefixtures("one_torch_thread")

@@ -17,6 +17,7 @@ from labkit.io import (FORMATS, RecordError, iter_rollouts, read_rollouts, to_tr
                        write_rollouts)
 
 from io_cases import hand_made, small_record, write_jsonl
+from repo_scripts import load_script
 
 
 TENSORS = ("tokens", "mask", "rewards", "group_ids", "step_ids", "turn_ids", "agent_ids", "logprobs", "entropies",
@@ -143,15 +144,7 @@ def test_the_toolworld_sample_reads_with_its_fields():
 
 
 def test_the_toolworld_sample_is_rebuilt_by_its_script(tmp_path, torch_is_locked):
-    import importlib.util
-
-    root = data_path().parent
-    script = root / "scripts" / "build_sample_rollouts.py"
-    if not script.is_file():
-        pytest.skip("scripts/ is not next to the data folder (an installed copy)")
-    spec = importlib.util.spec_from_file_location("build_sample_rollouts", script)
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = load_script("build_sample_rollouts")
     path = write_rollouts(build.toolworld(), tmp_path / "toolworld.jsonl")
     if torch_is_locked:
         assert path.read_bytes() == (SAMPLES / "toolworld.jsonl").read_bytes()

@@ -7,7 +7,6 @@ HTML, and in Chromium with every non-file request aborted where Chromium is pres
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from html import escape
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from repo_scripts import load_script
 
 # The site is built with nbconvert, a tool of the repository's lock (not a labkit dependency): where it
 # is absent (make test-other-end's environment of labkit's lower ends) there is no site to test.
@@ -27,10 +28,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(name)
 
 
 site = _load("render_site")

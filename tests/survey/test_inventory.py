@@ -13,6 +13,7 @@ import pytest
 from labkit import survey
 from labkit.survey import (GRANULARITIES, METHODOLOGY_FAMILIES, METHODOLOGY_TO_FAMILY, NOTEBOOKS,
                            load_baselines, load_methods, lookup, split_multi)
+from repo_scripts import load_script
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -287,11 +288,7 @@ def test_implemented_functions_resolve(baselines, methods):
 @pytest.fixture(scope="module")
 def build():
     """scripts/build_methods_csv.py as a module."""
-    spec = importlib.util.spec_from_file_location(
-        "build_methods_csv", REPO / "scripts" / "build_methods_csv.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_methods_csv")
 
 
 @pytest.fixture()

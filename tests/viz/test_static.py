@@ -8,7 +8,6 @@ post-processing keeps the pictures while it drops the live views.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import struct
 import zlib
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 from labkit import viz
 from labkit.viz import _static
+from repo_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -219,10 +219,7 @@ def test_dashboard_display_publishes_view_and_picture(monkeypatch):
 
 
 def _execute_script():
-    spec = importlib.util.spec_from_file_location("execute_notebooks", REPO / "scripts" / "execute_notebooks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("execute_notebooks")
 
 
 def test_execute_post_processing_keeps_images_and_drops_widget_views():
