@@ -100,19 +100,6 @@ class SharedFeaturePolicy(SoftmaxOverTable, nn.Module):
         (B, n_actions, n_features): the weights' gradient, where every position of a trajectory,
         routine or decisive, adds to the same entries. The batch estimate is the mean over B.
         """
-        if rollouts.states is None:
-            raise ValueError("rollouts.states: a feature policy needs the state index of every position")
-        credit = as_tensor("credit", credit)
-        check_shape("credit", credit, (rollouts.batch_size, rollouts.horizon))
-        S, A = self.n_states, self.n_actions
-        pi = self.probs()
-        states = rollouts.states.clamp(0, S - 1)
-        # grad_logits log pi(a | s) = onehot(a) - pi(. | s); the chain rule multiplies by phi(s)
-        score = torch.nn.functional.one_hot(rollouts.tokens.clamp(0, A - 1), A).to(pi.dtype) - pi[states]
-        terms = torch.where(rollouts.mask[..., None], credit.to(pi.dtype)[..., None] * score, 0)
+        terms, states = self._logit_score_terms(rollouts, credit)
+        # the chain rule from the logits of s to the weights multiplies by phi(s)
         return torch.einsum("bta,btf->baf", terms, self.features[states])
-
-    def gradient_estimate(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
-        """The batch policy-gradient estimate (1/B) sum_b sum_t c_bt grad_weight log pi,
-        (n_actions, n_features)."""
-        return self.trajectory_gradients(rollouts, credit).mean(0)

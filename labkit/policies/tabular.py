@@ -47,6 +47,26 @@ class SoftmaxOverTable:
         ent = -(p * logp).sum(-1)
         return actions, logp.gather(-1, actions[:, None]).squeeze(-1), ent
 
+    @torch.no_grad()
+    def _logit_score_terms(self, rollouts: Rollouts, credit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(terms, states): c_bt * grad_{logits[s_bt]} log pi(a_bt | s_bt) = c_bt * (onehot(a_bt) -
+        pi(. | s_bt)) per position, (B, T, n_actions), 0 off the mask, and the state index of each
+        position; a policy carries them to its own parameters."""
+        if rollouts.states is None:
+            raise ValueError(f"rollouts.states: {type(self).__name__} needs the state index of every position")
+        credit = as_tensor("credit", credit)
+        check_shape("credit", credit, (rollouts.batch_size, rollouts.horizon))
+        S, A = self.logits.shape
+        pi = self.probs()
+        states = rollouts.states.clamp(0, S - 1)
+        score = torch.nn.functional.one_hot(rollouts.tokens.clamp(0, A - 1), A).to(pi.dtype) - pi[states]
+        return torch.where(rollouts.mask[..., None], credit.to(pi.dtype)[..., None] * score, 0), states
+
+    def gradient_estimate(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
+        """The batch policy-gradient estimate (1/B) sum_b sum_t c_bt grad log pi, shaped like the
+        policy's parameters."""
+        return self.trajectory_gradients(rollouts, credit).mean(0)
+
 
 class TabularSoftmaxPolicy(SoftmaxOverTable, nn.Module):
     """pi(a | s) = softmax(logits[s])_a with ``logits`` of shape (n_states, n_actions).
@@ -92,20 +112,8 @@ class TabularSoftmaxPolicy(SoftmaxOverTable, nn.Module):
         For a softmax table, grad_{logits[s]} log pi(a | s) = onehot(a) - pi(. | s), so this is a
         scatter instead of B backward passes. The batch estimate is the mean over B.
         """
-        if rollouts.states is None:
-            raise ValueError("rollouts.states: a tabular policy needs the state index of every position")
-        credit = as_tensor("credit", credit)
-        check_shape("credit", credit, (rollouts.batch_size, rollouts.horizon))
-        B, T = rollouts.tokens.shape
-        S, A = self.logits.shape
-        pi = self.probs()
-        states = rollouts.states.clamp(0, S - 1)
-        score = torch.nn.functional.one_hot(rollouts.tokens.clamp(0, A - 1), A).to(pi.dtype) - pi[states]
-        terms = torch.where(rollouts.mask[..., None], credit.to(pi.dtype)[..., None] * score, 0)
+        terms, states = self._logit_score_terms(rollouts, credit)
+        B, S, A = rollouts.batch_size, self.n_states, self.n_actions
         flat = (torch.arange(B)[:, None] * S + states).reshape(-1)
-        out = torch.zeros(B * S, A, dtype=pi.dtype).index_add_(0, flat, terms.reshape(-1, A))
+        out = torch.zeros(B * S, A, dtype=terms.dtype).index_add_(0, flat, terms.reshape(-1, A))
         return out.reshape(B, S, A)
-
-    def gradient_estimate(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:
-        """The batch policy-gradient estimate (1/B) sum_b sum_t c_bt grad log pi, (S, A)."""
-        return self.trajectory_gradients(rollouts, credit).mean(0)
