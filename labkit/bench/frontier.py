@@ -3,7 +3,8 @@
 At a fixed compute budget, is it better to buy many rollouts with crude episode credit (GRPO)
 or fewer rollouts with precise credit (VinePPO's vines, C3's re-executed counterfactuals)?
 ``train_to_budget`` trains one learner with one estimator until a budget is spent;
-``frontier_cell`` adds the evaluation; ``sweep`` runs a grid resumably into a CSV; ``crossover``
+``frontier_cell`` adds the evaluation; ``sweep`` runs a grid resumably into a CSV; ``gaps`` compares
+an arm with GRPO per budget, with an interval over seeds; ``crossover``
 finds, per horizon, the smallest budget at which a fine-grained method beats GRPO;
 ``time_to_success`` the first budget at which an arm's success reaches a threshold.
 
@@ -78,11 +79,11 @@ from labkit.envs.tabular import exact_truth
 from labkit.envs.toolworld import ToolLearner, ToolWorld
 from labkit.learn.loop import LOSSES, policy_loss
 from labkit.policies import SharedFeaturePolicy, TabularSoftmaxPolicy
-from labkit.scoring import rank_correlation, sign_agreement
+from labkit.scoring import difference_interval, rank_correlation, sign_agreement
 
 __all__ = ["WORLDS", "ARMS", "Arm", "UNIT_WEIGHTS", "KEY", "LEARNING_RATES", "VINE_STEP_LENS", "VINE_KS",
            "vine_arm_name", "cost_units", "rollout_cost", "episode_units", "make_learner", "train_to_budget",
-           "frontier_cell", "sweep", "crossover", "time_to_success", "frontier_band", "load_frontier",
+           "frontier_cell", "sweep", "gaps", "crossover", "time_to_success", "frontier_band", "load_frontier",
            "FRONTIER_DIR", "SHARED_FRONTIER_DIR"]
 
 WORLDS = ("chain", "toolworld", "chain_shared")
@@ -406,25 +407,17 @@ def sweep(grid: dict, estimators: dict, budgets: Sequence[float], seeds: Sequenc
     return table[keep].reset_index(drop=True) if len(table) else table
 
 
-# --------------------------------------------------------------------------- the crossover
-def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, base: str = "grpo",
-              metric: str = "success") -> pd.DataFrame:
-    """Per (world, horizon, fine-grained estimator): the smallest budget at which the fine
-    method's mean ``metric`` over seeds exceeds ``base``'s, or "none".
-
-    ``fine``: estimator names (default: every estimator in ``table`` other than ``base``).
-    Columns: ``world``, ``horizon``, ``estimator``, ``crossover`` (a budget or "none"), and at
-    that budget (or at the largest budget when there is none) ``fine_mean`` / ``fine_std``,
-    ``base_mean`` / ``base_std`` (std over seeds) and ``gap_min`` / ``gap_max`` (the range of
-    fine minus base over seeds both have), plus ``stays_ahead_from`` (the smallest budget from
-    which fine is ahead at every larger budget, or "none"), ``budgets`` (how many budgets were
-    compared) and ``wins`` (at how many of them fine was ahead).
-    """
+# --------------------------------------------------------------------------- gaps and the crossover
+def _check_table(table, metric: str) -> None:
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
     missing = sorted((set(KEY) | {metric}) - set(table.columns))
     if missing:
         raise ValueError(f"table: missing columns {missing}")
+
+
+def _fine_names(table: pd.DataFrame, fine, base: str) -> list[str]:
+    """The fine-grained arms to compare with ``base`` (default: every other estimator), checked."""
     if base not in set(table.estimator):
         raise ValueError(f"base: no rows for estimator {base!r} in table")
     names = [n for n in sorted(set(table.estimator)) if n != base] if fine is None else \
@@ -432,6 +425,23 @@ def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, b
     for n in names:
         if n not in set(table.estimator):
             raise ValueError(f"fine: no rows for estimator {n!r} in table")
+    return names
+
+
+def gaps(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, base: str = "grpo",
+         metric: str = "success", level: float = 0.95) -> pd.DataFrame:
+    """Per (world, horizon, fine-grained estimator, budget): how far the fine method's ``metric``
+    is from ``base``'s, with an interval.
+
+    Every (budget, seed) cell is its own training run, so the two arms' seeds are independent
+    samples: ``gap`` is the difference of the means over seeds and ``gap_low`` / ``gap_high`` its
+    ``level`` bootstrap interval (``labkit.scoring.difference_interval``, seeded, each arm's seeds
+    resampled on their own). Also ``fine_mean`` / ``fine_std``, ``base_mean`` / ``base_std`` (std
+    over seeds), ``gap_min`` / ``gap_max`` (the range of fine minus base over the seeds both
+    have) and ``seeds`` (the fine arm's). ``fine``: estimator names (default: every estimator in
+    ``table`` other than ``base``); budgets both arms ran."""
+    _check_table(table, metric)
+    names = _fine_names(table, fine, base)
     out = []
     for (world, horizon), part in table.groupby(["world", "horizon"], sort=True):
         b = part[part.estimator == base].set_index(["budget", "seed"])[metric]
@@ -439,31 +449,53 @@ def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, b
             f = part[part.estimator == name].set_index(["budget", "seed"])[metric]
             if not len(f) or not len(b):
                 continue
-            budgets = sorted(set(f.index.get_level_values(0)) & set(b.index.get_level_values(0)))
-            if not budgets:
-                continue
-            stats = []
-            for bud in budgets:
+            for bud in sorted(set(f.index.get_level_values(0)) & set(b.index.get_level_values(0))):
                 fv, bv = f.xs(bud, level="budget"), b.xs(bud, level="budget")
                 both = fv.index.intersection(bv.index)
-                gap = (fv[both] - bv[both]) if len(both) else pd.Series(dtype=float)
-                stats.append({"budget": bud, "fine_mean": float(fv.mean()), "fine_std": float(fv.std(ddof=1)) if len(fv) > 1 else 0.0,
-                              "base_mean": float(bv.mean()), "base_std": float(bv.std(ddof=1)) if len(bv) > 1 else 0.0,
-                              "gap_min": float(gap.min()) if len(gap) else math.nan,
-                              "gap_max": float(gap.max()) if len(gap) else math.nan})
-            ahead = [s for s in stats if s["fine_mean"] > s["base_mean"]]
-            at = ahead[0] if ahead else stats[-1]
-            # a win at one budget followed by losses is not a frontier crossing: also report the
-            # smallest budget from which the fine method stays ahead at every larger budget
-            stays = "none"
-            for s in reversed(stats):
-                if s["fine_mean"] <= s["base_mean"]:
-                    break
-                stays = s["budget"]
-            out.append({"world": world, "horizon": int(horizon), "estimator": name,
-                        "crossover": at["budget"] if ahead else "none", "stays_ahead_from": stays,
-                        **{k: v for k, v in at.items() if k != "budget"},
-                        "budgets": len(stats), "wins": len(ahead)})
+                per_seed = fv[both] - bv[both]
+                gap = difference_interval(fv.to_numpy(), bv.to_numpy(), level=level)
+                out.append({"world": world, "horizon": int(horizon), "estimator": name, "budget": bud,
+                            "fine_mean": float(fv.mean()), "fine_std": float(fv.std(ddof=1)) if len(fv) > 1 else 0.0,
+                            "base_mean": float(bv.mean()), "base_std": float(bv.std(ddof=1)) if len(bv) > 1 else 0.0,
+                            "gap": gap["diff"], "gap_low": gap["low"], "gap_high": gap["high"],
+                            "gap_min": float(per_seed.min()) if len(both) else math.nan,
+                            "gap_max": float(per_seed.max()) if len(both) else math.nan, "seeds": len(fv)})
+    return pd.DataFrame(out)
+
+
+def crossover(table: pd.DataFrame, fine: str | Sequence[str] | None = None, *, base: str = "grpo",
+              metric: str = "success") -> pd.DataFrame:
+    """Per (world, horizon, fine-grained estimator): the smallest budget at which the fine
+    method's mean ``metric`` over seeds exceeds ``base``'s, or "none".
+
+    ``fine``: estimator names (default: every estimator in ``table`` other than ``base``).
+    Columns: ``world``, ``horizon``, ``estimator``, ``crossover`` (a budget or "none"), and at
+    that budget (or at the largest budget when there is none) the ``gaps`` row (means, stds, the
+    gap with its interval ``gap_low`` / ``gap_high`` and its per-seed range ``gap_min`` /
+    ``gap_max``), plus ``stays_ahead_from`` (the smallest budget from which fine is ahead at
+    every larger budget, or "none"), ``budgets`` (how many budgets were compared) and ``wins``
+    (at how many of them fine was ahead).
+    """
+    per_budget = gaps(table, fine, base=base, metric=metric)
+    out = []
+    if not len(per_budget):
+        return pd.DataFrame(out)
+    for (world, horizon, name), stats in per_budget.groupby(["world", "horizon", "estimator"], sort=True):
+        stats = stats.sort_values("budget")
+        ahead = stats[stats.fine_mean > stats.base_mean]
+        at = (ahead if len(ahead) else stats.tail(1)).iloc[0]
+        # a win at one budget followed by losses is not a frontier crossing: also report the
+        # smallest budget from which the fine method stays ahead at every larger budget
+        stays = "none"
+        for s in reversed(list(stats.itertuples())):
+            if s.fine_mean <= s.base_mean:
+                break
+            stays = s.budget
+        out.append({"world": world, "horizon": int(horizon), "estimator": name,
+                    "crossover": at["budget"] if len(ahead) else "none", "stays_ahead_from": stays,
+                    **{k: at[k] for k in ("fine_mean", "fine_std", "base_mean", "base_std", "gap_min", "gap_max",
+                                          "gap_low", "gap_high")},
+                    "budgets": len(stats), "wins": len(ahead)})
     return pd.DataFrame(out)
 
 
@@ -487,11 +519,7 @@ def time_to_success(table: pd.DataFrame, threshold: float = 0.9, *, metric: str 
     time) and ``seed_last`` (the latest, "none" when some seed never reaches it). With
     ``per_seed`` one row per seed instead: the key, ``seed`` and its ``time_to_success``.
     """
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"table: expected a DataFrame, got {type(table).__name__}")
-    missing = sorted((set(KEY) | {metric}) - set(table.columns))
-    if missing:
-        raise ValueError(f"table: missing columns {missing}")
+    _check_table(table, metric)
     threshold = check_number("threshold", threshold)
     arms, seeds = [], []
     for (world, horizon, name), part in table.groupby(["world", "horizon", "estimator"], sort=True):

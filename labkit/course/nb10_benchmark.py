@@ -1,7 +1,8 @@
 """Notebook 10, the benchmark and the efficiency frontier: the survey's §9.3 protocol as a run
 (every estimator against exact truth, one record per task x estimator x seed), its leaderboard
 per family, the §9.2 question answered on the toy (fine-grained credit against GRPO at equal
-compute, per horizon), the Appendix C checklist filled from the run, and a reader's own
+compute, per horizon: on the chain with a shared-weight policy, the tabular chain as the
+contrast, and ToolWorld), the Appendix C checklist filled from the run, and a reader's own
 estimator put through the same protocol.
 
 Everything heavy is cached in ``data/bench/`` (``scripts/build_bench_full.py``,
@@ -19,16 +20,20 @@ import pandas as pd
 from labkit.bench import leaderboard, read_records, run_suite
 from labkit.bench.leaderboard import GROUPINGS
 from labkit.bench.card import checklist_card
-from labkit.bench.frontier import frontier_band, load_frontier
+from labkit.bench.frontier import (FRONTIER_DIR, SHARED_FRONTIER_DIR, VINE_KS, VINE_STEP_LENS, crossover, frontier_band, gaps,
+                                   load_frontier, time_to_success, vine_arm_name)
 from labkit.bench.records import JSONL, METRIC_FIELDS
-from labkit.core.cache import read_cache
-from labkit.core.checks import check_choice, check_int
+from labkit.core.cache import read_cache, rebuild_command
+from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.paths import data_path
 from labkit.course.presets import NB10_BASELINE, NB10_LIVE_ESTIMATORS, NB10_SUITE
 from labkit.credit import ESTIMATORS, register
 
 FRONTIER_METRICS = {"success": "final exact success J", "credit_rank": "credit quality (Spearman with exact advantage)"}
-WORLD_NAMES = {"chain": "BifurcationChain", "toolworld": "ToolWorld"}
+WORLD_NAMES = {"chain_shared": "BifurcationChain, shared weights", "chain": "BifurcationChain, tabular (contrast)",
+               "toolworld": "ToolWorld"}
+SUCCESS_THRESHOLD = 0.9   # "time to success": the first budget whose mean exact success reaches it
+COLLAPSE_BELOW = 0.1      # a run whose final success ends below this has collapsed (uniform policy: 0.25)
 
 # names registered through add_your_own: only these may be registered again
 _OWN: set[str] = set()
@@ -126,11 +131,31 @@ def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 40):
 
 
 # --------------------------------------------------------------------------- the frontier
+def frontier_runs() -> pd.DataFrame:
+    """Every training run of the two cached frontiers (``scripts/build_frontier.py``): the tabular
+    chain and ToolWorld (data/bench/frontier) and the shared-weight chain (``--suite shared``,
+    data/bench/frontier_shared), one row per world, horizon, estimator, budget and seed."""
+    return pd.concat([load_frontier(FRONTIER_DIR)[0], load_frontier(SHARED_FRONTIER_DIR)[0]], ignore_index=True)
+
+
+def frontier_builds() -> pd.DataFrame:
+    """How each cached frontier was built, from its meta.json: the cache folder, the runs it
+    holds, the seeds, the whole build's wall time on its threads, and the command that rebuilds
+    it."""
+    rows = []
+    for folder in (SHARED_FRONTIER_DIR, FRONTIER_DIR):
+        meta = load_frontier(folder)[2]
+        rows.append({"cache": f"data/bench/{Path(folder).name}", "runs": meta["cells"], "seeds": len(meta["seeds"]),
+                     "seconds": meta["wall_seconds_total"], "threads": meta["threads"],
+                     "command": rebuild_command(meta["provenance"]["script"], meta["provenance"]["args"])})
+    return pd.DataFrame(rows)
+
+
 def frontier_data(table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The frontier (``load_frontier``'s rows by default) as chart data: per world, horizon,
+    """The frontier (``frontier_runs`` by default) as chart data: per world, horizon,
     estimator, budget (episode equivalents) and ``metric`` ("success" or "credit_rank"), the
     mean / std / min / max over seeds and the number of seeds."""
-    table = load_frontier()[0] if table is None else table
+    table = frontier_runs() if table is None else table
     parts = [frontier_band(table, m).assign(metric=m) for m in FRONTIER_METRICS]
     return pd.concat(parts, ignore_index=True)
 
@@ -141,21 +166,36 @@ def horizons(data: pd.DataFrame, world: str) -> list[int]:
     return sorted(int(h) for h in set(data[data.world == world].horizon))
 
 
-def frontier_chart(data: pd.DataFrame, world: str = "chain", horizon_index: int = 0, metric: str = "success"):
+def vine_arms(step_len: int | None = None) -> list[str]:
+    """The shared chain's VinePPO arms (``vineppo_m{m}_k{K}``), all of them or those with steps of
+    ``step_len`` tokens (one of ``VINE_STEP_LENS``)."""
+    if step_len is not None:
+        check_choice("step_len", step_len, VINE_STEP_LENS)
+    return [vine_arm_name(m, k) for m in VINE_STEP_LENS for k in VINE_KS if step_len in (None, m)]
+
+
+def frontier_chart(data: pd.DataFrame, world: str = "chain_shared", horizon_index: int = 0, metric: str = "success",
+                   step_len: int | None = None):
     """Final success or credit quality against the budget (log scale, episode equivalents) at
     one horizon of ``world``: one line per estimator (mean over seeds) with a min-max band.
     ``horizon_index`` picks the horizon from ``horizons(data, world)`` (clipped to the last, so
-    one slider can serve worlds with different grids)."""
+    one slider can serve worlds with different grids). ``step_len`` keeps GRPO and the VinePPO
+    arms with steps of that many tokens (the shared chain has six vine arms; other worlds ignore
+    it)."""
     from labkit import viz
 
     check_choice("metric", metric, tuple(FRONTIER_METRICS))
     hs = horizons(data, world)
     h = hs[min(check_int("horizon_index", horizon_index, low=0), len(hs) - 1)]
     d = data[(data.world == world) & (data.horizon == h) & (data.metric == metric)]
+    if step_len is not None and world == "chain_shared":
+        d = d[d.estimator.isin(["grpo", *vine_arms(step_len)])]
     import altair as alt
 
+    domain = (0.0, 1.0) if metric == "success" else None
     chart = viz.line_chart(d, "budget", "mean", color="estimator", band=("min", "max"), log_x=True,
-                           x_title="budget (episode equivalents, log scale)", y_title=FRONTIER_METRICS[metric])
+                           x_title="budget (episode equivalents, log scale)", y_title=FRONTIER_METRICS[metric],
+                           value_domain=domain)
     budgets = sorted(float(b) for b in set(d.budget))
     for layer in chart.layer:
         # ticks at the budgets themselves (a log axis otherwise crowds 100, 200, 300 together)
@@ -164,17 +204,105 @@ def frontier_chart(data: pd.DataFrame, world: str = "chain", horizon_index: int 
                                                   anchor="start"), width=460)
 
 
-def crossover_table(crossover: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The cached crossover table (``load_frontier``), compact: world, horizon, estimator,
-    crossover (smallest budget where the fine method's mean success beats GRPO's, or "none"),
-    stays_ahead_from, wins out of budgets, and at that budget (the largest when none) the fine
-    and GRPO mean success and the per-seed gap range."""
-    c = load_frontier()[1] if crossover is None else crossover
+def _budget(b) -> str:
+    return b if isinstance(b, str) else f"{b:,.0f}"
+
+
+def time_to_success_table(runs: pd.DataFrame | None = None, *, threshold: float = SUCCESS_THRESHOLD,
+                          worlds: Sequence[str] = ("chain_shared", "chain")) -> pd.DataFrame:
+    """``labkit.bench.frontier.time_to_success`` as one table: rows (world, estimator), a column
+    per horizon, each cell the first budget (episode equivalents) at which the mean success over
+    seeds reaches ``threshold``, then in brackets the seeds' spread: the earliest and the latest
+    seed's first budget, or how many seeds reached it when some never did ("none" when the mean
+    never does)."""
+    runs = frontier_runs() if runs is None else runs
+    for w in worlds:
+        check_choice("worlds", w, tuple(sorted(set(runs.world))))
+    reach = time_to_success(runs[runs.world.isin(list(worlds))], threshold)
+    cells = {}
+    for r in reach.itertuples():
+        if r.seeds_reached < r.seeds:
+            spread = f"{r.seeds_reached}/{r.seeds} seeds"
+        else:
+            spread = f"{_budget(r.seed_first)}–{_budget(r.seed_last)}"
+        cells[r.world, r.estimator, r.horizon] = f"{_budget(r.time_to_success)} ({spread})"
+    table = pd.Series(cells).unstack()
+    order = {w: i for i, w in enumerate(worlds)}
+    table = table.loc[sorted(table.index, key=lambda k: (order[k[0]], k[1] != "grpo", k[1]))]
+    return table.rename_axis(index=["world", "estimator"], columns="horizon")
+
+
+def closest_to_grpo(runs: pd.DataFrame | None = None, *, world: str = "chain_shared",
+                    threshold: float = SUCCESS_THRESHOLD) -> pd.DataFrame:
+    """Per horizon of ``world``, the budget at which GRPO's mean success first reaches
+    ``threshold`` (its time to success; the largest budget if it never does) and, at that budget,
+    the fine-grained arm closest to it: its mean success, GRPO's, and the gap (fine minus GRPO)
+    with its 95 % bootstrap interval over seeds (``labkit.bench.frontier.gaps``); then the fine
+    arm (or arms, on a tie) whose own time to success is shortest, and that time. Columns:
+    horizon, budget, grpo, arm, arm_mean, gap, gap_low, gap_high, fastest_arm, fastest_time
+    ("none" when no fine arm reaches the threshold)."""
+    runs = frontier_runs() if runs is None else runs
+    check_choice("world", world, tuple(sorted(set(runs.world))))
+    part = runs[runs.world == world]
+    reach = time_to_success(part, threshold).set_index(["horizon", "estimator"])
+    per_budget = gaps(part)
+    rows = []
+    for h in sorted(set(part.horizon)):
+        t = reach.loc[(h, "grpo"), "time_to_success"]
+        g = per_budget[per_budget.horizon == h]
+        budget = float(g.budget.max()) if t == "none" else float(t)
+        at = g[g.budget == budget].sort_values(["gap", "estimator"], ascending=[False, True]).iloc[0]
+        fine = reach.loc[h].drop(index="grpo")
+        reached = fine[fine.time_to_success != "none"]
+        times = reached.time_to_success.astype(float)
+        fastest = " / ".join(sorted(times[times == times.min()].index)) if len(times) else "none"
+        rows.append({"horizon": int(h), "budget": budget, "grpo": at.base_mean, "arm": at.estimator,
+                     "arm_mean": at.fine_mean, "gap": at.gap, "gap_low": at.gap_low, "gap_high": at.gap_high,
+                     "fastest_arm": fastest, "fastest_time": float(times.min()) if len(times) else "none"})
+    return pd.DataFrame(rows)
+
+
+def start_credit_quality(runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Credit quality at the uniform policy every run starts from (the same policy for every
+    arm, so the credits are compared on equal terms): mean over runs of the rank correlation of
+    the arm's credit with the exact advantage on a fresh batch, rows (world, estimator), a
+    column per horizon (NaN where a world has no such horizon)."""
+    runs = frontier_runs() if runs is None else runs
+    return runs.pivot_table(index=["world", "estimator"], columns="horizon", values="credit_rank_start",
+                            aggfunc="mean")
+
+
+def collapses(runs: pd.DataFrame | None = None, *, below: float = COLLAPSE_BELOW) -> pd.DataFrame:
+    """Runs whose final success ended below ``below`` (the uniform policy they start from has
+    0.25 on the two-bifurcation chain): per world, horizon and estimator that has any, how many
+    of its runs (every budget and seed) collapsed, out of how many, and at which budgets."""
+    runs = frontier_runs() if runs is None else runs
+    below = check_number("below", below, low=0.0, high=1.0)
+    bad = runs[runs.success < below]
+    rows = []
+    for (world, h, name), part in bad.groupby(["world", "horizon", "estimator"], sort=True):
+        total = runs[(runs.world == world) & (runs.horizon == h) & (runs.estimator == name)]
+        rows.append({"world": world, "horizon": int(h), "estimator": name, "collapsed": len(part), "runs": len(total),
+                     "seeds": " ".join(str(s) for s in sorted(set(part.seed))),
+                     "budgets": " ".join(_budget(b) for b in sorted(set(part.budget)))})
+    return pd.DataFrame(rows, columns=["world", "horizon", "estimator", "collapsed", "runs", "seeds", "budgets"])
+
+
+def crossover_table(runs: pd.DataFrame | None = None, *, worlds: Sequence[str] | None = None) -> pd.DataFrame:
+    """``labkit.bench.frontier.crossover`` of ``runs`` (default ``frontier_runs``; only
+    ``worlds`` when given), compact: world, horizon, estimator, crossover (smallest budget where
+    the fine method's mean success beats GRPO's, or "none"), stays_ahead_from, wins out of
+    budgets, and at that budget (the largest when none) the fine and GRPO mean success and the
+    gap with its 95 % bootstrap interval over seeds."""
+    runs = frontier_runs() if runs is None else runs
+    if worlds is not None:
+        for w in worlds:
+            check_choice("worlds", w, tuple(sorted(set(runs.world))))
+        runs = runs[runs.world.isin(list(worlds))]
+    c = crossover(runs)
+    c["gap"] = c.fine_mean - c.base_mean
     cols = ["world", "horizon", "estimator", "crossover", "stays_ahead_from", "wins", "budgets",
-            "fine_mean", "base_mean", "gap_min", "gap_max"]
-    missing = sorted(set(cols) - set(c.columns))
-    if missing:
-        raise ValueError(f"crossover: missing columns {missing}")
+            "fine_mean", "base_mean", "gap", "gap_low", "gap_high"]
     return c[cols].reset_index(drop=True)
 
 

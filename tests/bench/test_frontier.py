@@ -126,6 +126,24 @@ def test_crossover_is_the_first_budget_where_the_fine_mean_is_ahead_or_none():
     assert h40.wins == 0 and h40.fine_mean == pytest.approx(0.9)
 
 
+def test_gaps_compare_each_budget_with_an_interval_over_independent_seeds():
+    rows = []
+    for s, (g, v) in enumerate([(0.9, 0.5), (0.95, 0.6), (1.0, 0.7)]):
+        rows += [(10, "grpo", 1, s, g), (10, "vineppo", 1, s, v), (10, "grpo", 2, s, 0.99), (10, "vineppo", 2, s, 0.99)]
+    rows.append((10, "vineppo", 1, 3, 0.6))   # a seed GRPO did not run: in the means, not in the per-seed range
+    g = fr.gaps(_table(rows)).set_index("budget")
+    one = g.loc[1]
+    assert one.gap == pytest.approx(0.6 - 0.95) and one.seeds == 4
+    assert one.gap_low < one.gap < one.gap_high < 0            # clearly behind: the interval excludes 0
+    assert (one.gap_min, one.gap_max) == pytest.approx((-0.4, -0.3))
+    assert g.loc[2].gap == pytest.approx(0.0) and g.loc[2].gap_low == g.loc[2].gap_high == pytest.approx(0.0)
+    # crossover reports the gap's interval at the budget it names (here the largest: no win)
+    row = fr.crossover(_table(rows)).iloc[0]
+    assert row.crossover == "none" and (row.gap_low, row.gap_high) == pytest.approx((0.0, 0.0))
+    with pytest.raises(ValueError, match="^fine"):
+        fr.gaps(_table(rows), "c3")
+
+
 def test_a_win_followed_by_a_loss_is_a_crossover_but_not_staying_ahead():
     rows = [(10, "grpo", 1, 0, 0.3), (10, "gigpo", 1, 0, 0.4), (10, "grpo", 2, 0, 0.8), (10, "gigpo", 2, 0, 0.7),
             (10, "grpo", 4, 0, 0.8), (10, "gigpo", 4, 0, 0.9)]

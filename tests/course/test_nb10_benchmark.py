@@ -1,7 +1,6 @@
 """Notebook 10's runners (labkit.course.nb10_benchmark) at small sizes: they measure what they say."""
 import pytest
 
-from labkit.bench.frontier import load_frontier
 from labkit.core.credit import Credit
 from labkit.core.stats import group_normalize
 from labkit.course import nb10_benchmark as lesson
@@ -70,37 +69,118 @@ def test_the_cached_full_run_is_summarised_per_family():
 
 
 def test_frontier_chart_data_covers_every_estimator_and_horizon():
-    table, _, _ = load_frontier()
+    table = lesson.frontier_runs()
+    assert set(table.world) == {"chain", "toolworld", "chain_shared"}   # both caches, one table
     data = lesson.frontier_data(table)
     want = set(map(tuple, table[["world", "horizon", "estimator"]].drop_duplicates().values.tolist()))
     for metric in lesson.FRONTIER_METRICS:
         got = set(map(tuple, data[data.metric == metric][["world", "horizon", "estimator"]]
                       .drop_duplicates().values.tolist()))
         assert got == want, metric
-    assert (data.seeds == 3).all() and (data["min"] <= data["mean"] + 1e-12).all()
-    for world in ("chain", "toolworld"):
+    assert set(data[data.world == "chain_shared"].seeds) == {5} and set(data[data.world != "chain_shared"].seeds) == {3}
+    assert (data["min"] <= data["mean"] + 1e-12).all()
+    for world in ("chain_shared", "chain", "toolworld"):
         hs = lesson.horizons(data, world)
         assert hs == sorted(set(table[table.world == world].horizon))
         for i in range(4):   # the notebook's slider runs 0..3; ToolWorld's 3 horizons clip at the last
             spec = lesson.frontier_chart(data, world, i, "credit_rank").to_dict()
             rows = next(iter(spec["datasets"].values()))
             h = hs[min(i, len(hs) - 1)]
-            assert spec["title"]["text"].endswith(f"horizon {h}: mean and min-max over seeds")
+            assert spec["title"]["text"] == f"{lesson.WORLD_NAMES[world]}, horizon {h}: mean and min-max over seeds"
             assert {r["estimator"] for r in rows} == set(table[table.world == world].estimator)
             at = data[(data.world == world) & (data.horizon == h) & (data.metric == "credit_rank")]
             assert sorted((r["estimator"], r["budget"], r["mean"]) for r in rows) == \
                 sorted(zip(at.estimator, at.budget, at["mean"]))
             assert spec["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"
+    # the step filter keeps GRPO and the vine arms of one step length, on the shared chain only
+    spec = lesson.frontier_chart(data, "chain_shared", 3, "success", step_len=20).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert {r["estimator"] for r in rows} == {"grpo", "vineppo_m20_k2", "vineppo_m20_k8"}
+    assert lesson.vine_arms(20) == ["vineppo_m20_k2", "vineppo_m20_k8"] and len(lesson.vine_arms()) == 6
+    spec = lesson.frontier_chart(data, "chain", 0, "success", step_len=20).to_dict()
+    assert {r["estimator"] for r in next(iter(spec["datasets"].values()))} == {"grpo", "vineppo"}
     with pytest.raises(ValueError, match="^metric"):
         lesson.frontier_chart(data, "chain", 0, "loss")
     with pytest.raises(ValueError, match="^world"):
         lesson.frontier_chart(data, "gridworld", 0)
     with pytest.raises(ValueError, match="^horizon_index"):
         lesson.frontier_chart(data, "chain", -1)
-    c = lesson.crossover_table()
+    with pytest.raises(ValueError, match="^step_len"):
+        lesson.frontier_chart(data, "chain_shared", 0, step_len=3)
+    c = lesson.crossover_table(table)
     assert set(c.estimator) == set(table.estimator) - {"grpo"}
-    with pytest.raises(ValueError, match="^crossover"):
-        lesson.crossover_table(c.drop(columns="wins"))
+    assert (c.gap_low <= c.gap + 1e-12).all() and (c.gap <= c.gap_high + 1e-12).all()
+    assert set(lesson.crossover_table(table, worlds=["chain"]).world) == {"chain"}
+    with pytest.raises(ValueError, match="^worlds"):
+        lesson.crossover_table(table, worlds=["gridworld"])
+
+
+def _runs(rows):
+    """A hand-made frontier: (world, horizon, estimator, budget, seed, success)."""
+    import pandas as pd
+
+    return pd.DataFrame([dict(world=w, horizon=h, estimator=e, budget=b, seed=s, success=v, credit_rank_start=0.1 * s)
+                         for w, h, e, b, s, v in rows])
+
+
+def _small_frontier():
+    rows = []
+    for s in range(3):
+        # GRPO reaches 0.9 at budget 2 at T = 10 and at budget 4 at T = 40
+        rows += [("chain_shared", 10, "grpo", 1, s, 0.5), ("chain_shared", 10, "grpo", 2, s, 0.95),
+                 ("chain_shared", 10, "grpo", 4, s, 1.0),
+                 ("chain_shared", 40, "grpo", 1, s, 0.3), ("chain_shared", 40, "grpo", 2, s, 0.6),
+                 ("chain_shared", 40, "grpo", 4, s, 0.95)]
+        # a vine arm one budget slower at T = 10; at T = 40 one seed collapses and the mean never gets there
+        rows += [("chain_shared", 10, "vineppo_m5_k2", 1, s, 0.3), ("chain_shared", 10, "vineppo_m5_k2", 2, s, 0.8),
+                 ("chain_shared", 10, "vineppo_m5_k2", 4, s, 0.95),
+                 ("chain_shared", 40, "vineppo_m5_k2", 1, s, 0.3), ("chain_shared", 40, "vineppo_m5_k2", 2, s, 0.4),
+                 ("chain_shared", 40, "vineppo_m5_k2", 4, s, 0.02 if s == 2 else 0.97)]
+        rows += [("chain", 10, "grpo", b, s, v) for b, v in ((1, 0.7), (2, 0.92), (4, 1.0))]
+    return _runs(rows)
+
+
+def test_time_to_success_table_gives_each_arm_and_horizon_its_first_budget_and_spread():
+    t = lesson.time_to_success_table(_small_frontier())
+    assert list(t.columns) == [10, 40] and list(t.index) == [("chain_shared", "grpo"), ("chain_shared", "vineppo_m5_k2"),
+                                                           ("chain", "grpo")]
+    assert t.loc[("chain_shared", "grpo"), 10] == "2 (2–2)" and t.loc[("chain_shared", "grpo"), 40] == "4 (4–4)"
+    assert t.loc[("chain_shared", "vineppo_m5_k2"), 10] == "4 (4–4)"
+    assert t.loc[("chain_shared", "vineppo_m5_k2"), 40] == "none (2/3 seeds)"
+    with pytest.raises(ValueError, match="^worlds"):
+        lesson.time_to_success_table(_small_frontier(), worlds=["toolworld"])
+
+
+def test_closest_to_grpo_reads_the_gap_where_grpo_first_succeeds():
+    c = lesson.closest_to_grpo(_small_frontier()).set_index("horizon")
+    assert c.loc[10, "budget"] == 2 and c.loc[10, "arm"] == "vineppo_m5_k2"
+    assert c.loc[10, "gap"] == pytest.approx(-0.15) and c.loc[10, "gap_low"] == pytest.approx(-0.15)
+    assert c.loc[10, "fastest_arm"] == "vineppo_m5_k2" and c.loc[10, "fastest_time"] == 4
+    # at T = 40 GRPO reaches 0.9 at budget 4; the vine arm trails there by the collapsed seed's share
+    assert c.loc[40, "budget"] == 4 and c.loc[40, "gap"] == pytest.approx((0.97 * 2 + 0.02) / 3 - 0.95)
+    assert c.loc[40, "gap_low"] < c.loc[40, "gap"] < c.loc[40, "gap_high"] and c.loc[40, "fastest_arm"] == "none"
+    with pytest.raises(ValueError, match="^world"):
+        lesson.closest_to_grpo(_small_frontier(), world="toolworld")
+
+
+def test_collapses_count_runs_that_ended_below_the_floor():
+    c = lesson.collapses(_small_frontier())
+    assert c.to_dict("records") == [{"world": "chain_shared", "horizon": 40, "estimator": "vineppo_m5_k2",
+                                     "collapsed": 1, "runs": 9, "seeds": "2", "budgets": "4"}]
+    assert len(lesson.collapses(_small_frontier(), below=0.01)) == 0
+    assert lesson.collapses(_small_frontier(), below=0.35).collapsed.sum() == 1 + 9   # the 0.02 and nine runs at 0.3
+    with pytest.raises(ValueError, match="^below"):
+        lesson.collapses(_small_frontier(), below=2)
+
+
+def test_start_credit_quality_and_the_build_table_read_the_caches():
+    q = lesson.start_credit_quality(_small_frontier())
+    assert q.loc[("chain_shared", "grpo"), 10] == pytest.approx(0.1)   # seeds 0, 1, 2 -> 0, 0.1, 0.2
+    assert q.loc[("chain", "grpo")].isna()[40]
+    builds = lesson.frontier_builds().set_index("cache")
+    assert builds.loc["data/bench/frontier_shared", "runs"] == len(lesson.frontier_runs().query("world == 'chain_shared'"))
+    assert builds.loc["data/bench/frontier_shared", "command"].startswith("python scripts/build_frontier.py --suite shared")
+    assert (builds.seconds > 0).all()
 
 
 def _ramp(rollouts):

@@ -39,3 +39,24 @@ def test_hit_rate_intervals_and_paired_difference():
         paired_difference(a, b.iloc[::-1])
     with pytest.raises(ValueError, match="^hits"):
         hit_rate_intervals({})
+
+
+def test_difference_interval_of_independent_runs():
+    from labkit.scoring import difference_interval
+
+    a, b = [0.9, 0.95, 1.0, 0.85, 0.9], [0.5, 0.6, 0.55, 0.4, 0.45]
+    d = difference_interval(a, b)
+    assert d["diff"] == pytest.approx(0.92 - 0.5) and (d["n_a"], d["n_b"]) == (5, 5)
+    assert 0 < d["low"] < d["diff"] < d["high"] and d == difference_interval(a, b)   # seeded
+    # one run per side, or no spread: the interval is the difference itself
+    assert difference_interval([0.7], [0.2])["low"] == pytest.approx(0.5)
+    assert difference_interval([1.0] * 4, [1.0] * 3) == {"diff": 0.0, "low": 0.0, "high": 0.0, "n_a": 4, "n_b": 3}
+    # a spread-out side widens it; a wider level too; samples of different sizes are fine
+    wide = difference_interval([0.0, 1.0, 0.9, 0.95, 1.0], b)
+    assert wide["high"] - wide["low"] > d["high"] - d["low"] and wide["low"] < 0 < wide["high"]
+    assert difference_interval(a, b, level=0.5)["high"] < d["high"]
+    assert difference_interval(a, b[:3])["n_b"] == 3
+    for kwargs, name in (({"a": [], "b": b}, "a"), ({"a": a, "b": [0.1, float("nan")]}, "b"),
+                         ({"a": a, "b": b, "level": 1.0}, "level"), ({"a": a, "b": b, "n_boot": 0}, "n_boot")):
+        with pytest.raises(ValueError, match=f"^{name}:"):
+            difference_interval(**kwargs)
