@@ -3,7 +3,8 @@ trajectory make a noisy policy gradient, and how much do baselines (RLOO, GRPO, 
 
 Runners on a ``BifurcationChain`` whose exact truth (values, advantages, gradient) comes from
 dynamic programming (the chain and policy: ``labkit.course.presets.chain_setup``): each
-estimator's credit next to the exact advantage, and the gradient-quality sweep. Each runner is
+estimator's credit next to the exact advantage, the gradient-quality sweep, and where the noise of
+a gradient step lands (a tabular against a shared-weight policy). Each runner is
 seeded, returns plain data (a pandas DataFrame or dict of tensors), and shows a progress bar
 when it loops over settings.
 """
@@ -19,9 +20,13 @@ from labkit.core.credit import Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.course.presets import EPISODE_ESTIMATORS, NB01_CHAIN, chain_setup
-from labkit.credit import get_estimator
-from labkit.envs.tabular import Truth
+from labkit.credit import ESTIMATORS, get_estimator
+from labkit.envs.chain import BifurcationChain, shared_policy
+from labkit.envs.chain.features import DEFAULT_FREQUENCIES
+from labkit.envs.tabular import Truth, exact_truth
+from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import gradient_study, score_credit
+from labkit.scoring.gradient import logit_view
 from labkit.viz import credit_panels
 
 
@@ -82,4 +87,74 @@ def gradient_sweep(vary: str, values: Iterable, estimators: Sequence[str] = EPIS
         for name in estimators:
             stats = gradient_study(policy, batches, get_estimator(name), truth.grad, whole=whole)
             rows.append({vary: value, "estimator": name, "J": truth.J, **stats})
+    return pd.DataFrame(rows)
+
+
+POLICIES = ("tabular", "shared")
+# the shared policy's feature map needs more states (2 T) than features (2 + 2 K)
+_SHARED_MIN_HORIZON = 2 + DEFAULT_FREQUENCIES
+
+
+def decisive_noise(horizons: Iterable[int], estimators: Sequence[str] = ("reinforce", "grpo"),
+                   policies: Sequence[str] = POLICIES, *, n_batches: int = 100, batch_size: int = 32,
+                   group_size: int = 8, seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Where the noise of a batch gradient lands: on the decisive tokens' logits, or elsewhere.
+
+    For every horizon: a BifurcationChain with two bifurcations (chain ``seed``), and for each of
+    ``policies`` ("tabular": one logit row per state; "shared": ``shared_policy``, logits from
+    weights every state shares) the uniform policy (where every training run of notebook 10's
+    frontier starts), its exact gradient, ``n_batches`` batches of
+    ``batch_size`` trajectories in groups of ``group_size`` (sampling seed ``seed`` + 1, the same
+    trajectories for both policies, which are both uniform), and ``gradient_study`` per estimator
+    twice: of the decisive view (how one batch's step moves the logits of the on-track states at
+    the bifurcations, ``logit_view``) and of the whole parameter gradient. Returns one row per
+    (policy, horizon, estimator) with J, ``cosine`` and ``relative_variance`` of the decisive view
+    and ``whole_cosine``, ``whole_relative_variance`` of the whole gradient.
+    """
+    horizons = list(horizons)
+    if not horizons:
+        raise ValueError("horizons: need at least one horizon")
+    policies = list(policies)
+    if not policies:
+        raise ValueError("policies: need at least one of " + str(POLICIES))
+    for name in policies:
+        check_choice("policies", name, POLICIES)
+    estimators = list(estimators)
+    if not estimators:
+        raise ValueError("estimators: need at least one estimator")
+    for name in estimators:
+        if name not in ESTIMATORS:
+            raise ValueError(f"estimators: no estimator {name!r}; known: {sorted(ESTIMATORS)}")
+    chosen = {name: get_estimator(name) for name in estimators}
+    low = _SHARED_MIN_HORIZON if "shared" in policies else 2
+    horizons = [check_int("horizons", T, low=low) for T in horizons]
+    n_batches = check_int("n_batches", n_batches, low=2)
+    B = check_int("batch_size", batch_size, low=1)
+    group_size = check_int("group_size", group_size, low=1)
+    if B % group_size:
+        raise ValueError(f"group_size: {group_size} does not divide batch_size {B}")
+    seed = check_int("seed", seed)
+    rows = []
+    for T in progress_bar(horizons, desc="horizon", enabled=progress):
+        env = BifurcationChain(horizon=T, n_bifurcations=2, seed=seed)
+        decisive = [env.state_index(t, 1) for t in env.bifurcations]
+        for kind in policies:
+            if kind == "tabular":
+                policy = TabularSoftmaxPolicy(env.n_states, env.n_actions, init_std=0.0)
+                truth = exact_truth(env.mdp(), policy)
+                exact = truth.grad
+            else:
+                policy = shared_policy(env)
+                truth = exact_truth(env.mdp(), policy)
+                exact = policy.parameter_gradient(truth.grad)
+            whole = env.sample(policy, n_batches * B, group_size=group_size, seed=seed + 1)
+            batches = whole.split(n_batches)
+            view = logit_view(policy, decisive)
+            for name, estimator in chosen.items():
+                seen = gradient_study(policy, batches, estimator, exact, whole=whole, view=view)
+                full = gradient_study(policy, batches, estimator, exact, whole=whole)
+                rows.append({"policy": kind, "horizon": T, "estimator": name, "J": truth.J,
+                             "cosine": seen["cosine"], "relative_variance": seen["relative_variance"],
+                             "whole_cosine": full["cosine"],
+                             "whole_relative_variance": full["relative_variance"]})
     return pd.DataFrame(rows)

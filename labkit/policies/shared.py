@@ -18,7 +18,8 @@ programming (``labkit.envs.tabular.exact_truth``) and sampling work unchanged.
 ``parameter_gradient`` carries a gradient with respect to that table (exact truth's ``grad``)
 into weight space by the chain rule, and ``trajectory_gradients`` gives the per-trajectory
 policy-gradient terms in weight space, so ``labkit.scoring.gradient_study`` measures the noise of
-the gradient the weights actually receive.
+the gradient the weights actually receive; ``logit_change`` carries a weight-space step back to
+the logit table it moves, so the noise can be read where it lands (a decisive state's logits).
 """
 from __future__ import annotations
 
@@ -93,6 +94,17 @@ class SharedFeaturePolicy(SoftmaxOverTable, nn.Module):
         g = as_tensor("logit_gradient", logit_gradient, dtype=self.features.dtype)
         check_shape("logit_gradient", g, (self.n_states, self.n_actions))
         return g.T @ self.features
+
+    def logit_change(self, parameter_gradient) -> torch.Tensor:
+        """How a small gradient step along ``parameter_gradient`` ((..., n_actions, n_features), a
+        gradient with respect to ``weight``, optionally with leading batch dimensions) moves the
+        logit table, per unit step: features @ parameter_gradient.T, (..., n_states, n_actions).
+        Every state whose features overlap the step's moves, decisive or routine."""
+        g = as_tensor("parameter_gradient", parameter_gradient, dtype=self.features.dtype)
+        if g.dim() < 2 or tuple(g.shape[-2:]) != (self.n_actions, self.n_features):
+            raise ValueError(f"parameter_gradient: expected shape (..., {self.n_actions}, {self.n_features}), "
+                             f"got {tuple(g.shape)}")
+        return self.features @ g.transpose(-1, -2)
 
     @torch.no_grad()
     def trajectory_gradients(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:

@@ -67,6 +67,13 @@ class SoftmaxOverTable:
         policy's parameters."""
         return self.trajectory_gradients(rollouts, credit).mean(0)
 
+    def logit_change(self, parameter_gradient) -> torch.Tensor:
+        """How a small gradient step along ``parameter_gradient`` (shaped like the policy's
+        parameters, optionally with leading batch dimensions) moves the logit table, to first
+        order and per unit step: (..., n_states, n_actions). What a step does to one state's
+        logits, whichever parameters carry it."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how its parameters move its logits")
+
 
 class TabularSoftmaxPolicy(SoftmaxOverTable, nn.Module):
     """pi(a | s) = softmax(logits[s])_a with ``logits`` of shape (n_states, n_actions).
@@ -104,6 +111,17 @@ class TabularSoftmaxPolicy(SoftmaxOverTable, nn.Module):
     def log_prob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """log pi(actions | states), differentiable with respect to the logits."""
         return self.log_probs()[states].gather(-1, actions[..., None]).squeeze(-1)
+
+    def logit_change(self, parameter_gradient) -> torch.Tensor:
+        """How a small gradient step along ``parameter_gradient`` ((..., n_states, n_actions), a
+        gradient with respect to the logits, optionally with leading batch dimensions) moves the
+        logit table, per unit step: the gradient itself, since every state's logits are its own
+        parameters. A step moves only the rows its gradient has entries in."""
+        g = as_tensor("parameter_gradient", parameter_gradient, dtype=self.logits.dtype)
+        if g.dim() < 2 or tuple(g.shape[-2:]) != (self.n_states, self.n_actions):
+            raise ValueError(f"parameter_gradient: expected shape (..., {self.n_states}, {self.n_actions}), "
+                             f"got {tuple(g.shape)}")
+        return g
 
     @torch.no_grad()
     def trajectory_gradients(self, rollouts: Rollouts, credit: torch.Tensor) -> torch.Tensor:

@@ -79,3 +79,53 @@ def test_nb01_episode_credit_panels_unchanged():
     for name in estimators:
         old[name] = get_estimator(name)(ro).token
     assert_same_panels(lesson.episode_credit_panels(ro, truth, estimators), old)
+
+
+def test_decisive_noise_stays_flat_on_the_table_and_grows_through_shared_weights():
+    df = lesson.decisive_noise([10, 100], n_batches=20, progress=False)
+    assert list(df.columns) == ["policy", "horizon", "estimator", "J", "cosine", "relative_variance",
+                                "whole_cosine", "whole_relative_variance"]
+    assert len(df) == 8 and (df["J"] == 0.25).all()  # both uniform: two fair forks
+    by = df.set_index(["policy", "estimator", "horizon"]).sort_index()
+    for est in ("reinforce", "grpo"):
+        table = by.loc[("tabular", est)]
+        shared = by.loc[("shared", est)]
+        # the table's whole gradient gets noisier with the horizon, its decisive rows do not
+        assert table.loc[100, "whole_relative_variance"] > 4 * table.loc[10, "whole_relative_variance"]
+        assert 0.4 < table.loc[100, "relative_variance"] / table.loc[10, "relative_variance"] < 2.5
+        # through shared weights the routine noise reaches the decisive logits
+        assert shared.loc[100, "relative_variance"] > 5 * shared.loc[10, "relative_variance"]
+        assert shared.loc[100, "relative_variance"] > 10 * table.loc[100, "relative_variance"]
+        assert shared.loc[100, "cosine"] < table.loc[100, "cosine"] - 0.3
+    assert df[["cosine", "whole_cosine"]].stack().between(-1, 1).all()
+
+
+def test_decisive_noise_gives_both_policies_the_same_trajectories():
+    from labkit.envs.chain import BifurcationChain, shared_policy
+    from labkit.policies import TabularSoftmaxPolicy
+
+    env = BifurcationChain(horizon=12, n_bifurcations=2, seed=0)
+    a = env.sample(TabularSoftmaxPolicy(env.n_states, env.n_actions), 64, group_size=8, seed=1)
+    b = env.sample(shared_policy(env), 64, group_size=8, seed=1)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.scores, b.scores)
+    one = lesson.decisive_noise([12], ["grpo"], ["tabular"], n_batches=4, batch_size=8, progress=False)
+    assert list(one["policy"]) == ["tabular"] and list(one["estimator"]) == ["grpo"]
+
+
+@pytest.mark.parametrize("kwargs, arg", [
+    (dict(horizons=[]), "horizons"),
+    (dict(horizons=[4]), "horizons"),  # the shared features need more states than features
+    (dict(horizons=[10.5]), "horizons"),
+    (dict(horizons=[10], policies=["lstm"]), "policies"),
+    (dict(horizons=[10], policies=[]), "policies"),
+    (dict(horizons=[10], estimators=[]), "estimators"),
+    (dict(horizons=[10], estimators=["nope"]), "estimators"),
+    (dict(horizons=[10], n_batches=1), "n_batches"),
+    (dict(horizons=[10], batch_size=0), "batch_size"),
+    (dict(horizons=[10], batch_size=12, group_size=8), "group_size"),
+])
+def test_decisive_noise_refuses_bad_arguments_naming_them(kwargs, arg):
+    with pytest.raises((ValueError, TypeError), match=rf"^{arg}:"):
+        lesson.decisive_noise(progress=False, **kwargs)
+    if kwargs.get("horizons") == [4]:  # the table alone runs at T = 4
+        assert len(lesson.decisive_noise([4], policies=["tabular"], n_batches=2, progress=False)) == 2
