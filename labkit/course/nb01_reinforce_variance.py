@@ -25,8 +25,7 @@ from labkit.envs.chain import BifurcationChain, shared_policy
 from labkit.envs.chain.features import DEFAULT_FREQUENCIES
 from labkit.envs.tabular import Truth, exact_truth
 from labkit.policies import TabularSoftmaxPolicy
-from labkit.scoring import gradient_study, score_credit
-from labkit.scoring.gradient import logit_view
+from labkit.scoring import gradient_study, logit_view, score_credit
 from labkit.viz import credit_panels
 
 

@@ -14,7 +14,7 @@
 """
 from labkit.scoring.agreement import (advantage_error, cosine, pearson, rank_correlation, recall_at_k, score_credit,
                                       sign_agreement)
-from labkit.scoring.gradient import gradient_study
+from labkit.scoring.gradient import gradient_study, logit_view
 from labkit.scoring.intervals import difference_interval, hit_rate_intervals, paired_difference, wilson_interval
 from labkit.scoring.luck import (luck_after, luck_per_skill, luck_regression, luck_share, luck_terms,
                                  skill_luck_fit)
@@ -22,7 +22,7 @@ from labkit.scoring.ranking import ranking_accuracy
 from labkit.scoring.steps import first_error_hit_rate, first_error_hits, first_error_positions, step_rank_correlation
 
 __all__ = ["advantage_error", "cosine", "pearson", "rank_correlation", "recall_at_k", "score_credit",
-           "sign_agreement", "gradient_study", "ranking_accuracy", "first_error_hit_rate", "first_error_hits",
+           "sign_agreement", "gradient_study", "logit_view", "ranking_accuracy", "first_error_hit_rate", "first_error_hits",
            "first_error_positions", "step_rank_correlation", "wilson_interval", "hit_rate_intervals", "difference_interval",
            "paired_difference", "luck_after", "luck_share", "skill_luck_fit", "luck_per_skill", "luck_terms",
            "luck_regression"]
