@@ -196,10 +196,6 @@ def frontier_chart(data: pd.DataFrame, world: str = "chain_shared", horizon_inde
     chart = viz.line_chart(d, "budget", "mean", color="estimator", band=("min", "max"), log_x=True,
                            x_title="budget (episode equivalents, log scale)", y_title=FRONTIER_METRICS[metric],
                            value_domain=domain)
-    budgets = sorted(float(b) for b in set(d.budget))
-    for layer in chart.layer:
-        # ticks at the budgets themselves (a log axis otherwise crowds 100, 200, 300 together)
-        layer.encoding.x.axis = alt.Axis(values=budgets, format=",.0f")
     return chart.properties(title=alt.TitleParams(f"{WORLD_NAMES[world]}, horizon {h}: mean and min-max over seeds",
                                                   anchor="start"), width=460)
 

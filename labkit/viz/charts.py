@@ -98,6 +98,10 @@ def _label_limit(labels: Sequence) -> int:
     return int(min(400, max(180, 7 * longest)))
 
 
+# a log x axis with at most this many distinct values gets its ticks at those values
+LOG_TICKS_AT_DATA = 12
+
+
 def line_chart(
     df: pd.DataFrame,
     x: str,
@@ -118,7 +122,8 @@ def line_chart(
     ``band=(lower, upper)`` names two columns drawn as a translucent area around each line
     (e.g. mean +- std, or a 10-90% quantile range). Log axes require positive values. A
     quantitative x axis runs from the data's first x to its last (no rounding out to 1,000 on a
-    log axis whose data stop at 200). ``value_domain=(lo, hi)`` fixes the y axis (values
+    log axis whose data stop at 200); a log x axis with few values (``LOG_TICKS_AT_DATA``) has
+    its ticks at them. ``value_domain=(lo, hi)`` fixes the y axis (values
     outside are drawn at its edge), e.g. so a dashboard's curves can be compared from move to
     move instead of the axis rescaling under them.
     """
@@ -136,9 +141,15 @@ def line_chart(
     x_scale: dict[str, Any] = {"type": "log"} if log_x else {}
     if xk == "quantitative":  # end the axis at the data, not at the next round number
         x_scale["nice"] = False
+    x_axis: Any = alt.Undefined
+    xs = sorted(set(pd.to_numeric(data[x], errors="coerce").dropna())) if log_x else []
+    if 0 < len(xs) <= LOG_TICKS_AT_DATA:
+        # a log axis's own ticks crowd (50 60 70 80 run together); a few horizons or budgets read
+        # best as ticks at the values themselves
+        x_axis = alt.Axis(values=[float(v) for v in xs], format=",~g")
     x_enc = alt.X(
         field=vl_field(x), type=xk, title=x_title if x_title is not None else x,
-        scale=x_scale or alt.Undefined,
+        scale=x_scale or alt.Undefined, axis=x_axis,
     )
     y_scale = {"type": "log"} if log_y else {"zero": False}
     if fixed is not None:

@@ -58,6 +58,19 @@ def test_line_chart_x_axis_ends_at_the_data(curves, log_x):
     assert "scale" not in ordinal["encoding"]["x"]
 
 
+def test_a_log_x_axis_with_few_values_ticks_at_them(curves):
+    import re
+
+    wide = curves.assign(horizon=curves.horizon.map({4: 10, 8: 40, 16: 100, 32: 16384}))
+    svg = render_svg(line_chart(wide, "horizon", "var", color="method", log_x=True))
+    labels = re.findall(r'<text[^>]*>([^<]*)</text>', svg.split('aria-label="Y-axis')[0].split('aria-label="X-axis')[1])
+    # the data's own values, thousands separated; no crowd of 20 30 50 60 70 80 between them
+    assert [t for t in labels if t[:1].isdigit()] == ["10", "40", "100", "16,384"]
+    many = pd.DataFrame({"horizon": range(1, 40), "var": 1.0})
+    assert "axis" not in line_chart(many, "horizon", "var", log_x=True).to_dict()["encoding"]["x"]
+    assert "axis" not in line_chart(wide, "horizon", "var").to_dict()["encoding"]["x"]   # linear: Vega's own ticks
+
+
 def test_value_domain_fixes_the_value_axis(curves):
     spec = line_chart(curves, "horizon", "var", color="method", band=("lo", "hi"), value_domain=(0, 12)).to_dict()
     for layer in spec["layer"]:
