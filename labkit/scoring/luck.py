@@ -11,7 +11,11 @@ Two questions, two numbers:
   var(sum luck)) over the batch's trajectories (a property of the world and the policy);
 * how much of a credit follows luck: ``skill_luck_fit``, the one least-squares fit of credit on
   named regressors (skill, the luck from t on, controls), read as ``luck_per_skill`` (b_luck /
-  b_skill) and, over a batch of methods, by ``luck_regression``.
+  b_skill) and, over a batch of methods, by ``luck_regression``;
+* how much of the "skill" is information luck (the hidden state the agent could not see, where
+  the exact advantage reads it): ``information_luck_share`` and, per method,
+  ``information_luck_regression`` (with the agent-side values of
+  ``labkit.envs.toolworld.belief``).
 """
 from __future__ import annotations
 
@@ -130,3 +134,47 @@ def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
     ref = float(ref.iloc[0]) if len(ref) else float("nan")
     df["luck_removed"] = 1 - df.luck_per_skill / ref if ref == ref and ref != 0 else float("nan")
     return df
+
+
+def information_luck_share(hidden_skill: torch.Tensor, info_skill: torch.Tensor, mask: torch.Tensor) -> float:
+    """sum (A - A_info)^2 / sum A^2 over the played turns (``mask``) of (B, T) ``hidden_skill``
+    (A, the advantage given the hidden state) and ``info_skill`` (A_info, given the agent's
+    information): the share of the hidden-state advantage's spread that is information luck.
+    A - A_info has mean zero given what the agent saw, so it is uncorrelated with A_info and the
+    two shares add up to 1 in expectation. NaN when A is zero on every played turn."""
+    a, b = as_tensor("hidden_skill", hidden_skill), as_tensor("info_skill", info_skill)
+    m = as_tensor("mask", mask).bool()
+    for name, x in (("info_skill", b), ("mask", m)):
+        if tuple(x.shape) != tuple(a.shape):
+            raise ValueError(f"{name}: expected the shape of hidden_skill {tuple(a.shape)}, got {tuple(x.shape)}")
+    total = float((a[m] ** 2).sum())
+    return float(((a - b)[m] ** 2).sum()) / total if total > 0 else float("nan")
+
+
+def information_luck_regression(rollouts: Rollouts, truth, belief, credits: Mapping[str, Credit]) -> pd.DataFrame:
+    """Does each method credit information luck as skill?
+
+    Over every played turn, least squares (``skill_luck_fit``) of the method's credit on
+
+        c_t ~ b0 + b_info * A_info_t + b_info_luck * (A_t - A_info_t) + b_luck * luck_after_t
+              + b_later * skill_later_t + b_before * luck_before_t
+
+    with A_t and the tool-luck terms from ``truth`` (a ToolTruth: hidden-state values,
+    ``luck_terms``) and A_info_t from ``belief`` (a ``BeliefTruth``: values given the agent's
+    history). ``info_luck_per_skill`` = b_info_luck / b_info: 1 when the method pays for the
+    hidden file's luck as for skill (as the hidden-state advantage does, by definition), 0 when it
+    credits only what the agent could have known. Also ``b_info``, ``b_info_luck`` and
+    ``corr_info`` (Pearson with A_info)."""
+    terms = luck_terms(rollouts, truth)
+    m = rollouts.mask
+    info = belief.advantage[m].to(torch.float64)
+    regressors = {"info_skill": info, "info_luck": terms["skill"] - info, "luck_after": terms["luck_after"],
+                  "skill_later": terms["skill_later"], "luck_before": terms["luck_before"]}
+    rows = []
+    for name, credit in credits.items():
+        c = credit.token[m].to(torch.float64)
+        b = skill_luck_fit(c, regressors)
+        ratio = b["info_luck"] / b["info_skill"] if abs(b["info_skill"]) > 1e-12 else float("nan")
+        rows.append({"method": name, "b_info": b["info_skill"], "b_info_luck": b["info_luck"],
+                     "info_luck_per_skill": ratio, "corr_info": pearson(c, info)})
+    return pd.DataFrame(rows)

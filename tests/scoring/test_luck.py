@@ -89,3 +89,27 @@ def test_without_tool_noise_the_luck_coefficients_are_nan():
     ro = env.sample(policy, 4, group_size=4, seed=0)
     df = luck_regression(ro, truth, {"GRPO": get_estimator("grpo")(ro)})
     assert math.isnan(df.b_luck_after.iloc[0]) and math.isnan(df.luck_removed.iloc[0])
+
+
+def test_information_luck_share_and_regression_tell_the_agent_side_from_the_hidden_side():
+    from labkit.core.credit import Credit
+    from labkit.envs.toolworld import ToolWorld
+    from labkit.envs.toolworld.belief import belief_truth
+    from labkit.scoring.luck import information_luck_regression, information_luck_share
+
+    env = ToolWorld(5, max_turns=20, mislead=0.2, noise=0.2, flaky=0.2)
+    policy = env.scripted_policy(2.0)
+    truth = env.truth(policy)
+    ro = env.sample(policy, 32, group_size=8, seed=0)
+    bt = belief_truth(env, truth, ro)
+    share = information_luck_share(bt.hidden_advantage, bt.advantage, ro.mask)
+    assert 0.05 < share < 0.6   # measured 0.23 on 64 tasks: the hidden file decides much of the "skill"
+    assert information_luck_share(bt.advantage, bt.advantage, ro.mask) == 0.0
+    credits = {"hidden": Credit.from_tokens(ro, truth.advantage(ro), "hidden"),
+               "info": Credit.from_tokens(ro, bt.advantage, "info")}
+    table = information_luck_regression(ro, truth, bt, credits).set_index("method")
+    assert table.loc["hidden", "info_luck_per_skill"] == pytest.approx(1.0, abs=1e-9)
+    assert table.loc["info", "info_luck_per_skill"] == pytest.approx(0.0, abs=1e-9)
+    assert table.loc["info", "corr_info"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="^info_skill"):
+        information_luck_share(bt.hidden_advantage, bt.advantage[:, :3], ro.mask)
