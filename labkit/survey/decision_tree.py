@@ -175,6 +175,13 @@ _STOCHASTIC_REASONING = Caveat(
     "stochastic environment, group comparisons also reward lucky environment draws; consider "
     "the value-model advice of the hybrid branch.")
 
+# Where the lab departs from the post's drawing, which files every hindsight method under replay.
+_HINDSIGHT_WITHOUT_REPLAY = Caveat(
+    lambda d: True,
+    "Departs from the post's drawing: HCAPO is hindsight, not replay. It re-weighs each turn with "
+    "a model's reading of the finished trajectory and needs no re-execution (survey §5.2; notebook "
+    "08 computes it from a table lookup), so the lab offers it with and without replay.")
+
 #: The seven leaves of the practitioner's tree. Candidates are names from ``methods.csv`` or
 #: ``baselines.csv``, cross-checked against the survey's Table 8 scenario rows.
 #: A leaf's caveats are reported in the order listed, before the replay caveat of recommend().
@@ -235,7 +242,8 @@ LEAVES: dict[str, Leaf] = {
                    "episode."),
             Caveat(lambda d: d.stochastic_env,
                    "In a stochastic environment a single replay per counterfactual is noisy; "
-                   "average several re-runs before crediting a turn."))),
+                   "average several re-runs before crediting a turn."),
+            _HINDSIGHT_WITHOUT_REPLAY)),
     "agentic/privileged": Leaf(
         "agentic", "Privileged asymmetric critic",
         ("SWEET-RL", "CriticSearch", "IGPO"),
@@ -246,7 +254,7 @@ LEAVES: dict[str, Leaf] = {
         6.2, 3),
     "agentic/online": Leaf(
         "agentic", "Turn-level MDP reformulation",
-        ("Turn-PPO", "ArCHer", "AgentPRM", "GiGPO", "CARL"),
+        ("Turn-PPO", "ArCHer", "AgentPRM", "GiGPO", "CARL", "HCAPO"),
         "Only fresh online episodes: treat each whole turn as one action so values, ratios and "
         "advantages are computed per turn, shrinking the horizon from 100K tokens to tens of "
         "decisions. Critic-free options (GiGPO's state groups, CARL's focus on high-entropy "
@@ -254,7 +262,8 @@ LEAVES: dict[str, Leaf] = {
         7.4, 3, (
             Caveat(lambda d: True,
                    "GiGPO's step term needs identical states to recur across rollouts; where they "
-                   "never do, it reduces to GRPO."),)),
+                   "never do, it reduces to GRPO."),
+            _HINDSIGHT_WITHOUT_REPLAY)),
 }
 
 

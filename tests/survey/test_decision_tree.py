@@ -43,6 +43,9 @@ def test_leaf_candidates_match_table_8():
     assert "Turn-PPO" in LEAVES["agentic/online"].candidates
     assert "SWEET-RL" in LEAVES["agentic/privileged"].candidates  # web-navigation row
     assert {"HCAPO", "C3", "CCPO"} <= set(LEAVES["agentic/replay"].candidates)  # SWE row
+    # hindsight needs no replay: HCAPO is offered where there is none, and the departure is said
+    assert "HCAPO" in recommend(300_000, "outcome", True, False).candidates
+    assert any("needs no re-execution" in c for c in recommend(300_000, "outcome", True, False).caveats)
     assert {"PURE", "SPRO"} <= set(LEAVES["reasoning/per_step"].candidates)     # math row
 
 
@@ -151,11 +154,11 @@ CASES = [
     ((30_000, "per_step", False, False, False), "hybrid/deterministic", (), ("cannot replay",)),
     ((60_000, "outcome", True, True, False), "hybrid/stochastic", (), ()),
     ((100_000, "outcome", True, False, True), "hybrid/stochastic", (), ("web-navigation",)),
-    ((100_001, "outcome", False, True, False), "agentic/replay", (), ()),
-    ((150_000, "outcome", True, True, True), "agentic/replay", (), ("complementary", "noisy")),
+    ((100_001, "outcome", False, True, False), "agentic/replay", (), ("not replay",)),
+    ((150_000, "outcome", True, True, True), "agentic/replay", (), ("complementary", "noisy", "not replay")),
     ((150_000, "per_step", False, False, True), "agentic/privileged", (), ()),
-    ((150_000, "outcome", True, False, False), "agentic/online", (), ("recur",)),
-    ((5_000_000, "per_step", False, False, False), "agentic/online", (), ("recur",)),
+    ((150_000, "outcome", True, False, False), "agentic/online", (), ("recur", "not replay")),
+    ((5_000_000, "per_step", False, False, False), "agentic/online", (), ("recur", "not replay")),
 ]
 
 
