@@ -184,8 +184,10 @@ def t_reg(rollouts: Rollouts, *, better_logprobs, worse_logprobs, scale: float =
 ITPO_NORMS = ("softmax", "none")
 
 
-@register("itpo", level="turn", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"}, status="implemented",
+@register("itpo", level="turn", needs=("logprobs",), inputs={"ref_logprobs": "ref_logprobs"}, status="adaptation",
           paper="2603.23550",
+          replaces="the implicit PRM (a language model updated online from outcome labels): the policy's own "
+                   "log-ratio to its snapshot from before training",
           equation=r"A_{i,k} = \frac{G_{i,k} - \operatorname{mean}_{g(i)} G_{\cdot,0}}{\operatorname{std}_{g(i)} "
                    r"G_{\cdot,0} + \epsilon},\quad G_{i,k} = s_i \sum_{l \ge k} \operatorname{softmax}_l(r_{i,l})",
           symbols="r_{i,l} = beta * sum of log pi/pi_ref over turn l; softmax over the trajectory's turns, so G_0 "

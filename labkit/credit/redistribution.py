@@ -11,8 +11,8 @@ part of the response is responsible for:
 
 The outcome model is an explicit argument (scores or a callable); the estimators never load one.
 For the tiny LM, ``ArithmeticLM.prefix_score_fn(critic)`` and
-``ArithmeticLM.outcome_attribution_fn(critic)`` wrap a fitted value model (a stand-in outcome
-reward model; any model with the same methods works).
+``ArithmeticLM.outcome_attribution_fn(critic)`` wrap a fitted value model (an outcome reward model
+fitted to the task's verifier outcomes; any model with the same methods works).
 """
 from __future__ import annotations
 
@@ -99,7 +99,9 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
         at every position) and adds the redistributed rewards to PPO's per-token KL penalty,
         with the original sequence reward optionally kept; the lab exposes the same sum through
         ``outcome_weight``, leaves the KL term to the trainer, and, having no RLHF reward model
-        for the arithmetic task, uses a stand-in (a value model fitted to verifier outcomes).
+        for the arithmetic task, scores prefixes with an outcome reward model fitted to verifier
+        outcomes: a different reward model under the same mechanism, so the lab counts RED as
+        implemented (the redistribution is the paper's; only the scorer is the task's).
 
     Returns:
         credit at level "token" (level "step" with ``level="step"``); ``info``:
