@@ -9,7 +9,7 @@ import torch
 
 from labkit.course.exercises.cases import random_prefix_mask
 from labkit.course.exercises.grader import F64, NOT_FINITE, Case, Exercise, Rule, not_finite, register
-from labkit.course.exercises.mistakes import looks_like
+from labkit.course.exercises.mistakes import any_of, looks_like
 from labkit.scoring import rank_correlation
 
 
@@ -37,9 +37,15 @@ def _cases(gen):
                                           truth=torch.tensor([[1.0, 2.0, 3.0, 4.0, 0.0]], dtype=F64), mask=m)),
         Case("ties in the credit", dict(credit=torch.tensor([[1.0, 1.0, 2.0, 2.0, 0.0]], dtype=F64),
                                         truth=torch.tensor([[0.1, 0.4, 0.3, 0.9, 0.0]], dtype=F64), mask=m)),
+        # the chain's exact advantage: 0 on every routine token, so the truth ties as much as the credit
+        Case("ties in the truth", dict(credit=torch.tensor([[0.3, -0.2, 0.5, 0.1, 0.4, -0.1, 9.0]], dtype=F64),
+                                       truth=torch.tensor([[0.0, 0.0, 0.7, 0.0, 0.0, -0.6, 9.0]], dtype=F64),
+                                       mask=torch.tensor([[True] * 6 + [False]]))),
         # the edges, graded once the cases above pass
         Case("constant credit", dict(credit=torch.tensor([[0.5, 0.5, 0.5, 0.5, 0.0]], dtype=F64),
                                      truth=torch.tensor([[0.1, 0.4, 0.3, 0.9, 0.0]], dtype=F64), mask=m), frozenset({"constant"})),
+        Case("constant truth", dict(credit=torch.tensor([[0.1, 0.4, 0.3, 0.9, 0.0]], dtype=F64),
+                                    truth=torch.tensor([[0.0, 0.0, 0.0, 0.0, 1.0]], dtype=F64), mask=m), frozenset({"constant"})),
         Case("one scored position", dict(credit=torch.tensor([[0.5, 0.2]], dtype=F64), truth=torch.tensor([[0.1, 0.3]], dtype=F64),
                                          mask=torch.tensor([[True, False]])), frozenset({"constant"})),
     ]
@@ -69,6 +75,8 @@ def _variant(how):
             return _corr(c, t)
         if how == "plain_ranks":
             return _corr(_plain_ranks(c), _plain_ranks(t))
+        if how == "plain_truth_ranks":   # ties averaged in the credit only
+            return _corr(_average_ranks(c), _plain_ranks(t))
         return _corr(_average_ranks(c), _average_ranks(t))  # no_mask: right ranks, wrong positions
     return variant
 
@@ -84,14 +92,15 @@ EXERCISE = register(Exercise(
         "values share their average rank. A constant side (or a single position) ranks nothing: return 0.0."),
     cases=_cases, reference=_reference,
     rules=(
-        Rule("a constant credit (or a single position) ranks nothing: return 0.0, not NaN",
+        Rule("a constant side, credit or truth (or a single position), ranks nothing: return 0.0, not NaN",
              not_finite, frozenset({"constant"})),
         NOT_FINITE,
         Rule("score only the positions where mask is True (padding and tool output are not credit)",
              looks_like(_variant("no_mask")), every=True),
         Rule("rank the values first: Spearman's rho is the Pearson correlation of the RANKS "
              "(a monotone credit that is not linear should score 1)", looks_like(_variant("pearson")), every=True),
-        Rule("tied values must share their average rank (episode-level credit gives a whole row one value)",
-             looks_like(_variant("plain_ranks")), every=True),
+        Rule("tied values must share their average rank, in the credit and in the truth (episode-level credit "
+             "gives a whole row one value; the exact advantage is 0 on every routine token)",
+             any_of(looks_like(_variant("plain_ranks")), looks_like(_variant("plain_truth_ranks"))), every=True),
     ),
 ))

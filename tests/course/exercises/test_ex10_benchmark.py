@@ -41,7 +41,20 @@ def rank_nan_on_constant(credit, truth, mask):
     return float(a @ b / (a.norm() * b.norm()))
 
 
+def rank_ties_only_in_credit(credit, truth, mask):
+    """Averages ties in the credit but ranks the truth plainly, and guards only a constant credit:
+    right on every case whose truth has no ties, wrong on the chain's exact advantages."""
+    a, b = credit[mask], truth[mask]
+    if len(a) < 2 or a.std() == 0:
+        return 0.0
+    ra = torch.stack([(a < v).sum() + ((a == v).sum() - 1) / 2 for v in a]).double()
+    rb = b.argsort(stable=True).argsort().double()
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    return float(ra @ rb / (ra.norm() * rb.norm()))
+
+
 WRONG = [
+    (rank_ties_only_in_credit, 'in the credit and in the truth'),
     (rank_pearson, 'rank the values first'),
     (rank_plain_ranks, 'average rank'),
     (rank_ignores_mask, 'where mask is True'),
