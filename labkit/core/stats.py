@@ -46,15 +46,23 @@ def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Te
     return mean[inverse].to(values.dtype), std[inverse].to(values.dtype), size[inverse]
 
 
-def constant_groups(values: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+CONSTANT_TOL = 1e-9   # scores this close are equal for GRPO: its advantages there stay below ~5e-4
+
+
+def constant_groups(values: torch.Tensor, group_ids: torch.Tensor, *, tol: float = CONSTANT_TOL) -> torch.Tensor:
     """Per entry of 1-D ``values``: does its group have two or more members whose values are all
-    exactly equal? Group-relative estimators (GRPO, RLOO, Dr. GRPO) give every member of such a
-    group zero credit, so it adds no gradient. A group of one is not constant here: GRPO's
-    group-of-one rule (``group_normalize``) gives it its raw score. Exact equality (max == min),
-    not a small std, so 0.1 + 0.2 and 0.3 count as different scores."""
+    equal to within ``tol`` (max - min <= tol)? Group-relative estimators (GRPO, RLOO, Dr. GRPO)
+    give every member of such a group (almost) zero credit, so it adds no gradient: with GRPO's
+    eps = 1e-6 a spread of 1e-9 gives advantages of at most about 5e-4, and round-off such as
+    0.1 + 0.2 against 0.3 (a spread of 5.6e-17) about 1e-10. A spread of 1e-6 already gives
+    advantages near 0.4: a real gradient. A group of one is not constant here: GRPO's
+    group-of-one rule (``group_normalize``) gives it its raw score. ``tol`` = 0 asks for exact
+    equality."""
     if values.dim() != 1 or values.shape != group_ids.shape:
         raise ValueError(f"group_ids: expected the shape of values {tuple(values.shape)} (1-D), "
                          f"got {tuple(group_ids.shape)}")
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not tol >= 0:
+        raise ValueError(f"tol: expected a number >= 0, got {tol!r}")
     if values.numel() == 0:
         return torch.zeros(0, dtype=torch.bool)
     _, inverse, sizes = torch.unique(group_ids, return_inverse=True, return_counts=True)
@@ -62,7 +70,7 @@ def constant_groups(values: torch.Tensor, group_ids: torch.Tensor) -> torch.Tens
     n = sizes.numel()
     hi = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, v, "amax")
     lo = torch.full((n,), torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, v, "amin")
-    return ((sizes >= 2) & (hi == lo))[inverse]
+    return ((sizes >= 2) & (hi - lo <= tol))[inverse]
 
 
 class GroupNorm(NamedTuple):

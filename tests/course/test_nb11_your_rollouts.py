@@ -71,9 +71,13 @@ def test_an_unknown_sample_names_the_argument():
 
 
 def test_constant_groups_rule():
-    s = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.3, 0.1 + 0.2, 2.0], dtype=torch.float64)
-    g = torch.tensor([0, 0, 1, 1, 2, 2, 3])
-    assert constant_groups(s, g).tolist() == [True, True, False, False, False, False, False]
+    s = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.3, 0.1 + 0.2, 2.0, 0.5, 0.5 + 1e-6], dtype=torch.float64)
+    g = torch.tensor([0, 0, 1, 1, 2, 2, 3, 4, 4])
+    # round-off is no spread (GRPO's advantages ~1e-10 there); 1e-6 is (about 0.4 after GRPO's std division)
+    assert constant_groups(s, g).tolist() == [True, True, False, False, True, True, False, False, False]
+    assert constant_groups(s, g, tol=0.0).tolist()[4:6] == [False, False]
+    with pytest.raises(ValueError, match="^tol"):
+        constant_groups(s, g, tol=-1.0)
     with pytest.raises(ValueError, match="^group_ids"):
         constant_groups(s, g[:3])
 

@@ -34,7 +34,9 @@ def _cases(gen):
         Case("a group of one", dict(scores=torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=F64),
                                     group_ids=torch.tensor([0, 0, 0, 1])), frozenset({"single"})),
         Case("equal but for round-off", dict(scores=torch.tensor([0.3, 0.1 + 0.2, 0.5, 0.5], dtype=F64),
-                                             group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"exact"})),
+                                             group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"close"})),
+        Case("a spread of one in a million", dict(scores=torch.tensor([0.5, 0.5 + 1e-6, 1.0, 1.0], dtype=F64),
+                                                  group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"close"})),
     ]
     return cases
 
@@ -52,6 +54,10 @@ def _variant(how):
                 out[members] = bool(vals.max() == vals.min())
             elif how == "std":      # a std threshold instead of equality
                 out[members] = len(vals) >= 2 and bool(vals.std() < 0.5)
+            elif how == "exact":    # round-off counted as a real difference
+                out[members] = len(vals) >= 2 and bool(vals.max() == vals.min())
+            elif how == "loose":    # a tolerance so wide it swallows a real spread
+                out[members] = len(vals) >= 2 and bool(vals.max() - vals.min() <= 1e-4)
         return out
     return variant
 
@@ -64,14 +70,19 @@ EXERCISE = register(Exercise(
         "They are those in a group of two or more whose scores are ALL equal, so that every advantage is 0.\n"
         "  scores: (n,) float tensor, each trajectory's total reward;  group_ids: (n,) int tensor (any order)\n"
         "Return a bool tensor (n,). A group of one is NOT marked: GRPO's group-of-one rule gives it its raw\n"
-        "score. Equal means exactly equal."),
+        "score. Equal means equal to within 1e-9 (max - min <= 1e-9): round-off such as 0.1 + 0.2 against 0.3\n"
+        "leaves GRPO's advantages near 1e-10, no gradient; a spread of 1e-6 already gives them about 0.4."),
     cases=_cases, reference=_reference, output="bool",
     rules=(
         Rule("compare each trajectory with its own GROUP (same group id), not with the whole batch",
              looks_like(_variant("batch")), every=True),
         Rule("a group of one is not marked: GRPO's group-of-one rule gives it its raw score, so it still "
              "adds a gradient", looks_like(_variant("singleton")), frozenset({"single"}), every=True),
-        Rule("use exact equality of the scores (max == min), not a threshold on the std",
+        Rule("scores equal but for round-off (0.3 and 0.1 + 0.2) give GRPO no gradient: allow max - min <= 1e-9",
+             looks_like(_variant("exact")), frozenset({"close"}), every=True),
+        Rule("a spread of 1e-6 is a real difference (GRPO's advantages are about 0.4 there): the tolerance is "
+             "1e-9, not wider", looks_like(_variant("loose")), frozenset({"close"}), every=True),
+        Rule("compare the spread of the scores (max - min <= 1e-9), not their std against a threshold",
              looks_like(_variant("std")), every=True),
     ),
 ))

@@ -44,16 +44,39 @@ def nograd_assumes_sorted(scores, group_ids):
     return out
 
 
+def _spread_rule(tol):
+    def marked(scores, group_ids):
+        out = torch.zeros(len(scores), dtype=torch.bool)
+        for g in group_ids.unique():
+            s = scores[group_ids == g]
+            out[group_ids == g] = len(s) > 1 and bool(s.max() - s.min() <= tol)
+        return out
+    return marked
+
+
+nograd_exact_equality = _spread_rule(0.0)        # the old rule: round-off counted as a difference
+nograd_isclose_wide = _spread_rule(1e-4)         # swallows a spread GRPO's std division blows up
+
+
 WRONG = [
     (nograd_whole_batch, 'its own GROUP'),
     (nograd_singletons_marked, 'a group of one is not marked'),
-    (nograd_std_threshold, 'exact equality'),
+    (nograd_std_threshold, 'spread of the scores'),
     (nograd_assumes_sorted, "differs from the lab's"),
 ]
 
 EDGE_WRONG = [
     (nograd_singletons_marked, 'a group of one is not marked'),
+    (nograd_exact_equality, 'round-off'),
+    (nograd_isclose_wide, 'not wider'),
 ]
+
+
+def test_a_tolerance_of_round_off_is_the_right_answer():
+    from labkit.course.exercises import check
+
+    for tol in (1e-12, 1e-9):
+        assert check(_spread_rule(tol), NOTEBOOK, seed=3, verbose=False).passed
 
 
 # --------------------------------------------------------------------------- the tests
