@@ -290,15 +290,14 @@ def _step_reward(obs, act):
     return torch.zeros(obs.shape, dtype=torch.float64)
 
 
-def _loo_fn(v, agents):
-    full = frozenset(agents)
-    return {a: v[full] - v[full - {a}] for a in agents}
+def _credit_fn(q, state, agents):
+    return {a: q[a] for a in agents}
 
 
 # A valid value of every callable kind.
 CALLABLE_FILLS: dict[str, Callable[..., Any]] = {
     "step_vines": _value_fn, "cut_vines": _cut_value_fn, "outcome_model": _outcome_model,
-    "step_rewriter": _rewrite_fn, "irl_reward": _step_reward, "credit_function": _loo_fn,
+    "step_rewriter": _rewrite_fn, "irl_reward": _step_reward, "credit_function": _credit_fn,
 }
 # Kinds only the ToolWorld can give: estimators that declare one run there.
 TOOLWORLD_KINDS = ("env", "policy", "hidden_states", "privileged_critic")

@@ -1,7 +1,5 @@
 """Hand-built cooperative games and tiny teams that the games, multi-agent and judge tests share."""
 
-import itertools
-
 import torch
 
 from labkit.core.rollouts import Rollouts
@@ -11,20 +9,6 @@ def game_from(fn, n):
     """Table of the game v(S) = fn(set of players in S)."""
     return torch.tensor([float(fn({i for i in range(n) if S >> i & 1})) for S in range(2 ** n)],
                         dtype=torch.float64)
-
-
-def shapley_rule(v, agents):
-    """Shapley values written the long way, as a reader would (a credit function for QLLM's
-    ``credit_function``): each agent's marginal contribution v(S + a) - v(S), averaged over every
-    order of the agents. ``v`` maps a frozenset of agents to its value."""
-    orders = list(itertools.permutations(agents))
-    credit = dict.fromkeys(agents, 0.0)
-    for order in orders:
-        before = frozenset()
-        for a in order:
-            credit[a] += (v[before | {a}] - v[before]) / len(orders)
-            before = before | {a}
-    return credit
 
 
 def team(rows, rewards, groups=None, n_agents=None):

@@ -25,7 +25,8 @@ import torch
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
-from labkit.core.games import exact_shapley, leave_one_out_values
+from labkit.credit.judge import effect_mixer
+from labkit.core.games import exact_shapley
 from labkit.envs import BifurcationChain
 from labkit.envs.tabular import exact_truth
 from labkit.envs.teamtask import PRESETS, TeamTask
@@ -43,7 +44,7 @@ from labkit.bench.metrics import gradient_metrics, luck_weight, trajectory_lengt
 from labkit.bench.records import make_record
 
 __all__ = ["FAMILIES", "Task", "Instance", "SUITES", "lm_task", "chain_task", "toolworld_task", "team_task",
-           "suite_tasks", "estimator_names", "leave_one_out_rule", "applies", "score", "run_cell", "iter_cells"]
+           "suite_tasks", "estimator_names", "teamtask_effects", "teamtask_credit_rule", "applies", "score", "run_cell", "iter_cells"]
 
 FAMILIES = ("reasoning", "agentic", "multi-agent")
 
@@ -353,14 +354,33 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 
-def leave_one_out_rule(v: dict, agents: list) -> dict:
-    """A written credit function for ``credit_function`` (QLLM): every agent's leave-one-out
-    credit, v(all) - v(all but the agent), from ``v`` (coalition frozenset -> value, for every
-    coalition of ``agents``). The rule is ``labkit.core.games.leave_one_out_values``, read on
-    the game's table (bit i of a coalition = ``agents[i]``)."""
-    table = torch.tensor([v[frozenset(a for i, a in enumerate(agents) if mask >> i & 1)]
-                          for mask in range(2 ** len(agents))], dtype=torch.float64)
-    return dict(zip(agents, leave_one_out_values(table).tolist()))
+def teamtask_effects(state: dict, agents: list) -> list[int]:
+    """What TeamTask's rules say each agent's action did, read off an episode's state
+    (``TeamTask.global_states``): +1 helped (the plan or method names the task type, a review),
+    -1 acted against the team (a sabotage), 0 nothing that matters (a wrong plan or method, an
+    approval without review, a free rider's move, cooperation). One rule looks across agents:
+    when no solver used the task's method no draft can be right, so nothing helped."""
+    task = state["task"]
+    helps = {"planner": f"plan {task}", "solver": f"method {task}", "checker": "review"}
+    roles, actions = state["roles"], state["actions"]
+    drafted = any(roles[a] == "solver" and actions[a] == helps["solver"] for a in agents)
+    out = []
+    for a in agents:
+        if roles[a] == "saboteur":
+            out.append(-1 if actions[a] == "sabotage" else 0)
+        else:
+            out.append(int(drafted and helps.get(roles[a]) == actions[a]))
+    return out
+
+
+def teamtask_credit_rule(q: dict, state: dict, agents: list) -> dict:
+    """A written credit function for ``credit_function`` (QLLM) on TeamTask, as an author who read
+    the task's rules would write it: the effect of every agent's action read off the state
+    (``teamtask_effects``), mixed with the agents' utilities ``q`` by
+    ``labkit.credit.judge.effect_mixer`` (helpers share, a harmful action is charged)."""
+    credit = effect_mixer(torch.tensor([q[a] for a in agents], dtype=torch.float64),
+                          torch.tensor(teamtask_effects(state, agents)))
+    return dict(zip(agents, credit.tolist()))
 
 
 def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size: int = 8) -> Task:
@@ -368,7 +388,8 @@ def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size:
     exact Shapley value of every agent in every trajectory (from the exact coalition values,
     which the task also offers to estimators as ``coalition_values``); LLM-MCA gets a stand-in
     judge's per-agent credit (the exact Shapley value plus Gaussian noise 0.1); QLLM's credit
-    function is the written leave-one-out rule (``leave_one_out_rule``)."""
+    function is the written rule ``teamtask_credit_rule``, which reads each episode's state
+    (``TeamTask.global_states``) and the agents' batch utilities, never a coalition value."""
     params = {"env": "TeamTask", "case": case, "strength": strength, "n_tasks": n_tasks, "group_size": group_size}
 
     def build(seed: int) -> Instance:
@@ -380,12 +401,16 @@ def team_task(case: str, *, strength: float = 4.0, n_tasks: int = 8, group_size:
                   # one position per agent: the coach scores each agent's action
                   "judge_scores": _coach_scores(phi, ro.mask, seed)}
         provenance = {"coalition_values": "exact team reward of every coalition (the world's own)",
-                      "credit_function.fn": "STAND-IN written credit function (QLLM's LLM-written code): the leave-one-out rule "
-                            "v(N) - v(N \\ {i}) (labkit.bench.suite.leave_one_out_rule)",
+                      "credit_function.fn": "STAND-IN written credit function (QLLM's LLM-written code): the "
+                            "effect of each agent's action read off the state, mixed with the agents' batch "
+                            "utilities (labkit.bench.suite.teamtask_credit_rule)",
+                      "credit_function.states": "each episode's task, roles, observations, actions and outcome "
+                            "(the world's own: TeamTask.global_states)",
                       "judge_credit": f"STAND-IN judge: exact Shapley value + N(0, {JUDGE_ERROR}^2) noise",
                       "judge_scores": "STAND-IN coach: 0..10 score from the exact Shapley value + N(0, 1) noise"}
         return Instance(ro, phi, "agent", None, inputs, provenance, lengths=ro.mask.sum(1), unit="agents",
-                        overrides={"credit_function": {"fn": leave_one_out_rule}})
+                        overrides={"credit_function": {"fn": teamtask_credit_rule,
+                                                            "states": env.global_states(ro)}})
     return Task(f"team_{case}", "multi-agent", params, build)
 
 

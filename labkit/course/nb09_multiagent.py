@@ -1,7 +1,9 @@
 """Notebook 09, multi-agent credit: when a team shares one reward, how much did each agent
 contribute? Exact and sampled Shapley against leave-one-out on designed games, estimators
-(SHARP, M-GRPO, Dr. MAS, stand-in judges) against exact per-trajectory Shapley, Dr. MAS's
-per-agent normalisation of the gradient, and Shapley over an LM's reasoning segments (SCAR).
+(SHARP, M-GRPO, Dr. MAS, stand-in judges) against exact per-trajectory Shapley, written credit
+functions in QLLM's form (the agents' own utilities and the state in, no coalition value),
+Dr. MAS's per-agent normalisation of the gradient, and Shapley over an LM's reasoning segments
+(SCAR).
 
 Runners on ``TeamTask``: coalition values v(S) by enumeration, the exact team success J and its
 exact gradient per agent, so each comparison is against the truth of the policies that produced
@@ -25,10 +27,11 @@ from labkit.core.rollouts import Rollouts
 from labkit.credit import get_estimator
 from labkit.credit import judge as judging
 from labkit.credit import multiagent as ma
+from labkit.bench.suite import teamtask_credit_rule
 from labkit.envs.teamtask import PRESET_STORIES, PRESETS, TeamLearner, TeamTask
 from labkit.learn import judges
 from labkit.learn.loop import policy_loss, train
-from labkit.scoring import first_error_hit_rate, pearson, sign_agreement
+from labkit.scoring import difference_interval, first_error_hit_rate, pearson, sign_agreement
 from labkit.viz import credit_panels
 
 
@@ -100,42 +103,142 @@ def efficiency_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- your own credit function (QLLM)
-def score_credit_function(fn: judging.CreditFunction, *, cases: Sequence[str] = DESIGNED_CASES,
-                          strength: float = 12.0) -> pd.DataFrame:
-    """A reader-written credit function scored against exact Shapley on the designed teams.
+def vdn_credit(q: dict, state: dict, agents: list) -> dict:
+    """Naive credit function: each agent's own utility is its credit (VDN's mixer, Q_tot = sum_i
+    Q_i, which is exactly Shapley when the team's value is the sum of its members' utilities)."""
+    return {a: q[a] for a in agents}
 
-    QLLM (arXiv 2504.12961) has a language model write the function that turns what each agent
-    did into its credit; here the reader writes it (a STAND-IN for the LLM author). ``fn(v,
-    agents) -> {agent: credit}`` is called as ``labkit.credit.judge.credit_function``
-    calls it, on the coalition values of each case's competent scripted team at ``strength``.
-    One row per (case, agent): the credit, the exact Shapley value and their difference;
-    ``attrs["summary"]`` has per case the largest |error|, the credits' sum against
-    v(N) - v(empty) (efficiency) and whether every null player (an agent that never changes a
-    coalition's value) got 0.
+
+def equal_split_credit(q: dict, state: dict, agents: list) -> dict:
+    """Naive credit function: the team outcome split equally (what a shared reward says, scaled to add up)."""
+    return {a: state["team_reward"] / len(agents) for a in agents}
+
+
+#: The naive credit functions the notebook scores beside the written rule.
+NAIVE_CREDIT_FUNCTIONS = {"VDN (own utility)": vdn_credit, "equal split of the outcome": equal_split_credit}
+#: The lab's written rule (the benchmark's stand-in author): effects read off the state, mixed with the utilities.
+PROVIDED_CREDIT_FUNCTION = teamtask_credit_rule
+
+
+def _written_credit(ro: Rollouts, states: list, fn, name: str) -> torch.Tensor:
+    """``fn``'s credit on ``ro`` through the registered estimator (utilities from the batch, the
+    ``states`` of ``TeamTask.global_states``), (B, n); an error names the credit function."""
+    try:
+        return get_estimator("credit_function")(ro, fn=fn, states=states).values
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"{err} (credit function {name!r})") from err.__cause__
+
+
+def score_credit_functions(fns: Mapping[str, judging.CreditFunction], *,
+                           cases: Sequence[str] = DESIGNED_CASES + ("mixed",), strength: float = 2.0,
+                           seeds: Sequence[int] = tuple(range(5)), n_tasks: int = 32,
+                           group_size: int = 8) -> pd.DataFrame:
+    """Written credit functions scored against the exact per-episode Shapley value.
+
+    QLLM (arXiv 2504.12961) has a language model write the mixer of a value-decomposition critic;
+    here each ``fns[name]`` (``fn(q, state, agents) -> {agent: credit}``) is run by
+    ``labkit.credit.judge.credit_function`` on what QLLM's mixer has: every agent's utility
+    (the batch's mean team outcome given its own observation and action) and the episode's state
+    (``TeamTask.global_states``), never a coalition value. Each case's preset is played by
+    ``scripted_policies(strength)`` (2: the designed action is likely, not certain, so episodes
+    differ) for each seed. One row per (case, method, seed): ``corr`` (Pearson over all episode x
+    agent entries), ``mae`` (mean |credit - Shapley|), ``sign_agree`` (``sign_agreement``),
+    ``efficiency_gap`` (mean over episodes of |sum of credits - v_b(N)|, 0 for Shapley).
     """
     strength = check_number("strength", strength)
-    rows, summary = [], []
+    if not isinstance(fns, Mapping) or not fns:
+        raise TypeError(f"fns: expected a non-empty dict name -> credit function, got {type(fns).__name__}")
+    rows = []
     for case in cases:
         check_choice("cases", case, tuple(PRESETS))
         env = TeamTask.preset(case)
-        values = env.truth(env.scripted_policies(strength)).values
-        names = list(env.agent_names)
-        try:
-            credit = judging.apply_credit_function(fn, values, names)
-        except ValueError as err:
-            raise ValueError(f"{err} (the {case!r} team)") from err.__cause__
-        phi = _clean(exact_shapley(values))
-        masks = env.coalition_masks()
-        null = [i for i in range(len(names))
-                if bool(((values[masks[:, i]] - values[~masks[:, i]]).abs() < 1e-12).all())]
-        rows += [{"case": case, "agent": n, "credit": float(c), "shapley": float(f), "error": float(c - f)}
-                 for n, c, f in zip(names, credit.tolist(), phi.tolist())]
-        summary.append({"case": case, "max_abs_error": float((credit - phi).abs().max()),
-                        "sum_credit": float(credit.sum()), "v_full_minus_empty": float(values[-1] - values[0]),
-                        "null_players_get_zero": all(abs(float(credit[i])) < 1e-9 for i in null)})
-    df = pd.DataFrame(rows)
-    df.attrs["summary"] = pd.DataFrame(summary)
-    return df
+        pol = env.scripted_policies(strength)
+        for seed in seeds:
+            seed = check_int("seeds", seed, low=0)
+            ro = env.sample(pol, n_tasks, group_size=group_size, seed=seed)
+            values = env.coalition_values(ro)
+            phi = _clean(exact_shapley(values))
+            every = torch.ones_like(phi, dtype=torch.bool)
+            states = env.global_states(ro)
+            for name, fn in fns.items():
+                c = _clean(_written_credit(ro, states, fn, name))
+                rows.append({"case": case, "method": name, "seed": seed, "corr": pearson(c, phi),
+                             "mae": float((c - phi).abs().mean()), "sign_agree": sign_agreement(c, phi, every),
+                             "efficiency_gap": float((c.sum(1) - (values[:, -1] - values[:, 0])).abs().mean())})
+    return pd.DataFrame(rows)
+
+
+def credit_function_summary(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (case, method): mean, std, min and max over seeds of ``corr`` and ``mae``, the mean
+    ``sign_agree`` and ``efficiency_gap``, and the number of seeds."""
+    g = scores.groupby(["case", "method"], sort=False)
+    corr, mae = g["corr"], g["mae"]   # g.corr is DataFrame.corr
+    out = pd.DataFrame({"corr_mean": corr.mean(), "corr_std": corr.std(), "corr_min": corr.min(),
+                        "corr_max": corr.max(), "mae_mean": mae.mean(), "mae_std": mae.std(),
+                        "mae_min": mae.min(), "mae_max": mae.max(), "sign_agree": g["sign_agree"].mean(),
+                        "efficiency_gap": g["efficiency_gap"].mean(), "seeds": g["seed"].nunique()})
+    return out.reset_index()
+
+
+def credit_function_difference(scores: pd.DataFrame, a: str, b: str, *, metric: str = "mae") -> pd.DataFrame:
+    """Per case: mean ``metric`` of method ``a`` minus that of ``b`` over the seeds, with
+    ``labkit.scoring.difference_interval``'s 95 % bootstrap interval (seeds are independent batches)."""
+    check_choice("metric", metric, ("corr", "mae", "sign_agree", "efficiency_gap"))
+    for name, m in (("a", a), ("b", b)):
+        if m not in set(scores.method):
+            raise ValueError(f"{name}: {m!r} is not a scored method; known: {sorted(set(scores.method))}")
+    rows = []
+    for case, d in scores.groupby("case", sort=False):
+        iv = difference_interval(d[d.method == a][metric], d[d.method == b][metric])
+        rows.append({"case": case, "diff": iv["diff"], "low": iv["low"], "high": iv["high"], "seeds": iv["n_a"]})
+    return pd.DataFrame(rows)
+
+
+def additivity_gap(values: torch.Tensor) -> float:
+    """How far a game is from additive: max over coalitions S of |v(S) - v(empty) - sum over i in S
+    of (v({i}) - v(empty))|. 0 exactly when every coalition is worth the sum of its members'
+    solo contributions, the one case where each agent's own contribution is its Shapley value."""
+    values = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    n = int(round(np.log2(values.numel())))
+    if 2 ** n != values.numel():
+        raise ValueError(f"values: expected 2**n coalition values, got {values.numel()}")
+    masks = (torch.arange(2 ** n)[:, None] >> torch.arange(n)[None, :]) & 1
+    solo = values[2 ** torch.arange(n)] - values[0]
+    return float((values - values[0] - masks.to(torch.float64) @ solo).abs().max())
+
+
+def additive_game(utilities) -> torch.Tensor:
+    """The game v(S) = sum of the utilities of S's members, (2**n,) in bitmask order: the one kind
+    of team where every agent's own utility is exactly its Shapley value."""
+    u = torch.as_tensor(utilities, dtype=torch.float64).reshape(-1)
+    n = check_int("utilities", u.numel(), low=1, high=16)
+    masks = (torch.arange(2 ** n)[:, None] >> torch.arange(n)[None, :]) & 1
+    return masks.to(torch.float64) @ u
+
+
+def designed_credit_table(fns: Mapping[str, judging.CreditFunction], *, cases: Sequence[str] = DESIGNED_CASES,
+                          strength: float = 12.0, n_tasks: int = 8, group_size: int = 8, seed: int = 0) -> pd.DataFrame:
+    """The textbook games (each preset's competent team at ``strength``, as ``designed_games``):
+    per (case, agent) the exact Shapley value of the expected game and every credit function's
+    mean credit over a sampled batch; ``attrs["additivity_gap"]``: {case: ``additivity_gap`` of
+    its expected game}."""
+    strength = check_number("strength", strength)
+    frames, gaps = [], {}
+    for case in cases:
+        check_choice("cases", case, tuple(PRESETS))
+        env = TeamTask.preset(case)
+        pol = env.scripted_policies(strength)
+        values = env.truth(pol).values
+        gaps[case] = additivity_gap(values)
+        ro = env.sample(pol, n_tasks, group_size=group_size, seed=seed)
+        df = pd.DataFrame({"case": case, "agent": env.agent_names, "shapley": _clean(exact_shapley(values)).tolist()})
+        states = env.global_states(ro)
+        for name, fn in fns.items():
+            df[name] = _clean(_written_credit(ro, states, fn, name).mean(0), 1e-9).tolist()
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["additivity_gap"] = gaps
+    return out
 
 
 def mixed_team_credit(*, sabotage: float = 0.5, catch: float = 0.8, p_plan: float = 0.9,

@@ -3,17 +3,19 @@ and QLLM (a credit function written as code).
 
 MAPPA and LLM-MCA ask a large language model to read a multi-agent transcript and score each
 action (MAPPA) or each agent (LLM-MCA); CAPO asks one to flag the wrong steps of a reasoning
-chain; QLLM asks one to write the function that turns agents' values into credit. The estimators take the judge's output as a tensor or a callable ``rollouts -> tensor``,
+chain; QLLM asks one to write the function that mixes the agents' own values and the state into
+credit. The estimators take the judge's output as a tensor or a callable ``rollouts -> tensor``,
 so a real judge plugs in directly; the lab's STAND-IN judges (exact quantities plus seeded noise)
 live in ``labkit.learn.judges``.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Union
 
 import torch
 
-from labkit.core.agents import CoalitionValues, agent_rewards, coalition_table, n_agents_of
+from labkit.core.agents import agent_rewards, n_agents_of
 from labkit.core.checks import (as_tensor, check_choice, check_finite, check_number, check_shape, resolve_input,
                                 trajectory_totals)
 from labkit.core.credit import Cost, Credit
@@ -280,92 +282,234 @@ def capo(rollouts: Rollouts, *, verdicts: JudgeOutput = None, vote: str = "major
 
 
 # --------------------------------------------------------------------------- QLLM: the credit function as code
-CreditFunction = Callable[[dict, list], dict]
+#: A written credit function: ``fn(q, state, agents) -> {agent: credit}``.
+CreditFunction = Callable[[dict, dict, list], dict]
+#: The per-trajectory states a credit function reads: a list of dicts or a callable rollouts -> that.
+States = Union[list, Callable[[Rollouts], list]]
 
 
-def apply_credit_function(fn: CreditFunction, values, names) -> torch.Tensor:
-    """Call a written credit function on one game: ``fn(v, names) -> {name: credit}``, where
-    ``v[frozenset(members)]`` is the value of every coalition of ``values`` ((2**n,), bitmask
-    order: bit i = agent i kept). Returns the credits in ``names`` order, (n,) float64; any
-    failure of ``fn`` or a wrong answer raises a ValueError naming ``fn``."""
-    if not callable(fn):
-        raise TypeError(f"fn: expected a function (v, agents) -> {{agent: credit}}, got {type(fn).__name__}")
-    names = list(names)
-    vals = as_tensor("values", values).to(torch.float64).reshape(-1)
-    if vals.numel() != 2 ** len(names):
-        raise ValueError(f"values: expected {2 ** len(names)} coalition values for {len(names)} agents, got {vals.numel()}")
-    v = {frozenset(n for i, n in enumerate(names) if mask >> i & 1): float(x) for mask, x in enumerate(vals.tolist())}
+def _team_outcome(rollouts: Rollouts, team_reward, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(team outcome (B,), which agents acted (B, n)): ``team_reward`` if given, else the mean of
+    the acting agents' rewards (the team reward when every agent is paid the team's outcome)."""
+    R, present = agent_rewards(rollouts, n)
+    count = present.sum(1)
+    default = torch.where(count > 0, torch.where(present, R, 0.0).sum(1) / count.clamp(min=1), 0.0)
+    return trajectory_totals("team_reward", team_reward, default), present
+
+
+def _agent_keys(rollouts: Rollouts, n: int) -> list[list[tuple]]:
+    """What agent i saw and did in trajectory b: the (observation, action) pairs of its positions
+    in order (observation None where the batch carries no states); [b][i], () if it did not act."""
+    tokens, mask, ids = rollouts.tokens.tolist(), rollouts.mask.tolist(), rollouts.agent_ids.tolist()
+    states = rollouts.states.tolist() if rollouts.states is not None else None
+    keys = []
+    for b in range(rollouts.batch_size):
+        row: list[list] = [[] for _ in range(n)]
+        for t, (m, a) in enumerate(zip(mask[b], ids[b])):
+            if m and 0 <= a < n:
+                row[a].append((None if states is None else states[b][t], tokens[b][t]))
+        keys.append([tuple(k) for k in row])
+    return keys
+
+
+def agent_utilities(rollouts: Rollouts, *, team_reward=None) -> torch.Tensor:
+    """Each agent's utility Q_i(o_i, a_i) read off the batch, (B, n) float64: the mean team outcome
+    over the batch's trajectories in which agent i saw the same observations and took the same
+    actions as in trajectory b (a tabular per-agent critic fitted on this batch: the value an
+    independent learner gives its own action, blind to what the others did). ``team_reward``
+    (B,) defaults to the mean of the acting agents' rewards. An agent that did not act gets 0."""
+    n = n_agents_of(rollouts)
+    team, present = _team_outcome(rollouts, team_reward, n)
+    keys = _agent_keys(rollouts, n)
+    q = torch.zeros(rollouts.batch_size, n, dtype=torch.float64)
+    for i in range(n):
+        groups: dict = {}
+        for b in range(rollouts.batch_size):
+            if keys[b][i]:
+                groups.setdefault(keys[b][i], []).append(b)
+        for rows in groups.values():
+            q[rows, i] = team[rows].mean()
+    return torch.where(present, q, 0.0)
+
+
+def _default_states(rollouts: Rollouts, names: list, team: torch.Tensor) -> list[dict]:
+    """The state every batch shows: each agent's observation and action ids (an int for one
+    position, a tuple for several, None if it did not act), the roles if ``info`` names them, and
+    the team outcome."""
+    keys = _agent_keys(rollouts, len(names))
+    roles = rollouts.info.get("roles")
+    roles = dict(zip(names, roles)) if roles is not None and len(roles) == len(names) else None
+
+    def one(pairs, j):
+        if not pairs:
+            return None
+        vals = tuple(p[j] for p in pairs)
+        return vals[0] if len(vals) == 1 else vals
+
+    out = []
+    for b, row in enumerate(keys):
+        state = {"observations": {nm: one(k, 0) for nm, k in zip(names, row)},
+                 "actions": {nm: one(k, 1) for nm, k in zip(names, row)}, "team_reward": float(team[b])}
+        if roles is not None:
+            state["roles"] = dict(roles)
+        out.append(state)
+    return out
+
+
+def _call_credit_function(fn: CreditFunction, q: list, state, names: list) -> list[float]:
+    """``fn(q, state, agents)`` on one trajectory (``q`` in ``names`` order, plain floats), its
+    answer checked: one finite number per agent, in ``names`` order. Errors name ``fn``."""
+    if not isinstance(state, dict):
+        raise TypeError(f"states: expected one dict per trajectory (its state), got {type(state).__name__}")
     try:
-        out = fn(v, list(names))
+        out = fn(dict(zip(names, q)), state, list(names))
     except Exception as err:  # a reader's or a model's code: say where it failed, keep the traceback
         raise ValueError(f"fn: raised {type(err).__name__}: {err}") from err
     if not isinstance(out, dict) or set(out) != set(names):
         raise ValueError(f"fn: must return a dict with one credit per agent {names}, got {out!r}")
     try:
-        credit = torch.tensor([float(out[n]) for n in names], dtype=torch.float64)
+        credit = [float(out[n]) for n in names]
     except (TypeError, ValueError):
         raise ValueError(f"fn: credits must be numbers, got {out!r}") from None
-    if not bool(torch.isfinite(credit).all()):
+    if not all(math.isfinite(c) for c in credit):
         raise ValueError(f"fn: returned a non-finite credit: {out!r}")
     return credit
 
 
-@register("credit_function", level="agent", needs=("agents",),
-          inputs={"fn": "credit_function", "coalition_values": "agent_coalition_values"}, status="stand-in",
+def apply_credit_function(fn: CreditFunction, utilities, state: dict, names) -> torch.Tensor:
+    """Call a written credit function on one trajectory: ``fn(q, state, agents) -> {agent:
+    credit}`` with ``q[agent]`` the agent's utility (``utilities``, (n,), in ``names`` order) and
+    ``state`` the trajectory's state dict. Returns the credits in ``names`` order, (n,) float64;
+    any failure of ``fn`` or a wrong answer raises a ValueError naming ``fn``."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a function (q, state, agents) -> {{agent: credit}}, got {type(fn).__name__}")
+    names = list(names)
+    q = as_tensor("utilities", utilities).to(torch.float64).reshape(-1)
+    if q.numel() != len(names):
+        raise ValueError(f"utilities: expected one utility per agent ({len(names)}), got {q.numel()}")
+    check_finite("utilities", q)
+    return torch.tensor(_call_credit_function(fn, q.tolist(), state, names), dtype=torch.float64)
+
+
+def effect_mixer(utilities, effects) -> torch.Tensor:
+    """The lab's written mixer, of the form of QLLM's generated functions (Q_tot = sum_i w_i(s) Q_i
+    with weights read off the state): agent i's credit is w_i * Q_i with
+
+        w_i = e_i / h,    h = number of agents with e_i = +1
+
+    where ``effects`` e_i in {+1, 0, -1} says what the state shows agent i's action did (helped,
+    did nothing that matters, acted against the team). Helpers share the team's value, a null
+    action gets 0, a harmful one is charged its utility / h; with no helper everyone gets 0
+    (nothing to share, nothing to break). ``utilities`` and ``effects``: (..., n). Returns the
+    credits (..., n) float64; their sum is the mixer's team value Q_tot."""
+    q = as_tensor("utilities", utilities).to(torch.float64)
+    e = as_tensor("effects", effects)
+    check_shape("effects", e, tuple(q.shape))
+    check_finite("utilities", q)
+    e = e.to(torch.float64)
+    if not bool(((e == 1) | (e == 0) | (e == -1)).all()):
+        raise ValueError("effects: must be +1 (helped), 0 (did nothing that matters) or -1 (acted against the team)")
+    h = (e == 1).sum(-1, keepdim=True).to(torch.float64)
+    return torch.where(h > 0, e * q / h.clamp(min=1.0), torch.zeros((), dtype=torch.float64))
+
+
+@register("credit_function", level="agent", needs=("agents",), inputs={"fn": "credit_function"}, status="stand-in",
           paper="2504.12961",
-          replaces="the LLM that writes the credit function: a function the reader writes",
-          equation=r"A_{b,i} = \operatorname{fn}(v_b, N)_i,\quad v_b(S) \text{ for every } S \subseteq N",
-          symbols="fn: credit function written as code (by the reader; an LLM in QLLM); v_b(S): value of coalition "
-                  "S of agents N in trajectory b")
-def credit_function(rollouts: Rollouts, *, fn: CreditFunction = None, coalition_values: CoalitionValues = None) -> Credit:
-    """A written credit function over coalition values (QLLM, Jiang et al. 2025, arXiv:2504.12961): agent credit as code.
+          replaces="the LLM that writes QLLM's training-free credit assignment function: a function the reader "
+                   "writes (notebook 09) or the lab's written rule; the per-agent Q-networks: a tabular batch estimate",
+          equation=r"A_{b,i} = \operatorname{fn}(Q_b, s_b, N)_i,\quad Q_{b,i} = \operatorname{mean}\{R_{b'} : "
+                   r"(o, a)_{b',i} = (o, a)_{b,i}\}",
+          symbols="fn: credit function written as code (by the reader; an LLM in QLLM); Q_{b,i}: agent i's utility, "
+                  "the batch's mean team outcome R over trajectories where agent i saw and did the same; s_b: "
+                  "trajectory b's state (observations, actions, team outcome); N: the agents")
+def credit_function(rollouts: Rollouts, *, fn: CreditFunction = None, utilities=None, states: States = None,
+                    team_reward=None) -> Credit:
+    """A written credit function over per-agent utilities and the state (QLLM, Jiang et al. 2025, arXiv:2504.12961): agent credit as code.
 
     Inputs:
-        rollouts: ``agent_ids``, ``info["agent_names"]`` (else "agent 0", ...).
-        ``fn`` (credit_function): ``fn(v, agents) -> {agent: credit}``.
-        ``coalition_values`` (agent_coalition_values): as in ``shapley``, (B, 2**n).
+        rollouts: ``agent_ids``, ``rewards`` (the team outcome), ``states`` and ``tokens`` (what
+        each agent saw and did), ``info["agent_names"]`` (else "agent 0", ...) and
+        ``info["roles"]`` when present.
+        ``fn`` (credit_function): ``fn(q, state, agents) -> {agent: credit}``, with ``q[agent]``
+        the agent's utility and ``state`` the trajectory's state (a dict).
+        ``utilities``: (B, n) per-agent utilities or a callable rollouts -> (B, n).
+        ``states``: one dict per trajectory or a callable rollouts -> that list (e.g.
+        ``TeamTask.global_states``, which names the task, roles, observations and actions).
 
     Formula:
-        QLLM has a language model write the function that turns what each agent did into its
-        credit. Here the function is given: for trajectory b,
+        QLLM has a language model write the mixing function of a value-decomposition critic:
+        Q_tot = f(Q_1, ..., Q_n, s), the team's value from the agents' own Q-values and the
+        global state, in the published functions a weighted sum sum_i w_i(s) Q_i with weights
+        computed from the state. Agent i's credit is its term. Here, for trajectory b,
 
-            c_b = fn(v_b, agents)        v_b[frozenset(S)] = v_b(S) for every coalition S
+            c_b = fn(Q_b, s_b, agents)        Q_{b,i} = mean of R_{b'} over the b' where agent i
+                                              saw and did what it did in b
 
-        and every position of agent i gets c_{b,i}.
+        and every position of agent i gets c_{b,i}; Q_tot,b = sum_i c_{b,i}. The function never
+        sees a coalition value: whatever it knows of the interactions between agents it must
+        read off the state.
 
     Defaults:
-        none: ``fn`` and ``coalition_values`` are both needed.
+        ``utilities``: ``agent_utilities`` (the batch estimate above). ``states``: each agent's
+        observation and action ids (an int per position, a tuple for several), the roles when
+        ``info`` names them and ``team_reward``. ``team_reward`` (B,): the mean of the acting
+        agents' rewards (the team reward when it is shared).
 
     Degenerate input:
-        a one-agent team calls ``fn`` with two coalitions (empty, full). A function that fails,
-        returns a missing agent, a non-number or a non-finite credit is reported with the batch
-        row it failed on.
+        an agent that did not act gets utility 0 and credit 0 whatever ``fn`` says. A function
+        that fails, returns a missing agent, a non-number or a non-finite credit is reported
+        with the batch row it failed on.
 
     Deviations from the reference:
-        QLLM's generated function mixes per-agent Q-values inside a value-decomposition critic
-        (TFCAF); the lab's function reads exact coalition values, and its author is the reader
-        (notebook 09), a STAND-IN for the language model.
+        QLLM's function returns Q_tot and sits inside a critic whose per-agent Q-networks are
+        trained by TD through it; here it returns the per-agent terms directly, the utilities
+        are a tabular batch estimate from the team outcome (no network, no bootstrapping: one-shot
+        episodes), and there is no coder-evaluator loop. STAND-IN: the author is the reader
+        (notebook 09) or the lab's written rule (the benchmark), not a language model.
 
     Returns:
-        credit at level "agent"; ``info``: ``credit`` (B, n).
+        credit at level "agent"; ``info``: ``credit`` (B, n), ``utilities`` Q (B, n), ``q_tot``
+        (B,) = the sum of the credits.
 
     Cost:
-        ``env_steps`` = 2**n coalition values read per trajectory, as ``shapley``.
+        nothing: the function is written once and runs without a model or a re-execution.
     """
     if fn is None:
-        raise ValueError("fn: required, a function (v, agents) -> {agent: credit}")
+        raise ValueError("fn: required, a function (q, state, agents) -> {agent: credit}")
+    if not callable(fn):
+        raise TypeError(f"fn: expected a function (q, state, agents) -> {{agent: credit}}, got {type(fn).__name__}")
     n = n_agents_of(rollouts)
-    v = coalition_table(rollouts, coalition_values, n)
+    B = rollouts.batch_size
+    team, present = _team_outcome(rollouts, team_reward, n)
     names = list(rollouts.info.get("agent_names") or [f"agent {i}" for i in range(n)])
+    if len(names) != n:
+        raise ValueError(f"rollouts.info['agent_names']: expected {n} names, got {len(names)}")
+    if utilities is None:
+        q = agent_utilities(rollouts, team_reward=team)
+    else:
+        q, _ = resolve_input("utilities", utilities, rollouts, expected=f"a ({B}, {n}) tensor or a callable")
+        q = as_tensor("utilities", q)
+        check_shape("utilities", q, (B, n))
+        q = torch.where(present, q.to(torch.float64), 0.0)
+        check_finite("utilities", q)
+    if states is None:
+        rows_state = _default_states(rollouts, names, team)
+    else:
+        rows_state, _ = resolve_input("states", states, rollouts, expected="a list of one dict per trajectory")
+        if not isinstance(rows_state, (list, tuple)):
+            raise TypeError(f"states: expected a list of {B} dicts (one per trajectory), got {type(rows_state).__name__}")
+        if len(rows_state) != B:
+            raise ValueError(f"states: expected {B} dicts (one per trajectory), got {len(rows_state)}")
     rows = []
-    for b in range(rollouts.batch_size):
+    for b, q_row in enumerate(q.tolist()):
         try:
-            rows.append(apply_credit_function(fn, v[b], names))
-        except ValueError as err:
-            raise ValueError(f"{err} (trajectory {b})") from err.__cause__
-    credit = torch.stack(rows) if rows else torch.zeros(0, n, dtype=torch.float64)
-    return Credit.from_level(rollouts, credit, "agent", "credit_function", cost=Cost(env_steps=2 ** n * rollouts.batch_size),
-                             credit=credit)
+            rows.append(_call_credit_function(fn, q_row, rows_state[b], names))
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"{err} (trajectory {b})") from err.__cause__
+    credit = torch.tensor(rows, dtype=torch.float64).reshape(B, n)
+    credit = torch.where(present, credit, 0.0)
+    return Credit.from_level(rollouts, credit, "agent", "credit_function", cost=Cost(), credit=credit,
+                             utilities=q, q_tot=credit.sum(1))
 
 
 # --------------------------------------------------------------------------- TARL and LaRe (agentic turn judges)

@@ -122,8 +122,9 @@ INPUT_KINDS: dict[str, InputKind] = {
                                         "(B, 2**n_agents) float tensor" + _OR_CALLABLE, "agent_coalition"),
     "step_coalition_values": InputKind("outcomes of every subset of steps (a value model)",
                                        "(B, 2**n_steps) float tensor" + _OR_CALLABLE, "step_coalition"),
-    "credit_function": InputKind("a credit function over coalitions",
-                                 "callable fn(v, agents) -> {agent: credit}, v[frozenset(coalition)] = its value"),
+    "credit_function": InputKind("a written credit function (the agents' own utilities and the state in)",
+                                 "callable fn(q, state, agents) -> {agent: credit}, q[agent] = its utility, "
+                                 "state = the trajectory's state (a dict)"),
     "planning_mask": InputKind("which tokens are planning tokens: a labeller the file does not hold",
                                "(B, T) bool tensor", "position"),
     "ref_logprobs": InputKind("log-probabilities under a reference model",

@@ -11,11 +11,9 @@ import torch
 
 from labkit.bench import (Instance, applies, estimator_names, leaderboard, lm_task, run_cell, score,
                           suite_tasks, team_task, toolworld_task, validate_record)
-from labkit.bench.suite import leave_one_out_rule
 from labkit.core.credit import Credit
 from labkit.credit import ESTIMATORS
 from labkit.envs.teamtask import PRESETS
-from team_games import shapley_rule
 
 
 SEED = suite_tasks("tiny")[1][0]
@@ -77,20 +75,18 @@ def test_toolworld_feeds_the_turn_models_and_flags_the_oracle(tiny):
     assert all(board[n] == "" for n in board if n != "igpo")
 
 
-def test_leave_one_out_rule_on_a_hand_game():
-    # v: a alone 1, b alone 0, together 3 -> leave-one-out a: 3 - 0, b: 3 - 1
-    v = {frozenset(): 0.0, frozenset("a"): 1.0, frozenset("b"): 0.0, frozenset("ab"): 3.0}
-    assert leave_one_out_rule(v, ["a", "b"]) == {"a": 3.0, "b": 2.0}
-
-
-def test_credit_function_is_fed_a_labelled_rule_and_ashapley_rule_scores_perfectly():
+def test_credit_function_is_fed_the_labelled_written_rule_and_the_state():
     task = team_task("sabotage")
     inst = task.build(0)
     assert not bool((inst.truth == inst.truth[0, 0]).all())  # a ranking to recover
     rec = validate_record(run_cell("full", task, "credit_function", 0, inst))
-    assert rec["status"] == "ok" and "STAND-IN" in rec["inputs"]["fn"] and "leave-one-out" in rec["inputs"]["fn"]
+    assert rec["status"] == "ok" and "STAND-IN" in rec["inputs"]["fn"] and "teamtask_credit_rule" in rec["inputs"]["fn"]
+    assert "global_states" in rec["inputs"]["states"]
     assert leaderboard([rec])["multi-agent"][0]["fed"] == "stand-in"
-    inst.overrides["credit_function"] = {"fn": shapley_rule}
+    assert rec["metrics"]["sign_agreement"] == pytest.approx(1.0)   # helpers +, the saboteur -
+    # the scoring itself: a function handed each episode's exact Shapley value in its state scores perfectly
+    inst.overrides["credit_function"] = {"fn": lambda q, state, agents: dict(zip(agents, state["phi"])),
+                                         "states": [{"phi": row} for row in inst.truth.tolist()]}
     exact = run_cell("full", task, "credit_function", 0, inst)
     assert exact["metrics"]["rank_correlation"] == pytest.approx(1.0)
     assert exact["metrics"]["sign_agreement"] == pytest.approx(1.0)

@@ -128,21 +128,42 @@ def test_drmas_training_runs_and_summarises():
     assert list(table.index) == TeamTask().agent_names and set(table.columns) == {"global", "agent"}
 
 
-def test_a_reader_written_credit_function_is_scored_against_shapley():
-    from team_games import shapley_rule
+def test_written_credit_functions_are_scored_against_shapley_without_coalition_values():
+    fns = {"rule": lesson.PROVIDED_CREDIT_FUNCTION, **lesson.NAIVE_CREDIT_FUNCTIONS}
+    scores = lesson.score_credit_functions(fns, cases=("free_riding", "complementarity", "mixed"), seeds=(0, 1),
+                                           n_tasks=8, group_size=4)
+    assert len(scores) == 3 * 3 * 2
+    summ = lesson.credit_function_summary(scores).set_index(["case", "method"])
+    assert (summ.seeds == 2).all()
+    # all three needed and the outcome fixed by the actions: Shapley is the outcome split three ways
+    assert summ.loc[("complementarity", "equal split of the outcome"), "mae_mean"] < 1e-12
+    # the rule gives the free rider 0, as Shapley does; VDN pays it its utility
+    assert summ.loc[("free_riding", "rule"), "corr_mean"] > 0.95
+    assert summ.loc[("mixed", "rule"), "mae_mean"] < summ.loc[("mixed", "equal split of the outcome"), "mae_mean"]
+    assert summ.loc[("mixed", "VDN (own utility)"), "efficiency_gap"] > 1.0
+    diff = lesson.credit_function_difference(scores, "rule", "VDN (own utility)").set_index("case")
+    assert (diff["diff"] < 0).all() and (diff.low <= diff["diff"]).all() and (diff["diff"] <= diff.high).all()
+    with pytest.raises(ValueError, match=r"fn: raised KeyError.*credit function 'bad'"):
+        lesson.score_credit_functions({"bad": lambda q, s, a: {x: s["coalitions"] for x in a}}, cases=("sabotage",),
+                                      seeds=(0,), n_tasks=2, group_size=2)
+    with pytest.raises(ValueError, match="b: 'nobody'"):
+        lesson.credit_function_difference(scores, "rule", "nobody")
+    with pytest.raises(TypeError, match="fns"):
+        lesson.score_credit_functions({})
 
-    def loo(v, agents):
-        full = frozenset(agents)
-        return {a: v[full] - v[full - {a}] for a in agents}
 
-    bad = lesson.score_credit_function(loo).attrs["summary"].set_index("case")
-    assert bad.loc["complementarity", "sum_credit"] == pytest.approx(3.0, abs=1e-3)   # not efficient
-    assert bad.null_players_get_zero.all()
-    good = lesson.score_credit_function(shapley_rule).attrs["summary"]
-    assert (good.max_abs_error < 1e-9).all()
-    assert good.sum_credit.to_numpy() == pytest.approx(good.v_full_minus_empty.to_numpy())
-    with pytest.raises(ValueError, match="fn: raised KeyError.*redundancy"):
-        lesson.score_credit_function(lambda v, a: {x: v[frozenset({"nobody"})] for x in a})
+def test_the_textbook_games_are_far_from_additive_and_an_additive_one_is_not():
+    table = lesson.designed_credit_table({"rule": lesson.PROVIDED_CREDIT_FUNCTION,
+                                          "VDN": lesson.vdn_credit}, n_tasks=2, group_size=2).set_index(["case", "agent"])
+    assert table.loc[("free_riding", "free rider"), "rule"] == 0.0
+    assert table.loc[("complementarity", "checker"), "rule"] == pytest.approx(1 / 3, abs=1e-3)
+    assert table.loc[("sabotage", "saboteur"), "rule"] < 0 < table.loc[("sabotage", "saboteur"), "VDN"]
+    assert all(gap > 0.99 for gap in table.attrs["additivity_gap"].values())
+    u = torch.tensor([0.3, -0.1, 0.5], dtype=torch.float64)
+    additive = torch.tensor([float(sum(u[i] for i in range(3) if S >> i & 1)) for S in range(8)], dtype=torch.float64)
+    assert lesson.additivity_gap(additive) < 1e-12
+    with pytest.raises(ValueError, match="values"):
+        lesson.additivity_gap(torch.zeros(6))
 
 
 def test_nb09_heatmap_panels_unchanged():

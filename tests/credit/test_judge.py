@@ -14,12 +14,11 @@ from labkit.core.games import exact_shapley
 from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, estimate
 from labkit.credit.episode import grpo
-from labkit.credit.judge import lare, tarl
+from labkit.credit.judge import agent_utilities, effect_mixer, lare, tarl
 from labkit.learn.judges import noisy_oracle, stand_in_step_verifier
 
 from step_batches import close_to, two_rows
-from team_games import (COMPLEMENTARY, GLOVE, REDUNDANT, agent_values, game_from, glove_rollouts, shapley_rule,
-                        team)
+from team_games import COMPLEMENTARY, GLOVE, REDUNDANT, agent_values, glove_rollouts, team
 from turn_batches import scored_turns, turn_values
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -173,40 +172,108 @@ def test_llm_mca_reports_the_judge_and_can_rescale_to_the_team_reward():
 
 
 # --------------------------------------------------------------------------- a written credit function (QLLM)
-def test_credit_function_applies_the_written_rule_per_trajectory():
-    ro = team([[0, 1, 2], [0, 1, 2]], [[1, 1, 1], [0, 0, 0]], n_agents=3)
-    glove = game_from(lambda S: float(0 in S and bool(S & {1, 2})), 3)   # 1 left glove, 2 right gloves
-    table = torch.stack([glove, 2 * glove])
+def two_agent_batch():
+    """Two agents acting once each in four episodes: agent 0 plays 0, 0, 1, 1, agent 1 plays
+    0, 1, 0, 1, the team outcome is 1, 0, 1, 1 (every agent is paid it)."""
+    team_r = torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=torch.float64)
+    ids = torch.tensor([[0, 1]] * 4)
+    return Rollouts(tokens=torch.tensor([[0, 0], [0, 1], [1, 0], [1, 1]]), mask=torch.ones(4, 2, dtype=torch.bool),
+                    rewards=team_r[:, None].expand(4, 2).clone(), agent_ids=ids, turn_ids=ids.clone(),
+                    states=torch.zeros(4, 2, dtype=torch.long), info={"n_agents": 2, "roles": ["maker", "tester"]})
 
-    def loo(v, agents):
-        full = frozenset(agents)
-        return {a: v[full] - v[full - {a}] for a in agents}
 
-    c = estimate("credit_function", ro, fn=loo, coalition_values=table)
-    assert torch.allclose(c.values, torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0]], dtype=torch.float64))
-    assert c.cost.env_steps == 2 * 8
-    assert agent_values(c, ro)[1, 0] == 2.0
-    # the exact Shapley rule written as a function reproduces the shapley estimator
-    assert torch.allclose(estimate("credit_function", ro, fn=shapley_rule, coalition_values=table).values,
-                          estimate("shapley", ro, coalition_values=table).values)
+def test_agent_utilities_average_the_outcome_over_the_same_own_action():
+    ro = two_agent_batch()
+    # agent 0: action 0 in episodes 0, 1 (outcomes 1, 0), action 1 in 2, 3 (1, 1); agent 1: 0 in 0, 2, 1 in 1, 3
+    assert close_to(agent_utilities(ro), [[0.5, 1.0], [0.5, 0.5], [1.0, 1.0], [1.0, 0.5]])
+    assert close_to(agent_utilities(ro, team_reward=torch.tensor([0.0, 0.0, 2.0, 0.0])),
+                    [[0.0, 1.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+
+
+def test_credit_function_reads_utilities_and_the_state_never_a_coalition_value():
+    ro = two_agent_batch()
+    seen = []
+
+    def rule(q, state, agents):
+        seen.append(state)
+        # agent 1's action 1 is the useful one: it gets the outcome, agent 0 its utility minus 0.5
+        return {"agent 0": q["agent 0"] - 0.5, "agent 1": state["team_reward"] * (state["actions"]["agent 1"] == 1)}
+
+    c = estimate("credit_function", ro, fn=rule)
+    assert close_to(c.values, [[0.0, 0.0], [0.0, 0.0], [0.5, 0.0], [0.5, 1.0]])
+    assert close_to(c.info["q_tot"], c.values.sum(1)) and close_to(c.info["utilities"], agent_utilities(ro))
+    assert seen[1] == {"observations": {"agent 0": 0, "agent 1": 0}, "actions": {"agent 0": 0, "agent 1": 1},
+                       "team_reward": 0.0, "roles": {"agent 0": "maker", "agent 1": "tester"}}
+    assert c.cost == Cost()
+    # utilities and states the caller supplies replace the batch's
+    mine = estimate("credit_function", ro, fn=lambda q, s, a: {x: q[x] * s["w"] for x in a},
+                    utilities=torch.ones(4, 2), states=[{"w": float(b)} for b in range(4)])
+    assert close_to(mine.values, [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    with pytest.raises(TypeError, match="coalition_values"):
+        estimate("credit_function", ro, fn=rule, coalition_values=torch.zeros(4, 4))
+
+
+def test_effect_mixer_by_hand():
+    q = torch.tensor([0.9, 0.6, 0.3, 0.5], dtype=torch.float64)
+    # two helpers share: 0.9 / 2, 0.6 / 2; the idle agent 0; the harmful one is charged 0.5 / 2
+    assert close_to(effect_mixer(q, torch.tensor([1, 1, 0, -1])), [0.45, 0.3, 0.0, -0.25])
+    assert close_to(effect_mixer(q, torch.tensor([0, 0, 0, -1])), [0.0, 0.0, 0.0, 0.0])   # nobody helped
+    assert close_to(effect_mixer(q[None].expand(2, 4), torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1]])),
+                    [[0.9, 0.0, 0.0, 0.0], [0.225, 0.15, 0.075, 0.125]])
+    with pytest.raises(ValueError, match="effects"):
+        effect_mixer(q, torch.tensor([1, 2, 0, 0]))
+    with pytest.raises(ValueError, match="effects"):
+        effect_mixer(q, torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="utilities"):
+        effect_mixer(torch.tensor([float("nan"), 1.0]), torch.tensor([1, 0]))
 
 
 def test_credit_function_names_the_function_when_it_misbehaves():
-    ro = team([[0, 1]], [[1, 1]], n_agents=2)
-    table = game_from(lambda S: float(len(S) == 2), 2)[None]
+    ro = two_agent_batch()
     with pytest.raises(ValueError, match="fn: required"):
-        estimate("credit_function", ro, coalition_values=table)
+        estimate("credit_function", ro)
     with pytest.raises(ValueError, match=r"fn: raised ZeroDivisionError.*trajectory 0"):
-        estimate("credit_function", ro, fn=lambda v, a: {x: 1 / 0 for x in a}, coalition_values=table)
+        estimate("credit_function", ro, fn=lambda q, s, a: {x: 1 / 0 for x in a})
     with pytest.raises(ValueError, match="one credit per agent"):
-        estimate("credit_function", ro, fn=lambda v, a: {"agent 0": 1.0}, coalition_values=table)
+        estimate("credit_function", ro, fn=lambda q, s, a: {"agent 0": 1.0})
     with pytest.raises(ValueError, match="non-finite"):
-        estimate("credit_function", ro, fn=lambda v, a: dict.fromkeys(a, float("nan")), coalition_values=table)
+        estimate("credit_function", ro, fn=lambda q, s, a: dict.fromkeys(a, float("nan")))
+    with pytest.raises(ValueError, match="numbers"):
+        estimate("credit_function", ro, fn=lambda q, s, a: dict.fromkeys(a, "high"))
     with pytest.raises(TypeError, match="fn"):
-        estimate("credit_function", ro, fn="shapley", coalition_values=table)
-    # a one-agent team: the function sees the empty and the full coalition
+        estimate("credit_function", ro, fn="shapley")
+    with pytest.raises(ValueError, match="states"):
+        estimate("credit_function", ro, fn=lambda q, s, a: q, states=[{}])
+    with pytest.raises(TypeError, match=r"states.*trajectory 2"):
+        estimate("credit_function", ro, fn=lambda q, s, a: q, states=[{}, {}, "x", {}])
+    with pytest.raises(ValueError, match="utilities"):
+        estimate("credit_function", ro, fn=lambda q, s, a: q, utilities=torch.zeros(4, 3))
+    with pytest.raises(ValueError, match="utilities"):
+        estimate("credit_function", ro, fn=lambda q, s, a: q, utilities=torch.full((4, 2), float("nan")))
+    # a one-agent team: the function sees one utility; an agent that did not act gets 0
     solo = team([[0]], [[1]], n_agents=1)
-    seen = []
-    c = estimate("credit_function", solo, fn=lambda v, a: seen.append(sorted(map(len, v))) or {a[0]: v[frozenset(a)]},
-                 coalition_values=torch.tensor([[0.0, 0.7]]))
-    assert seen == [[0, 1]] and float(c.values[0, 0]) == pytest.approx(0.7)
+    c = estimate("credit_function", solo, fn=lambda q, s, a: {a[0]: q[a[0]] + 0.5})
+    assert float(c.values[0, 0]) == pytest.approx(1.5)
+    absent = team([[0, 1], [0]], [[1, 1], [0, 0]], n_agents=2)
+    c = estimate("credit_function", absent, fn=lambda q, s, a: dict.fromkeys(a, 1.0))
+    assert close_to(c.values, [[1.0, 1.0], [1.0, 0.0]])
+
+
+def test_the_written_teamtask_rule_reads_effects_off_the_state():
+    from labkit.bench.suite import teamtask_credit_rule, teamtask_effects
+    from labkit.envs import TeamTask
+
+    env = TeamTask()
+    agents = env.agent_names
+    state = {"task": "B", "roles": dict(zip(agents, env.roles)),
+             "actions": dict(zip(agents, ["plan B", "method B", "method A", "approve", "chat", "sabotage"]))}
+    assert teamtask_effects(state, agents) == [1, 1, 0, 0, 0, -1]
+    # no solver used the task's method: no draft can be right, so nothing helped
+    wrong = dict(state, actions=dict(state["actions"], **{"solver 1": "method A"}))
+    assert teamtask_effects(wrong, agents) == [0, 0, 0, 0, 0, -1]
+    q = dict(zip(agents, [0.8, 0.6, 0.4, 0.5, 0.7, 0.3]))
+    credit = teamtask_credit_rule(q, state, agents)
+    assert credit == pytest.approx(dict(zip(agents, [0.4, 0.3, 0.0, 0.0, 0.0, -0.15])))
+    assert all(v == 0 for v in teamtask_credit_rule(q, wrong, agents).values())
+
+

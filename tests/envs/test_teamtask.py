@@ -133,6 +133,23 @@ def test_full_team_value_is_the_success_rate_given_the_actions():
             assert abs(float(success[sel].mean()) - float(level)) < 0.08
 
 
+def test_global_states_name_what_every_agent_saw_and_did_and_the_outcome():
+    env = TeamTask()
+    ro = env.sample(env.scripted_policies(2.0), 4, group_size=2, seed=0)
+    states = env.global_states(ro)
+    assert len(states) == 8
+    for b, st in enumerate(states):
+        assert st["task"] == env.types[int(ro.truth["task_type"][b])]
+        assert st["roles"] == dict(zip(env.agent_names, env.roles))
+        assert st["observations"]["planner"] == f"task {st['task']}"
+        assert st["actions"] == {n: env.action_names[i][int(ro.tokens[b, i])] for i, n in enumerate(env.agent_names)}
+        assert st["team_reward"] == float(ro.truth["team_reward"][b])
+        # the transcript says the same thing
+        assert all(st["actions"][n] in ro.text[b][i] for i, n in enumerate(env.agent_names))
+    with pytest.raises(TypeError, match=r"^rollouts: expected a Rollouts"):
+        env.global_states(None)
+
+
 def test_policy_values_J_and_gradient_are_exact():
     env = TeamTask()
     pols = env.make_policies(init_std=0.7, seed=1)

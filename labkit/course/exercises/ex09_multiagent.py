@@ -1,97 +1,90 @@
-"""Exercise 09 (notebook 09_multiagent): the exact Shapley value of a 3-player team.
+"""Exercise 09 (notebook 09_multiagent): the mixer of a written credit function (QLLM).
 
-Graded against ``labkit.core.games.exact_shapley``; the reference solution is
-``labkit.course.solutions.shapley3``.
+Graded against ``labkit.credit.judge.effect_mixer``; the reference solution is
+``labkit.course.solutions.mixer_credit``.
 """
 from __future__ import annotations
 
 import torch
 
-from labkit.course.exercises.cases import rand
+from labkit.course.exercises.cases import rand, randint
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
-from labkit.course.exercises.mistakes import looks_like
-from labkit.core.games import exact_shapley
-
-PLAYERS = (0, 1, 2)
+from labkit.course.exercises.mistakes import looks_like, wrong
+from labkit.credit.judge import effect_mixer
 
 
-def _coalitions() -> list[frozenset]:
-    """Every coalition, in the order of the bit masks 0 ... 7 (exact_shapley's table order)."""
-    return [frozenset(i for i in PLAYERS if mask >> i & 1) for mask in range(8)]
+def _reference(q, effects):
+    return effect_mixer(q, effects)
 
 
-def _reference(v):
-    table = torch.tensor([float(v[S]) for S in _coalitions()], dtype=F64)
-    return exact_shapley(table)
-
-
-def _game(values: list[float]) -> dict:
-    """A 3-player game from its 8 values, in the order {}, {0}, {1}, {0,1}, {2}, {0,2}, {1,2}, {0,1,2}."""
-    return dict(zip(_coalitions(), [float(x) for x in values]))
+def _case(q: list[float], effects: list[int]) -> dict:
+    return dict(q=torch.tensor(q, dtype=F64), effects=torch.tensor(effects, dtype=torch.long))
 
 
 def _cases(gen):
     cases = []
     for i in range(5):
-        vals = torch.round(rand(gen, 8), decimals=2).tolist()
-        vals[0] = 0.0
-        cases.append(Case(f"random #{i}", dict(v=_game(vals))))
+        n = randint(gen, 3, 6)
+        q = torch.round(0.1 + 0.9 * rand(gen, n), decimals=2)
+        # every effect once (a helper, a null agent, a harmful one), the rest at random
+        effects = torch.cat([torch.tensor([1, 0, -1]), torch.randint(-1, 2, (n - 3,), generator=gen)])
+        effects = effects[torch.randperm(n, generator=gen)]
+        cases.append(Case(f"random #{i}", dict(q=q, effects=effects)))
     cases += [
-        Case("redundant solvers", dict(v=_game([0, 0, 1, 1, 1, 1, 1, 1]))),
+        Case("planner and two solvers all helped", _case([0.9, 0.9, 0.9], [1, 1, 1])),
+        Case("six roles: a free rider idles, the saboteur sabotages",
+             _case([0.8, 0.7, 0.6, 0.75, 0.7, 0.5], [1, 1, 0, 1, 0, -1])),
         # the edges, graded once the cases above pass
-        Case("player 2 is a null player", dict(v=_game([0, 0.2, 0.5, 1.0, 0, 0.2, 0.5, 1.0])), frozenset({"null"})),
-        Case("players 1 and 2 are interchangeable", dict(v=_game([0, 0.3, 0.1, 0.6, 0.1, 0.6, 0.4, 1.0])), frozenset({"symmetric"})),
-        Case("v(empty team) is not 0", dict(v=_game([0.2, 0.4, 0.5, 0.8, 0.3, 0.6, 0.7, 1.0])), frozenset({"v_empty"})),
+        Case("nobody helped, two saboteurs sabotaged", _case([0.2, 0.1, 0.3], [0, -1, -1]), frozenset({"no_helper"})),
+        Case("one agent helped", _case([0.9, 0.4, 0.5], [0, 1, 0]), frozenset({"one_helper"})),
     ]
     return cases
 
 
 def _variant(how):
-    def variant(v):
-        N = frozenset(PLAYERS)
-        out = []
-        for i in PLAYERS:
-            if how == "loo":
-                out.append(v[N] - v[N - {i}])
-                continue
-            if how == "equal_split":
-                out.append((v[N] - v[frozenset()]) / len(PLAYERS))
-                continue
-            others = [S for S in _coalitions() if i not in S]
-            out.append(sum(v[S | {i}] - v[S] for S in others) / len(others))
-        return torch.tensor(out, dtype=F64)
+    def variant(q, effects):
+        e = effects.to(F64)
+        if how == "vdn":
+            return q.clone()
+        if how == "harm_ignored":
+            e = e.clamp(min=0)
+        helpers = float((effects != 0).sum()) if how == "h_counts_harm" else float((effects == 1).sum())
+        if how == "team_size":
+            helpers = float(len(q))
+        if helpers == 0:
+            return torch.zeros_like(q)
+        return e / helpers if how == "no_utility" else e * q / helpers
     return variant
 
 
-def _efficiency_broken(case, got, want):
-    v = case.args["v"]
-    return abs(float(got.sum()) - (v[frozenset(PLAYERS)] - v[frozenset()])) > 1e-5
-
-
 EXERCISE = register(Exercise(
-    notebook="09", name="shapley3", title="Exact Shapley for 3 players",
-    signature="shapley3(v) -> tensor (3,)",
+    notebook="09", name="mixer_credit", title="A QLLM-style mixer",
+    signature="mixer_credit(q, effects) -> tensor (n,)",
     prompt=(
-        "Write the exact Shapley value of a 3-player team (Shapley 1953; as in Shapley-based agent credit,\n"
-        "e.g. SHARP, and the survey arXiv 2604.09459, section 6).\n"
-        "  v: dict from frozenset of players (subsets of {0, 1, 2}, the empty one included) to the team value\n"
-        "Return a (3,) tensor (or a list) with\n"
-        "  phi_i = sum over S not containing i of |S|! (n - |S| - 1)! / n! * (v(S + {i}) - v(S)),  n = 3\n"
-        "i.e. player i's marginal contribution averaged over the 3! orders in which the team could form."),
+        "Write the mixer of a written credit function (QLLM, Jiang et al., arXiv 2504.12961).\n"
+        "QLLM has a language model write the mixer of a value-decomposition critic: the team's value\n"
+        "Q_tot = sum_i w_i(s) * Q_i from each agent's own utility Q_i, with weights w_i(s) read off the\n"
+        "state s. Here the weights come from what the state says each agent's action did.\n"
+        "  q: (n,) tensor, each agent's utility Q_i\n"
+        "  effects: (n,) long tensor: +1 helped, 0 did nothing that matters, -1 acted against the team\n"
+        "Return a (n,) tensor (or a list) with\n"
+        "  credit_i = w_i * q_i,  w_i = effects_i / h,  h = number of agents with effects_i = +1\n"
+        "and every credit 0 when no agent helped (h = 0): nothing to share, nothing to break.\n"
+        "The credits add up to the mixer's team value Q_tot."),
     cases=_cases, reference=_reference,
     rules=(
-        Rule("that is leave-one-out, v(N) - v(N without i), not Shapley: average the marginal contribution "
-             "over every order in which the team could form", looks_like(_variant("loo")), every=True),
-        Rule("weight coalition S by |S|! (n - |S| - 1)! / n! (1/3, 1/6, 1/6, 1/3 for |S| = 0, 1, 1, 2), not equally",
-             looks_like(_variant("unweighted")), every=True),
-        Rule("you split the team's value equally; Shapley pays each player its own marginal contribution "
-             "v(S + {i}) - v(S), averaged over the orders in which the team could form",
-             looks_like(_variant("equal_split")), every=True),
-        Rule("your credits do not sum to v(N) - v(empty) (efficiency): every marginal contribution is "
-             "v(S + {i}) - v(S), with v(empty) where S is empty", _efficiency_broken),
-        Rule("a null player (one who never changes v) must get 0",
-             lambda c, g, w: abs(float(g[2])) > 1e-6, frozenset({"null"})),
-        Rule("two players who are interchangeable in v must get equal credit",
-             lambda c, g, w: abs(float(g[1] - g[2])) > 1e-6, frozenset({"symmetric"})),
+        Rule("that is each agent's own utility (VDN's credit, exact only for a team whose value is the sum of "
+             "its members'): weight it by what the state says the agent did, w_i = effects_i / h",
+             looks_like(_variant("vdn")), every=True),
+        Rule("multiply each weight by the agent's own utility: credit_i = effects_i / h * q_i",
+             looks_like(_variant("no_utility")), every=True),
+        Rule("divide by h, the number of agents that helped (effects = +1), not by the team's size",
+             looks_like(_variant("team_size")), every=True),
+        Rule("an agent that acted against the team (effects = -1) gets the weight -1/h: a negative credit, "
+             "not 0", looks_like(_variant("harm_ignored")), every=True),
+        Rule("h counts only the agents that helped (effects = +1): one that acted against the team is no helper",
+             looks_like(_variant("h_counts_harm")), every=True),
+        Rule("with no agent that helped (h = 0) every credit is 0: there is nothing to share and nothing "
+             "to break", wrong, frozenset({"no_helper"})),
     ),
 ))

@@ -19,14 +19,14 @@ from labkit.course.solutions.ex05_why_agents_harder import turn_returns
 from labkit.course.solutions.ex06_gigpo import gigpo_step_term
 from labkit.course.solutions.ex07_critical_actions import carl_select
 from labkit.course.solutions.ex08_hindsight_counterfactual import hca_credit
-from labkit.course.solutions.ex09_multiagent import shapley3
+from labkit.course.solutions.ex09_multiagent import mixer_credit
 from labkit.course.solutions.ex10_benchmark import rank_correlation
 from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows
 
 __all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
-           "carl_select", "hca_credit", "shapley3", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
+           "carl_select", "hca_credit", "mixer_credit", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
 
 #: notebook -> its solution
 SOLUTIONS = {"00": reward_to_go, "01": grpo_advantage, "02": gae, "03": vineppo_advantage, "04": pure_min_form, "05": turn_returns,
-             "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": shapley3, "10": rank_correlation,
+             "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": mixer_credit, "10": rank_correlation,
              "11": no_gradient_rows}

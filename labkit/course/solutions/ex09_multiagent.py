@@ -1,59 +1,46 @@
-"""Solution to exercise 09 (notebook 09_multiagent): the exact Shapley value of a 3-player team.
+"""Solution to exercise 09 (notebook 09_multiagent): the mixer of a written credit function (QLLM).
 
-Checked by ``check(shapley3, "09")``; the exercise is ``labkit.course.exercises.ex09_multiagent``.
+Checked by ``check(mixer_credit, "09")``; the exercise is ``labkit.course.exercises.ex09_multiagent``.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-__all__ = ["shapley3"]
+__all__ = ["mixer_credit"]
 
 
-def shapley3(v):
-    """09 · Exact Shapley for 3 players (Shapley 1953): each player's average marginal contribution.
+def mixer_credit(q, effects):
+    """09 · A QLLM-style mixer (Jiang et al. 2025, arXiv 2504.12961): credit = state weight x own utility.
 
     Inputs:
-        v: the value of every coalition of the players 0, 1, 2 (a dict frozenset -> float).
+        q: (n,) each agent's utility Q_i.
+        effects: (n,) what the state says agent i's action did: +1 helped, 0 nothing that
+        matters, -1 acted against the team.
 
     Formula:
-        phi_i = sum_{S not containing i} |S|! (n - |S| - 1)! / n! * (v(S + {i}) - v(S))
+        credit_i = w_i * q_i,  w_i = effects_i / h,  h = number of agents with effects_i = +1
+        Q_tot = sum_i credit_i (the mixer's team value)
 
     Defaults:
-        n = 3 players, 0, 1 and 2.
+        none.
 
     Degenerate input:
-        a null player gets 0; interchangeable players get equal credit; the credits sum to
-        v(N) - v(empty) even when v(empty) is not 0.
+        no helper (h = 0): every credit is 0, a harmful agent's too (nothing to share, nothing
+        to break). An agent whose action did nothing gets 0 whatever its utility.
 
     Deviations from the reference:
-        none: equal to ``labkit.core.games.exact_shapley``.
+        none: equal to ``labkit.credit.judge.effect_mixer``.
 
     Returns:
-        (3,) float64 Shapley value of each player.
+        (n,) float64 credit of every agent.
 
     Cost:
-        all 2^n coalition values (8 here).
+        none: no coalition value is read, only the agents' own utilities and the state's effects.
     """
-    players = [0, 1, 2]
-    n = len(players)
-    phi = []
-    for i in players:
-        others = [p for p in players if p != i]
-        total = 0.0
-        for size in range(n):
-            weight = math.factorial(size) * math.factorial(n - size - 1) / math.factorial(n)
-            for S in _subsets_of_size(others, size):
-                total += weight * (v[S | {i}] - v[S])
-        phi.append(total)
-    return torch.tensor(phi, dtype=torch.float64)
-
-
-def _subsets_of_size(items, size):
-    """Every subset of ``items`` with ``size`` members, each once, as frozensets."""
-    if size == 0:
-        return [frozenset()]
-    return [frozenset([items[j]]) | rest for j in range(len(items))
-            for rest in _subsets_of_size(items[j + 1:], size - 1)]
-
+    helpers = sum(1 for e in effects.tolist() if e == 1)
+    credit = torch.zeros(len(q), dtype=torch.float64)
+    if helpers == 0:
+        return credit
+    for i in range(len(q)):
+        credit[i] = float(effects[i]) / helpers * float(q[i])
+    return credit

@@ -42,6 +42,9 @@ counterfactual removes one agent's contribution, it does not let the others re-d
   Shapley value of the expected game is the expected per-trajectory Shapley value (linearity);
   ``truth(policies).J`` = v(N), the exact team success, with its exact gradient per agent.
 
+What a mixer may read instead (no coalition values): ``global_states(rollouts)``, each episode's
+task type, every agent's observation and action by name, and the team outcome.
+
 Presets (``TeamTask.preset(name)``) isolate one phenomenon each, with p_plan = 1 so the games are
 the textbook ones for a team that acts right: "redundancy" (planner + two solvers, either solver
 suffices: the glove game), "complementarity" (planner + solver + checker, all three needed),
@@ -489,6 +492,25 @@ class TeamTask:
         agents play their null action, chance is integrated out (see the module docstring)."""
         task = self._check_rollouts(rollouts)
         return self.success_prob(task, rollouts.tokens, self.coalition_masks())
+
+    def global_states(self, rollouts: Rollouts) -> list[dict]:
+        """What a centralised critic sees of each episode, one dict per trajectory: ``task`` (the
+        type name), ``roles``, ``observations`` and ``actions`` ({agent name: name}, e.g. "plan A",
+        "review") and ``team_reward`` (the outcome, 0.0 or 1.0). The state before chance: which
+        drafts worked and whether a sabotage broke the answer are not in it (the exact coalition
+        values integrate them out)."""
+        task = self._check_rollouts(rollouts)
+        names, roles = self.agent_names, self.roles
+        team = rollouts.truth.get("team_reward")
+        if not isinstance(team, torch.Tensor) or team.shape != (rollouts.batch_size,):
+            raise ValueError("rollouts.truth['team_reward']: missing or mis-shaped; sample with TeamTask.sample")
+        out = []
+        for k, obs, act, r in zip(task.tolist(), rollouts.states.tolist(), rollouts.tokens.tolist(), team.tolist()):
+            out.append({"task": self.types[k], "roles": dict(zip(names, roles)),
+                        "observations": {n: self.obs_names[i][o] for i, (n, o) in enumerate(zip(names, obs))},
+                        "actions": {n: self.action_names[i][a] for i, (n, a) in enumerate(zip(names, act))},
+                        "team_reward": float(r)})
+        return out
 
     def joint_actions(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (task type, joint action): ``task`` (E,), ``actions`` (E, n), E = K * prod |A_i|."""
