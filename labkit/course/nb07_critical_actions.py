@@ -27,8 +27,10 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
+from labkit.core.cache import read_cache
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.credit import Credit
+from labkit.core.paths import data_path
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import top_fraction as top_fraction_mask
@@ -37,7 +39,8 @@ from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
 from labkit.envs.toolworld import success_prob as exact_success_prob
-from labkit.scoring import pearson, rank_correlation, recall_at_k
+from labkit.scoring import (first_error_hit_rate, first_error_positions, paired_difference, pearson, rank_correlation,
+                            recall_at_k, step_rank_correlation, wilson_interval)
 from labkit.viz import credit_panels
 
 
@@ -291,12 +294,13 @@ def focus_training(env, start_policy, settings: Mapping[str, Sequence[float]] | 
 
 
 def focus_run(env, start_policy, rule: str, share: float, *, seed: int = 0, iterations: int = 40,
-              done: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One run of ``focus_training`` (``rule`` at top fraction ``share``, seed ``seed``, no GRPO run).
+              eval_every: int = 5, done: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One run of ``focus_training`` (``rule`` at top fraction ``share``, seed ``seed``, no GRPO run,
+    exact J every ``eval_every`` iterations).
 
-    ``done``: curves a ``focus_training`` call already returned for the same env, start policy
-    and iterations; if they hold this (rule, share, seed), those rows are returned instead of
-    training again. Why that is the same answer: every run of ``focus_training`` starts from its
+    ``done``: curves a ``focus_training`` call already returned for the same env, start policy,
+    iterations and ``eval_every``; if they hold this (rule, share, seed), those rows are returned
+    instead of training again. Why that is the same answer: every run of ``focus_training`` starts from its
     own copy of the start policy with its own seeds, so a run does not depend on which others ran
     with it (tested). This is what makes notebook 07's slider answer at once on the shares the
     notebook has trained already.
@@ -308,7 +312,7 @@ def focus_run(env, start_policy, rule: str, share: float, *, seed: int = 0, iter
         if len(hit) and int(hit.iteration.max()) == iterations:
             return hit.reset_index(drop=True)
     return focus_training(env, start_policy, {rule: (share,)}, seeds=(seed,), iterations=iterations,
-                          include_grpo=False, progress=False)
+                          eval_every=eval_every, include_grpo=False, progress=False)
 
 
 def focus_summary(curves: pd.DataFrame) -> pd.DataFrame:
@@ -492,3 +496,316 @@ def ig_decomposition(rollouts: Rollouts, truth, success_prob: torch.Tensor) -> d
     return {"max_abs_gap": float((ig - skill - luck)[m].abs().max()),
             "skill_var_share": float(skill[m].var()) / var if var > 0 else float("nan"),
             "luck_var_share": float(luck[m].var()) / var if var > 0 else float("nan")}
+
+
+# --------------------------------------------------------------------------- the tiny LM: where entropy is natural
+LM_SIGNALS = {"entropy": "highest entropy", "surprise": "lowest p(chosen token)"}
+LM_ACTIONS = ("step", "token")
+VINE_HITS_DIR = data_path("vine_hits")
+
+
+def _need_lm_truth(rollouts: Rollouts) -> None:
+    if not isinstance(rollouts, Rollouts):
+        raise TypeError(f"rollouts: expected Rollouts, got {type(rollouts).__name__}")
+    if "first_error_step" not in rollouts.truth:
+        raise ValueError("rollouts: truth has no 'first_error_step' (the tiny LM's rollouts carry it: "
+                         "ArithmeticLM.rollouts or load_reference)")
+
+
+def first_wrong_token_table(rollouts: Rollouts) -> pd.DataFrame:
+    """Where each rollout with a wrong step first leaves every correct answer: one row per such
+    rollout with ``row``, ``position`` (its first wrong token), ``step`` (the first wrong step),
+    ``step_text`` (that step as written), ``written`` (the token there) and ``right`` (the token
+    a correct step has there).
+
+    Every step before the first wrong one is right, so at that step the running total is the sum
+    of the operands so far and the right step is known: ``acc+next=sum;`` (or ``#acc<eos>`` for
+    the answer). The first token of the written step that differs from it is the first wrong
+    token, e.g. the ``1`` of ``149+71=210;`` (``2`` was right). A right step cut short (the
+    context ran out) has its last token marked, with ``right`` the token that should have come
+    next. Needs the tiny LM's rollouts: ``truth["first_error_step"]``, ``info["problems"]`` and
+    ``text``.
+    """
+    from labkit.policies.vocab import EOS
+
+    _need_lm_truth(rollouts)
+    if rollouts.text is None or "problems" not in rollouts.info:
+        raise ValueError("rollouts: need text and info['problems'] (the tiny LM's rollouts carry both)")
+    first = rollouts.truth["first_error_step"]
+    rows = []
+    for b in (first >= 0).nonzero().flatten().tolist():
+        i, ops = int(first[b]), rollouts.info["problems"][b].operands
+        acc = sum(ops[:i + 1])
+        right = list(f"{acc}+{ops[i + 1]}={acc + ops[i + 1]};") if i + 1 < len(ops) else ["#", *str(acc), EOS]
+        positions = ((rollouts.step_ids[b] == i) & rollouts.mask[b]).nonzero().flatten().tolist()
+        if not positions:
+            continue
+        j = next((j for j, t in enumerate(positions) if j >= len(right) or rollouts.text[b][t] != right[j]),
+                 len(positions) - 1)
+        rows.append({"row": b, "position": positions[j], "step": i,
+                     "step_text": "".join(rollouts.text[b][t] for t in positions),
+                     "written": rollouts.text[b][positions[j]], "right": right[j] if j < len(right) else ""})
+    return pd.DataFrame(rows, columns=["row", "position", "step", "step_text", "written", "right"])
+
+
+def first_wrong_tokens(rollouts: Rollouts) -> torch.Tensor:
+    """(B, T) bool: each rollout's first wrong token (``first_wrong_token_table``); a rollout
+    whose steps are all right has none."""
+    out = torch.zeros_like(rollouts.mask)
+    table = first_wrong_token_table(rollouts)
+    out[table.row.tolist(), table.position.tolist()] = True
+    return out
+
+
+def wrong_token_uncertainty(rollouts: Rollouts) -> pd.DataFrame:
+    """``first_wrong_token_table`` with how unsure the policy was there: ``p`` (the probability
+    it gave the wrong token it wrote), ``entropy`` (nats), ``entropy_rank`` and ``surprise_rank``
+    (the token's rank among its rollout's tokens by entropy and by -log p, 1 = the most
+    uncertain) and ``tokens`` (the rollout's generated tokens)."""
+    table = first_wrong_token_table(rollouts)
+    H, S = _signal(rollouts, "entropy"), _signal(rollouts, "surprise")
+    b, t = table.row.tolist(), table.position.tolist()
+    return table.assign(p=[float(rollouts.logprobs[i, j].exp()) for i, j in zip(b, t)],
+                        entropy=[float(H[i, j]) for i, j in zip(b, t)],
+                        entropy_rank=[int((H[i] > H[i, j]).sum()) + 1 for i, j in zip(b, t)],
+                        surprise_rank=[int((S[i] > S[i, j]).sum()) + 1 for i, j in zip(b, t)],
+                        tokens=[int(rollouts.mask[i].sum()) for i in b])
+
+
+def _signal(rollouts: Rollouts, signal: str) -> torch.Tensor:
+    """(B, T) float64 per position: the sampling policy's entropy, or the surprise -log p of the
+    token it chose; -inf off the mask (never the largest)."""
+    check_choice("signal", signal, tuple(LM_SIGNALS))
+    x = rollouts.entropies if signal == "entropy" else rollouts.logprobs
+    if x is None:
+        raise ValueError(f"rollouts: carry no {'entropies' if signal == 'entropy' else 'logprobs'} to rank by")
+    x = x.to(torch.float64) if signal == "entropy" else -x.to(torch.float64)
+    return torch.where(rollouts.mask, x, float("-inf"))
+
+
+def uncertainty_hits(rollouts: Rollouts, signal: str = "entropy") -> pd.DataFrame:
+    """Where the most uncertain position of each rollout with a wrong step lies.
+
+    ``signal``: ``"entropy"`` (the sampling policy's entropy at each position) or ``"surprise"``
+    (-log p of the token it chose: the lowest chosen-token probability). One row per rollout with
+    a wrong step: ``row``; ``token_hit`` (1 if the top position is the first wrong token,
+    ``first_wrong_token_table``) and ``token_chance`` (1 / its tokens: a random position);
+    ``step_hit`` (1 if it lies in the first wrong step) and ``step_chance`` (1 / its steps: a
+    random step, the chance of ``labkit.scoring.first_error_hits``). Tied top positions share
+    the hit.
+    """
+    x, wrong_tok = _signal(rollouts, signal), first_wrong_tokens(rollouts)
+    wrong_step = first_error_positions(rollouts)
+    rows = []
+    for b in sorted(set(wrong_tok.nonzero()[:, 0].tolist())):
+        top = (x[b] == x[b].max()) & rollouts.mask[b]
+        n_top = int(top.sum())
+        rows.append({"row": b, "token_hit": int((top & wrong_tok[b]).sum()) / n_top,
+                     "token_chance": 1.0 / int(rollouts.mask[b].sum()),
+                     "step_hit": int((top & wrong_step[b]).sum()) / n_top,
+                     "step_chance": 1.0 / int(rollouts.n_steps[b])})
+    return pd.DataFrame(rows, columns=["row", "token_hit", "token_chance", "step_hit", "step_chance"])
+
+
+def uncertainty_hit_tables(rollouts: Rollouts) -> dict[str, pd.DataFrame]:
+    """``uncertainty_hits`` of both signals as ``first_error_hits``-shaped tables (``row``,
+    ``hit``, ``chance``), for ``labkit.scoring.hit_rate_intervals`` and ``paired_difference``:
+    keys "<signal name> -> first wrong token" and "<signal name> -> first wrong step"."""
+    out = {}
+    for target in ("token", "step"):
+        for signal, name in LM_SIGNALS.items():
+            h = uncertainty_hits(rollouts, signal)
+            out[f"{name} -> first wrong {target}"] = pd.DataFrame(
+                {"row": h.row, "hit": h[f"{target}_hit"], "chance": h[f"{target}_chance"]})
+    return out
+
+
+def _action_rollouts(rollouts: Rollouts, action: str) -> Rollouts:
+    """The rollouts as one GRPO group whose turns (CARL's actions) are its steps or its tokens."""
+    check_choice("action", action, LM_ACTIONS)
+    m = rollouts.mask
+    turns = rollouts.step_ids if action == "step" else torch.where(m, m.long().cumsum(1) - 1, -1)
+    # the sampled problems differ row by row: a group of one has no baseline, so as notebooks 03
+    # and 04 do, GRPO's group is the whole batch
+    return rollouts.with_(turn_ids=turns, group_ids=torch.zeros(rollouts.batch_size, dtype=torch.long))
+
+
+def lm_carl(rollouts: Rollouts, *, action: str = "step", top_fraction: float = 0.3) -> Credit:
+    """``labkit.credit.entropy.carl`` on the tiny LM's rollouts, one GRPO group of the whole batch.
+
+    ``action``: what CARL ranks and keeps: ``"step"`` (a reasoning step ``a+b=c;`` is one
+    action, ranked by the mean entropy of its tokens) or ``"token"`` (every token is an action).
+    The ``top_fraction`` most uncertain actions of the batch keep GRPO's credit, the rest get 0.
+    ``info`` adds ``kept_positions`` (B, T) bool, the tokens that keep their credit.
+    """
+    top_fraction = check_number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
+    ro = _action_rollouts(rollouts, action)
+    credit = carl(ro, top_fraction=top_fraction)
+    credit.info["kept_positions"] = ro.broadcast(credit.info["kept"].long(), "turn").bool() & ro.mask
+    return credit
+
+
+def lm_grpo(rollouts: Rollouts) -> Credit:
+    """GRPO on the tiny LM's rollouts, one group of the whole batch (``lm_carl``'s base)."""
+    return get_estimator("grpo")(_action_rollouts(rollouts, "step"))
+
+
+def carl_selection(rollouts: Rollouts, *, top_fraction: float = 0.3) -> pd.DataFrame:
+    """Does CARL keep the tiny LM's mistakes? ``entropy_vs_truth``'s precision and recall, with
+    the first wrong steps (or tokens) in place of ToolWorld's decisive turns.
+
+    One row per ``action`` of ``lm_carl`` ("step", "token"): ``actions`` (count in the batch),
+    ``wrong`` (first wrong steps, or first wrong tokens; one per rollout with a wrong step) and
+    ``wrong_rate`` (their share: the precision of a random pick), ``share_kept``, ``precision``
+    (share of kept actions that are a first wrong one) and ``recall`` (share of first wrong ones
+    kept; a random pick keeps ``share_kept``).
+    """
+    _need_lm_truth(rollouts)
+    rows = []
+    for action in LM_ACTIONS:
+        credit = lm_carl(rollouts, action=action, top_fraction=top_fraction)
+        present = _action_rollouts(rollouts, action).view(rollouts.mask.double(), "turn", "sum")[1]
+        kept = credit.info["kept"] & present
+        target = first_error_positions(rollouts) if action == "step" else first_wrong_tokens(rollouts)
+        wrong = _action_rollouts(rollouts, action).view(target.double(), "turn", "max")[0].bool() & present
+        n, n_wrong, n_kept = int(present.sum()), int(wrong.sum()), int(kept.sum())
+        both = int((kept & wrong).sum())
+        rows.append({"action": action, "actions": n, "wrong": n_wrong, "wrong_rate": n_wrong / n,
+                     "share_kept": n_kept / n, "precision": both / max(n_kept, 1),
+                     "recall": both / max(n_wrong, 1)})
+    return pd.DataFrame(rows)
+
+
+def within_rank_corr(credit: torch.Tensor, truth_adv: torch.Tensor, rollouts: Rollouts) -> pd.DataFrame:
+    """``labkit.scoring.step_rank_correlation(..., within=True)`` rollout by rollout: one row per
+    rollout it averages over (at least two steps and a truth that is not constant), with ``row``
+    and ``rho`` (Spearman's rho between the rollout's step credits and its true step
+    advantages). The mean of ``rho`` is ``step_rank_correlation(..., within=True)``."""
+    truth, present = rollouts.view(truth_adv.to(torch.float64), "step", "mean")
+    rows = []
+    for b in range(rollouts.batch_size):
+        if int(present[b].sum()) >= 2 and float(truth[b][present[b]].std()) > 0:
+            one = rollouts.select([b])
+            rows.append({"row": b, "rho": step_rank_correlation(credit[b:b + 1], truth_adv[b:b + 1], one,
+                                                                 within=True)})
+    return pd.DataFrame(rows, columns=["row", "rho"])
+
+
+def credit_vs_mc_truth(credits: Mapping[str, torch.Tensor], rollouts: Rollouts, truth_adv: torch.Tensor, *,
+                       baseline: str | None = None, n_boot: int = 4000, seed: int = 0) -> pd.DataFrame:
+    """Each credit of ``credits`` (name -> (B, T) token credit) against the Monte Carlo truth
+    ``truth_adv`` (``labkit.envs.arithmetic.truth.truth_step_advantage``), notebook 04's scores:
+    ``hit_rate`` and ``chance`` (``first_error_hit_rate``), ``rank_corr`` (pooled) and
+    ``rank_corr_within`` (``step_rank_correlation``). With ``baseline`` (a key of ``credits``),
+    ``within_vs_base``: the within-rollout rho minus the baseline's, with its paired bootstrap
+    interval over rollouts (``within_low``, ``within_high``; ``labkit.scoring.paired_difference``,
+    ``n_boot`` resamples seeded ``seed``).
+    """
+    if not credits:
+        raise ValueError("credits: need at least one credit to score")
+    if baseline is not None and baseline not in credits:
+        raise ValueError(f"baseline: {baseline!r} is not one of the credits {list(credits)}")
+    per_row = {name: within_rank_corr(c, truth_adv, rollouts).rename(columns={"rho": "hit"})
+               for name, c in credits.items()}
+    rows = []
+    for name, c in credits.items():
+        hits = first_error_hit_rate(c, rollouts)
+        row = {"method": name, "hit_rate": hits["hit_rate"], "chance": hits["chance"],
+               "rank_corr": step_rank_correlation(c, truth_adv, rollouts),
+               "rank_corr_within": step_rank_correlation(c, truth_adv, rollouts, within=True)}
+        if baseline is not None:
+            # paired_difference reads a per-rollout score from its tables' "hit" column
+            d = paired_difference(per_row[name], per_row[baseline], n_boot=n_boot, seed=seed)
+            row.update(within_vs_base=d["diff"], within_low=d["low"], within_high=d["high"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def load_vine_hits(path=None) -> tuple[pd.DataFrame, dict]:
+    """Notebook 03's first-wrong-step hits on its larger sample, cached by
+    ``scripts/build_vine_hits.py`` in ``path`` (default ``data/vine_hits``): (hits, meta), hits
+    in long form (``method``, ``k``, ``row``, ``hit``, ``chance``, ``first_error_step``,
+    ``reward``). Raises if the cache is missing, foreign or stale (``labkit.core.cache``)."""
+    meta, files = read_cache(path if path is not None else VINE_HITS_DIR, script="build_vine_hits.py",
+                             files=["hits.csv"], what="cached hits")
+    return pd.read_csv(files["hits.csv"]), meta
+
+
+def vine_hit_rollouts(env, meta: Mapping) -> Rollouts:
+    """Notebook 03's larger sample, sampled again: one rollout of each of ``meta["n_problems"]``
+    distinct held-out ``meta["n_operands"]``-operand problems, seed ``meta["seed"]``, exactly as
+    ``scripts/build_vine_hits.py`` drew them (``meta``: that cache's meta, ``load_vine_hits``).
+    ``env``: the ``ArithmeticLM`` the cache was built from."""
+    for key in ("n_problems", "n_operands", "seed"):
+        if key not in meta:
+            raise ValueError(f"meta: has no {key!r} (pass the meta load_vine_hits returns)")
+    problems = env.task.sample_prompts(int(meta["n_problems"]), int(meta["n_operands"]), split="held_out",
+                                       seed=int(meta["seed"]), unique=True)
+    return env.rollouts(problems, seed=int(meta["seed"]))
+
+
+def cached_hit_tables(hits: pd.DataFrame, rollouts: Rollouts,
+                      methods: Sequence[str] = ("VinePPO K=9", "truth K=64")) -> dict[str, pd.DataFrame]:
+    """The cached hits of ``methods`` (``load_vine_hits``) as ``first_error_hits`` tables (``row``,
+    ``hit``, ``chance``) on the rollouts of ``rollouts`` (``vine_hit_rollouts``) whose row and
+    first wrong step match the cache: a sampler that drew one token differently on this machine
+    changes that rollout, and a hit scored on another rollout must not be paired with it."""
+    _need_lm_truth(rollouts)
+    first = rollouts.truth["first_error_step"]
+    out = {}
+    for name in methods:
+        t = hits[hits.method == name]
+        if t.empty:
+            raise ValueError(f"methods: {name!r} is not in the cached hits ({sorted(hits.method.unique())})")
+        same = [int(r) < len(rollouts) and int(first[int(r)]) == int(s) for r, s in zip(t.row, t.first_error_step)]
+        out[name] = t[same][["row", "hit", "chance"]].reset_index(drop=True)
+    return out
+
+
+ACTION_NAMES = {"step": "a step is an action", "token": "a token is an action"}
+
+
+def carl_share_sweep(rollouts: Rollouts, fractions: Sequence[float] = (0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 1.0), *,
+                     level: float = 0.95) -> pd.DataFrame:
+    """CARL's first-wrong-step hit rate (``lm_carl``'s credit, ``labkit.scoring.first_error_hits``)
+    as the share of actions it keeps varies, for both actions ("step", "token").
+
+    One row per (action, top fraction): ``action``, ``action_name``, ``top_fraction``,
+    ``hit_rate`` with its Wilson interval at ``level`` (``low``, ``high``), ``chance`` and
+    ``rollouts`` (those with a wrong step). At top fraction 1 CARL is GRPO.
+    """
+    fractions = [check_number("fractions", f, low=0.0, high=1.0, low_open=True) for f in fractions]
+    if not fractions:
+        raise ValueError("fractions: need at least one share of actions to keep")
+    _need_lm_truth(rollouts)
+    rows = []
+    for action in LM_ACTIONS:
+        for f in fractions:
+            # the rate over the batch in one pass (first_error_hits' rule, without its per-rollout table)
+            hits = first_error_hit_rate(lm_carl(rollouts, action=action, top_fraction=f).token, rollouts)
+            if hits["rollouts"] == 0:
+                raise ValueError("rollouts: no rollout has a wrong step to score")
+            low, high = wilson_interval(hits["hit_rate"] * hits["rollouts"], hits["rollouts"], level=level)
+            rows.append({"action": action, "action_name": ACTION_NAMES[action], "top_fraction": f,
+                         "hit_rate": hits["hit_rate"], "low": low, "high": high, "chance": hits["chance"],
+                         "rollouts": hits["rollouts"]})
+    return pd.DataFrame(rows)
+
+
+def paired_differences(tables: Mapping[str, pd.DataFrame], pairs: Sequence[tuple[str, str]], *,
+                       n_boot: int = 4000, seed: int = 0) -> pd.DataFrame:
+    """Hit rate of a minus that of b for each (a, b) of ``pairs`` (names in ``tables``, each a
+    ``first_error_hits`` table), on the rollouts both scored, with the paired bootstrap interval
+    of ``labkit.scoring.paired_difference``. One row per pair: ``a``, ``b``, ``diff``, ``low``,
+    ``high``, ``rollouts``."""
+    rows = []
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in tables:
+                raise ValueError(f"pairs: {name!r} is not one of the tables {list(tables)}")
+        common = sorted(set(tables[a].row) & set(tables[b].row))
+        if not common:
+            raise ValueError(f"pairs: {a!r} and {b!r} scored no rollout in common")
+        ta, tb = (tables[n].set_index("row").loc[common].reset_index() for n in (a, b))
+        rows.append({"a": a, "b": b, **paired_difference(ta, tb, n_boot=n_boot, seed=seed)})
+    return pd.DataFrame(rows)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from labkit.core.rollouts import Rollouts
 from labkit.course import nb07_critical_actions as lesson
 from labkit.course import presets
 from labkit.course.presets import toolworld_setup
@@ -18,6 +19,7 @@ from labkit.credit.information import igpo
 from labkit.envs import ToolWorld
 from labkit.envs.toolworld import ToolLearner
 from labkit.learn.loop import curve_band, train
+from labkit.scoring import first_error_positions
 
 from panel_checks import assert_same_panels
 
@@ -340,6 +342,10 @@ def test_focus_run_reuses_a_trained_run_and_it_is_the_same_run(setup):
     # not in ``done`` (another share, or another length): trained now
     fresh = lesson.focus_run(env, policy, "random", 0.2, seed=0, iterations=3, done=done)
     assert set(fresh.top_fraction) == {0.2} and fresh.iteration.max() == 3
+    # evaluating less often changes which iterations carry an exact J, not the run
+    sparse = lesson.focus_run(env, policy, "random", 0.2, seed=0, iterations=3, eval_every=2)
+    assert sparse.dropna(subset=["success"]).iteration.tolist() == [0, 2, 3]
+    assert sparse.success.iloc[-1] == fresh.success.iloc[-1]
     assert lesson.focus_run(env, policy, "entropy", 0.3, seed=0, iterations=2, done=done).iteration.max() == 2
     with pytest.raises(ValueError, match="^rule"):
         lesson.focus_run(env, policy, "loudest", 0.3)
@@ -386,3 +392,188 @@ def test_nb07_turn_credit_panels_unchanged(toolworld, rows):
            "IGPO, γ = 0.5 (stand-in p from DP)": igpo(ro, success_prob=p, gamma=0.5).token[picked],
            "information gain p_k - p_(k-1) alone": torch.where(ro.mask, ro.broadcast(ig, "turn"), 0.0)[picked]}
     assert_same_panels(lesson.turn_credit_panels(ro, truth, p, gamma=0.5, rows=rows), old)
+
+
+# --------------------------------------------------------------------------- the tiny LM: where entropy is natural
+def arithmetic_rollouts(completions, operands, *, entropies=None):
+    """Hand-written tiny-LM rollouts: one row per completion (a list of tokens, "<eos>" last),
+    steps closed by ";", graded by the task's verifier, one group per row."""
+    from labkit.envs.arithmetic.env import ArithmeticTask, verify
+
+    task = ArithmeticTask(seed=0)
+    problems = [task.problem(ops) for ops in operands]
+    T = max(len(c) for c in completions)
+    B = len(completions)
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    step_ids = torch.full((B, T), -1, dtype=torch.long)
+    rewards = torch.zeros(B, T)
+    text, first = [], []
+    for b, (toks, p) in enumerate(zip(completions, problems)):
+        mask[b, :len(toks)] = True
+        step = 0
+        for t, ch in enumerate(toks):
+            step_ids[b, t] = step
+            step += ch == ";"
+        verdict = verify(p, "".join(c for c in toks if c != "<eos>"))
+        rewards[b, len(toks) - 1] = verdict.reward
+        text.append(list(toks) + [""] * (T - len(toks)))
+        first.append(-1 if verdict.first_error is None else verdict.first_error)
+    ent = torch.where(mask, torch.full((B, T), 0.01), 0.0) if entropies is None else entropies
+    return Rollouts(tokens=torch.where(mask, 1, 0), mask=mask, rewards=rewards, step_ids=step_ids,
+                    group_ids=torch.arange(B), entropies=ent, logprobs=torch.where(mask, -ent, 0.0), text=text,
+                    truth={"first_error_step": torch.tensor(first)}, info={"problems": problems})
+
+
+def chars(s):
+    return [*s, "<eos>"]
+
+
+OPS = (23, 48, 19)   # 23+48=71;71+19=90;#90
+
+
+def test_first_wrong_token_is_where_the_answer_leaves_every_right_one():
+    ro = arithmetic_rollouts([chars("23+48=71;71+19=90;#90"),    # all right
+                              chars("23+48=61;61+19=80;#80"),    # a wrong result digit in step 0
+                              chars("23+48=71;#71"),             # answers one step early
+                              chars("23+48=71;71+19=90;#91"),    # a wrong answer digit
+                              chars("23+48=71;71+19=900;#900"),  # a result one digit too long
+                              chars("23+48=71;71+18=89;#89")],   # a wrong operand
+                             [OPS] * 6)
+    table = lesson.first_wrong_token_table(ro).set_index("row")
+    assert 0 not in table.index and list(table.index) == [1, 2, 3, 4, 5]
+    got = {b: (r.position, r.step, r.written, r.right) for b, r in table.iterrows()}
+    assert got == {1: (6, 0, "6", "7"), 2: (9, 1, "#", "7"), 3: (20, 2, "1", "0"), 4: (17, 1, "0", ";"),
+                   5: (13, 1, "8", "9")}
+    assert table.loc[1, "step_text"] == "23+48=61;"
+    mask = lesson.first_wrong_tokens(ro)
+    assert int(mask.sum()) == 5 and not bool(mask[0].any())
+    assert bool((mask & ~first_error_positions(ro)).sum() == 0)  # always inside the first wrong step
+
+
+def test_first_wrong_tokens_of_the_reference_rollouts(lm_env):
+    from labkit.envs.arithmetic.truth import load_reference
+
+    ref, _ = load_reference(lm_env)
+    table = lesson.first_wrong_token_table(ref)
+    assert table.row.tolist() == (ref.truth["first_error_step"] >= 0).nonzero().flatten().tolist()
+    row0 = table.set_index("row").loc[0]   # 89+60=149;149+71=210;...: the 1 of 210, where 2 was right
+    assert (row0.step_text, row0.written, row0.right) == ("149+71=210;", "1", "2")
+    u = lesson.wrong_token_uncertainty(ref)
+    assert ((u.entropy_rank >= 1) & (u.entropy_rank <= u.tokens)).all() and ((u.p > 0) & (u.p < 1)).all()
+
+
+def test_uncertainty_hits_look_at_the_top_position():
+    comps, ops = [chars("23+48=61;61+19=80;#80")] * 3, [OPS] * 3
+    H = torch.full((3, len(comps[0])), 0.01)
+    H[0, 6] = 2.0             # the wrong digit itself
+    H[1, 7] = 2.0             # the ; closing the wrong step
+    H[2, 6] = H[2, 12] = 2.0  # a tie: the wrong digit and a digit of the next step
+    ro = arithmetic_rollouts(comps, ops, entropies=H)
+    h = lesson.uncertainty_hits(ro, "entropy").set_index("row")
+    assert h.token_hit.tolist() == [1.0, 0.0, 0.5] and h.step_hit.tolist() == [1.0, 1.0, 0.5]
+    assert h.token_chance.tolist() == pytest.approx([1 / 22] * 3) and h.step_chance.tolist() == [1 / 3] * 3
+    # surprise = -log p; the builder sets log p = -entropy, so it ranks the same positions
+    assert lesson.uncertainty_hits(ro, "surprise").equals(lesson.uncertainty_hits(ro, "entropy"))
+    tables = lesson.uncertainty_hit_tables(ro)
+    assert tables["highest entropy -> first wrong token"].hit.tolist() == [1.0, 0.0, 0.5]
+    assert list(tables["lowest p(chosen token) -> first wrong step"].columns) == ["row", "hit", "chance"]
+
+
+def test_lm_carl_keeps_the_most_uncertain_actions_of_the_batch():
+    comps = [chars("23+48=61;61+19=80;#80"), chars("23+48=71;71+19=90;#90")]
+    H = torch.full((2, len(comps[0])), 0.01)
+    H[0, 6] = 3.0   # the wrong digit: its step has the highest mean entropy
+    ro = arithmetic_rollouts(comps, [OPS] * 2, entropies=H)
+    grpo = lesson.lm_grpo(ro).token
+    assert bool((grpo[0][ro.mask[0]] < 0).all()) and bool((grpo[1][ro.mask[1]] > 0).all())  # one group of two
+    step = lesson.lm_carl(ro, action="step", top_fraction=1 / 6)   # 6 steps: keep one
+    assert torch.equal(step.info["kept_positions"], first_error_positions(ro))
+    assert torch.equal(step.token, torch.where(step.info["kept_positions"], grpo, 0.0))
+    token = lesson.lm_carl(ro, action="token", top_fraction=0.3)
+    assert int(token.info["kept_positions"].sum()) == math.ceil(0.3 * int(ro.mask.sum()))
+    assert torch.equal(lesson.lm_carl(ro, top_fraction=1.0).token, grpo)   # keeping every action is GRPO
+    with pytest.raises(ValueError, match="^action:"):
+        lesson.lm_carl(ro, action="turn")
+    with pytest.raises(ValueError, match="^top_fraction:"):
+        lesson.lm_carl(ro, top_fraction=0.0)
+
+
+def test_carl_selection_counts_against_the_first_wrong_steps_and_tokens():
+    comps = [chars("23+48=61;61+19=80;#80"), chars("23+48=71;71+19=90;#90")]
+    H = torch.full((2, len(comps[0])), 0.01)
+    H[0, 6] = 3.0
+    ro = arithmetic_rollouts(comps, [OPS] * 2, entropies=H)
+    sel = lesson.carl_selection(ro, top_fraction=1 / 6).set_index("action")
+    assert sel.loc["step", "actions"] == 6 and sel.loc["step", "wrong"] == 1
+    assert sel.loc["step", "precision"] == 1.0 and sel.loc["step", "recall"] == 1.0
+    assert sel.loc["token", "actions"] == int(ro.mask.sum()) and sel.loc["token", "recall"] == 1.0
+    assert sel.loc["token", "share_kept"] == pytest.approx(math.ceil(44 / 6) / 44)
+
+
+def test_credit_vs_mc_truth_scores_the_truth_perfectly_and_grpo_at_zero_within(lm_env):
+    from labkit.envs.arithmetic.truth import load_reference, truth_step_advantage
+    from labkit.scoring import step_rank_correlation
+
+    ref, _ = load_reference(lm_env)
+    truth = truth_step_advantage(ref)
+    carl_credit = lesson.lm_carl(ref).token
+    per_row = lesson.within_rank_corr(carl_credit, truth, ref)
+    assert per_row.rho.mean() == pytest.approx(step_rank_correlation(carl_credit, truth, ref, within=True))
+    table = lesson.credit_vs_mc_truth({"truth": truth, "GRPO": lesson.lm_grpo(ref).token, "CARL": carl_credit},
+                                      ref, truth, baseline="GRPO").set_index("method")
+    assert table.loc["truth", "hit_rate"] == 1.0 and table.loc["truth", "rank_corr_within"] == pytest.approx(1.0)
+    assert table.loc["GRPO", "rank_corr_within"] == 0.0 and table.loc["GRPO", "hit_rate"] == table.loc["GRPO", "chance"]
+    c = table.loc["CARL"]   # GRPO's within-rollout rho is 0, so the paired difference is CARL's own rho
+    assert c.within_vs_base == pytest.approx(c.rank_corr_within) and c.within_low <= c.within_vs_base <= c.within_high
+    assert "within_vs_base" not in lesson.credit_vs_mc_truth({"GRPO": truth}, ref, truth).columns
+    with pytest.raises(ValueError, match="^baseline:"):
+        lesson.credit_vs_mc_truth({"GRPO": truth}, ref, truth, baseline="PPO")
+    with pytest.raises(ValueError, match="^credits:"):
+        lesson.credit_vs_mc_truth({}, ref, truth)
+
+
+def test_paired_differences_pair_on_the_rollouts_both_scored():
+    a = pd.DataFrame({"row": [1, 2, 3], "hit": [1.0, 1.0, 0.0], "chance": [0.25] * 3})
+    b = pd.DataFrame({"row": [2, 3, 4], "hit": [0.0, 0.0, 1.0], "chance": [0.25] * 3})
+    d = lesson.paired_differences({"a": a, "b": b}, [("a", "b")]).iloc[0]
+    assert (d.a, d.b, d.rollouts, d["diff"]) == ("a", "b", 2, pytest.approx(0.5))
+    with pytest.raises(ValueError, match="^pairs:"):
+        lesson.paired_differences({"a": a}, [("a", "c")])
+
+
+def test_cached_hit_tables_drop_rollouts_drawn_differently():
+    comps = [chars("23+48=61;61+19=80;#80"), chars("23+48=71;71+19=90;#90"), chars("23+48=71;71+19=80;#80")]
+    ro = arithmetic_rollouts(comps, [OPS] * 3)   # first wrong steps: 0, none, 1
+    hits = pd.DataFrame({"method": ["V"] * 3, "row": [0, 1, 2], "hit": [1.0, 0.0, 0.5], "chance": [1 / 3] * 3,
+                         "first_error_step": [0, 1, 1]})   # row 1 was a different rollout in the cache
+    got = lesson.cached_hit_tables(hits, ro, methods=("V",))["V"]
+    assert got.row.tolist() == [0, 2] and got.hit.tolist() == [1.0, 0.5]
+    with pytest.raises(ValueError, match="^methods:"):
+        lesson.cached_hit_tables(hits, ro, methods=("W",))
+
+
+def test_the_redrawn_sample_is_notebook_03s(lm_env):
+    hits, meta = lesson.load_vine_hits()
+    sample = lesson.vine_hit_rollouts(lm_env, meta)
+    grpo = hits[hits.method == "GRPO"]
+    assert len(sample) == meta["n_problems"]
+    assert grpo.row.tolist() == (sample.truth["first_error_step"] >= 0).nonzero().flatten().tolist()
+    assert grpo.first_error_step.tolist() == sample.truth["first_error_step"][grpo.row.tolist()].tolist()
+    assert len(lesson.cached_hit_tables(hits, sample)["VinePPO K=9"]) == meta["with_wrong_step"]
+    # CARL keeping every step is GRPO, whose hits the cache holds
+    sweep = lesson.carl_share_sweep(sample, (1.0,))
+    assert sweep.hit_rate.tolist() == pytest.approx([grpo.hit.mean()] * 2)
+    with pytest.raises(ValueError, match="^meta:"):
+        lesson.vine_hit_rollouts(lm_env, {"n_problems": 4})
+
+
+def test_lm_inputs_are_checked():
+    ro = arithmetic_rollouts([chars("23+48=61;61+19=80;#80")], [OPS])
+    with pytest.raises(ValueError, match="^signal:"):
+        lesson.uncertainty_hits(ro, "variance")
+    with pytest.raises(ValueError, match="^rollouts:"):
+        lesson.first_wrong_token_table(ro.with_(truth={}))
+    with pytest.raises(TypeError, match="^rollouts:"):
+        lesson.first_wrong_token_table("rollouts")
+    with pytest.raises(ValueError, match="^fractions:"):
+        lesson.carl_share_sweep(ro, ())
