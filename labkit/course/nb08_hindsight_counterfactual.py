@@ -10,7 +10,9 @@ question has a number: ``labkit.scoring.luck_regression`` (its docstring defines
 
 The world and agent are ``labkit.course.presets.scripted_agent_setup``'s. The runners:
 ``fit_models`` (every learned model, fitted on a history batch of the same agent),
-``all_credits`` (every method on one batch), ``cost_table``, ``critic_ranking`` (SWEET-RL's
+``all_credits`` (every method on one batch), ``c3_luck_by_batch`` / ``c3_luck_summary`` /
+``c3_paired_difference`` (C3's fixed-continuation replay against its re-sampling ablation over
+several batches, with intervals), ``cost_table``, ``critic_ranking`` (SWEET-RL's
 critic with and without the hidden state), ``transcript_table`` / ``lucky_row`` (a lucky
 episode turn by turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All
 seeded. The cached off-policy, inverse-RL and training-schedule runs
@@ -45,7 +47,8 @@ METHODS = {
     "HCA, exact h": ("HCA exact", "oracle h from the DP (hidden state)"),
     "HCA, learned h": ("HCA learned", "h counted on past rollouts (observation, outcome)"),
     "HCAPO, learned h (stand-in critic)": ("HCAPO", "STAND-IN for the LLM post-hoc critic: learned h"),
-    "C3, re-execution": ("C3 re-exec", "env reset to the turn's hidden state + replays"),
+    "C3, fixed continuation": ("C3 fixed", "env reset + replays sharing the episode's random numbers"),
+    "C3, re-sampled (ablation)": ("C3 resampled", "env reset + fresh replays of a fresh action (the earlier reading)"),
     "C3, learned Q": ("C3 learned", "TurnQCritic fitted on past rollouts"),
     "CCPO, re-execution": ("CCPO", "env reset + replays of every action"),
     "SWEET-RL, privileged critic": ("SWEET priv", "critic keyed by the hidden state (training only)"),
@@ -78,9 +81,10 @@ def all_credits(env, policy, rollouts: Rollouts, models: Mapping, truth, *, n_co
 
     Privileged inputs are passed explicitly: ``truth["hidden_states"]`` to the re-execution
     methods (the simulator's save-state), to the exact h and to the privileged critic; the exact
-    advantage to the stand-in judge (error rate ``judge_error``, seed ``seed``). C3 uses its
-    default (a fresh policy action, the paper's leave-one-out baseline), C3 and CCPO
-    ``n_continuations`` replays (CCPO: per action).
+    advantage to the stand-in judge (error rate ``judge_error``, seed ``seed``). C3 runs its
+    default, fixed-continuation replay at the paper's fan-out (one sibling action from the policy,
+    4 continuations each, shared with the taken action); its re-sampling ablation and CCPO take
+    ``n_continuations`` replays per turn (CCPO: per action).
     """
     names = list(METHODS) if methods is None else list(methods)
     for n in names:
@@ -94,8 +98,9 @@ def all_credits(env, policy, rollouts: Rollouts, models: Mapping, truth, *, n_co
         "HCA, exact h": lambda: est("hca")(rollouts, hindsight=exact_hindsight(env, policy, rollouts, H)),
         "HCA, learned h": lambda: est("hca")(rollouts, hindsight=models["hindsight"]),
         "HCAPO, learned h (stand-in critic)": lambda: est("hcapo")(rollouts, hindsight=models["hindsight"]),
-        "C3, re-execution": lambda: est("c3")(rollouts, env=env, policy=policy, hidden_states=H,
-                                              n_continuations=n_continuations, seed=seed),
+        "C3, fixed continuation": lambda: est("c3")(rollouts, env=env, policy=policy, hidden_states=H, seed=seed),
+        "C3, re-sampled (ablation)": lambda: est("c3")(rollouts, mode="resample", env=env, policy=policy,
+                                                       hidden_states=H, n_continuations=n_continuations, seed=seed),
         "C3, learned Q": lambda: est("c3")(rollouts, mode="learned", critic=models["q_critic"], policy=policy),
         "CCPO, re-execution": lambda: est("ccpo")(rollouts, env=env, policy=policy, hidden_states=H,
                                                   n_continuations=n_continuations, seed=seed),
@@ -223,6 +228,106 @@ def turn_panels(rollouts: Rollouts, truth, credits: Mapping[str, Credit], rows: 
     """{title: (len(rows), T)} for ``viz.compare_heatmaps``: exact A first, then every method."""
     return credit_panels(credits, truth=truth.advantage(rollouts), truth_title="exact advantage A (skill)",
                          rows=rows, dtype=torch.float64)
+
+
+# --------------------------------------------------------------------------- C3: fixed continuation vs re-sampling
+# display name -> c3 options: the default at the paper's fan-out, the same replay with only the
+# episode's own continuation, and the re-sampling ablation at the replays it used to take
+C3_ARMS = {
+    "C3, fixed continuation (M = 4, default)": {},
+    "C3, fixed continuation (M = 1)": {"n_continuations": 1},
+    "C3, re-sampled (ablation, 8 replays)": {"mode": "resample", "n_continuations": 8},
+}
+
+
+def c3_luck_by_batch(env, policy, truth, *, seeds: Sequence[int] = tuple(range(1, 9)), n_tasks: int = 32,
+                     group_size: int = 8) -> pd.DataFrame:
+    """``luck_regression`` of GRPO and of every arm of ``C3_ARMS`` on one fresh batch of
+    ``policy`` (``n_tasks`` x ``group_size`` episodes) per seed in ``seeds`` (the batch's sampling
+    seed and the replays' seed). Returns the stacked tables with a ``seed`` column and C3's
+    replay cost per played turn (``resets_per_turn``)."""
+    seeds = [check_int("seeds", s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: need at least one batch seed")
+    n_tasks = check_int("n_tasks", n_tasks, low=1)
+    group_size = check_int("group_size", group_size, low=1)
+    c3 = get_estimator("c3")
+    parts = []
+    for s in seeds:
+        ro = env.sample(policy, n_tasks, group_size=group_size, seed=s)
+        H = ro.truth["hidden_states"]
+        credits = {"GRPO": get_estimator("grpo")(ro)}
+        credits.update({name: c3(ro, env=env, policy=policy, hidden_states=H, seed=s, **kw)
+                        for name, kw in C3_ARMS.items()})
+        df = luck_regression(ro, truth, credits)
+        df["resets_per_turn"] = [c.cost.env_resets / int(ro.mask.sum()) for c in credits.values()]
+        df.insert(0, "seed", s)
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True)
+
+
+def seed_interval(values, *, level: float = 0.95, n_boot: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of ``values`` (one per batch seed) and the ``level`` percentile
+    bootstrap interval of that mean (the seeds resampled with replacement ``n_boot`` times, numpy
+    generator seeded ``seed``). NaN values are left out; all NaN gives NaNs."""
+    import numpy as np
+
+    level = check_number("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+    n_boot = check_int("n_boot", n_boot, low=1)
+    x = np.asarray(list(values), dtype=float)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    boot = x[np.random.default_rng(check_int("seed", seed)).integers(0, x.size, size=(n_boot, x.size))].mean(1)
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(x.mean()), float(lo), float(hi)
+
+
+def c3_luck_summary(per_seed: pd.DataFrame, columns: Sequence[str] = ("luck_per_skill", "luck_removed", "corr_exact"),
+                    *, level: float = 0.95) -> pd.DataFrame:
+    """One row per method of ``c3_luck_by_batch``'s table: for each of ``columns`` the mean over
+    the batch seeds and its bootstrap interval (``seed_interval``: columns ``<name>``,
+    ``<name>_low``, ``<name>_high``), the number of seeds and the replay cost per turn."""
+    missing = [c for c in ("method", "seed", "resets_per_turn", *columns) if c not in per_seed.columns]
+    if missing:
+        raise ValueError(f"per_seed: missing columns {missing}; pass c3_luck_by_batch's table")
+    rows = []
+    for name, part in per_seed.groupby("method", sort=False):
+        row = {"method": name, "seeds": int(part.seed.nunique())}
+        for col in columns:
+            m, lo, hi = seed_interval(part[col], level=level)
+            row.update({col: m, f"{col}_low": lo, f"{col}_high": hi})
+        row["resets_per_turn"] = float(part.resets_per_turn.mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def interval_text(summary: pd.DataFrame, columns: Sequence[str] = ("luck_per_skill", "luck_removed", "corr_exact"),
+                  *, decimals: int = 3) -> pd.DataFrame:
+    """``c3_luck_summary``'s table for reading: one column per name in ``columns`` holding
+    "mean [low, high]" rounded to ``decimals``, plus ``resets_per_turn``; indexed by method."""
+    decimals = check_int("decimals", decimals, low=0)
+    f = f"{{:.{decimals}f}}"
+    out = pd.DataFrame(index=summary["method"])
+    for col in columns:
+        if col not in summary.columns:
+            raise ValueError(f"columns: {col!r} is not a column of the summary")
+        out[col] = [f"{f.format(m)} [{f.format(lo)}, {f.format(hi)}]" for m, lo, hi in
+                    zip(summary[col], summary[f"{col}_low"], summary[f"{col}_high"])]
+    out["resets_per_turn"] = summary["resets_per_turn"].round(1).to_numpy()
+    return out
+
+
+def c3_paired_difference(per_seed: pd.DataFrame, a: str, b: str, column: str = "luck_removed", *,
+                         level: float = 0.95) -> dict[str, float]:
+    """``column`` of method ``a`` minus that of ``b`` on the same batches (paired by seed), with
+    the bootstrap interval of the mean difference (``seed_interval``). Keys: diff, low, high, seeds."""
+    wide = per_seed.pivot(index="seed", columns="method", values=column)
+    for name in (a, b):
+        if name not in wide.columns:
+            raise ValueError(f"a: no method {name!r} in per_seed (has {list(wide.columns)})")
+    m, lo, hi = seed_interval((wide[a] - wide[b]).to_numpy(), level=level)
+    return {"diff": m, "low": lo, "high": hi, "seeds": len(wide)}
 
 
 # --------------------------------------------------------------------------- the noise slider and sweep

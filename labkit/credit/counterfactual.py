@@ -5,18 +5,23 @@ started from (``env.rollout_from``, any environment with the ``labkit.core.proto
 methods, e.g. a ToolWorld), force an action, let the policy play on, and compare outcomes.
 They differ in what they compare:
 
-* C3 (arXiv 2603.06859): the realised return against the expected return with the turn
-  replaced by a default (by default: a fresh action from the policy at the frozen state, the
-  paper's leave-one-out baseline over context-matched alternatives);
+* C3 (arXiv 2603.06859): the taken action against context-matched alternatives drawn from the
+  policy (the paper's leave-one-out baseline), each replayed under the same continuations
+  ("fixed-continuation replay": the replays of every alternative share the tools' random
+  numbers and the policy's later draws, the first continuation being the episode's own); the
+  earlier re-sampling reading (realised return minus a fresh replay) is kept as
+  ``mode="resample"``;
 * CCPO (arXiv 2603.21563): the average treatment effect E[R | do(a_t)] - E_{a~pi} E[R | do(a)].
 
-Each has an ``"exact"`` mode (the DP expectation of what the re-execution estimates, for tests)
+Each has an ``"exact"`` mode (the DP expectation of what the replays estimate, for tests)
 and C3 a ``"learned"`` mode for environments that cannot be reset (a Q model fitted on rollouts).
 Re-execution reads the hidden state, a privileged input: it is passed explicitly
 (``hidden_states=rollouts.truth["hidden_states"]``), as the simulator's save-state would be.
 Returns are returns-to-go from the turn on (the shared prefix cancels in every difference).
 """
 from __future__ import annotations
+
+from typing import Any, Protocol
 
 import torch
 
@@ -28,7 +33,7 @@ from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns
 from labkit.core.turns import turn_hidden_states, turn_rewards, turn_table
 
-C3_MODES = ("reexecute", "learned", "exact")
+C3_MODES = ("fixed", "resample", "learned", "exact")
 CCPO_MODES = ("reexecute", "exact")
 DEFAULTS = ("policy", "others", "think")
 CHUNK = 200_000  # restored episodes per call of rollout_from (bounds memory)
@@ -98,81 +103,191 @@ def _reexecute(env, policy, state: tuple, t, first, *, seed: int) -> tuple[torch
 
 
 # --------------------------------------------------------------------------- C3
+class NoiseReplayEnv(Protocol):
+    """An environment whose replays can share random numbers, what C3's fixed-continuation replay
+    needs beyond ``Env``: ``replay_noise(policy, hidden, actions, present, seed=)`` recovers the
+    recorded episodes' own randomness (uniforms per turn, drawn given what was recorded) and
+    ``rollout_with_noise(policy, *state, turn, noise, first_action=None)`` plays restored states
+    on with given uniforms (``ToolWorld`` has both: ``labkit.envs.toolworld.replay``)."""
+
+    def replay_noise(self, policy: Any, hidden: Any, actions: Any, present: Any, *,
+                     seed: int = 0) -> torch.Tensor: ...
+
+    def rollout_with_noise(self, policy: Any, *state: torch.Tensor, first_action: Any = None
+                           ) -> tuple[torch.Tensor, int]: ...
+
+
+ROW_TURNS = 2_000_000  # replayed rows x max_turns per call of rollout_with_noise (bounds memory)
+
+
+def _fixed_replay(env, policy, state, t, act, present, hidden, G, d, *, K: int, M: int, seed: int):
+    """C3's fixed-continuation replay over every played turn: returns (taken (B, N) the taken
+    action's mean over its M continuations, baseline (B, N) the siblings' mean over K x M
+    replays, siblings (n, K) the drawn alternatives, cost)."""
+    require("env", env, NoiseReplayEnv, "fixed-continuation replay shares the episode's random numbers "
+            "between the taken action and its alternatives (use mode='resample' for an env without them)")
+    noise0 = env.replay_noise(policy, hidden, act, present, seed=seed + 2)      # (B, max_turns, U)
+    idx = present.nonzero()
+    n = idx.shape[0]
+    sel = tuple(idx.T)
+    taken = torch.zeros_like(G)
+    base = torch.zeros_like(G)
+    g = torch.Generator().manual_seed(seed)
+    sib = torch.multinomial(d[sel], K, replacement=True, generator=g) if n else torch.zeros(0, K, dtype=torch.long)
+    if n == 0:
+        return taken, base, sib, Cost()
+    per = (M - 1) + K * M                   # replays per turn: the taken action's, then the siblings'
+    T, U = noise0.shape[1], noise0.shape[2]
+    cells = max(1, ROW_TURNS // (per * T))
+    cell_state = tuple(x[sel] for x in state)
+    tt, aa, rows, Gs = t[sel], act[sel], idx[:, 0], G[sel]
+    taken_sum, base_sum, steps = Gs.clone(), torch.zeros(n, dtype=torch.float64), 0
+    for i, start in enumerate(range(0, n, cells)):
+        c = torch.arange(start, min(start + cells, n))
+        nc = c.numel()
+        # continuation 0 is the episode's own randomness; 1..M-1 are fresh, shared by every alternative
+        fresh = torch.rand(nc, M - 1, T, U, generator=torch.Generator().manual_seed(seed + 7919 * (i + 1)),
+                           dtype=torch.float64)
+        noise = torch.cat([noise0[rows[c]][:, None], fresh], 1)                 # (nc, M, T, U)
+        local = torch.arange(nc)
+        cell = torch.cat([local.repeat_interleave(M - 1), local.repeat_interleave(K * M)])
+        m = torch.cat([torch.arange(1, M).repeat(nc), torch.arange(M).repeat(nc * K)])
+        first = torch.cat([aa[c].repeat_interleave(M - 1), sib[c].repeat_interleave(M, dim=1).reshape(-1)])
+        ret, s = env.rollout_with_noise(policy, *(x[c][cell] for x in cell_state), tt[c][cell], noise[cell, m],
+                                        first_action=first)
+        steps += s
+        n_taken = nc * (M - 1)
+        taken_sum[c] += ret[:n_taken].view(nc, M - 1).sum(1)
+        base_sum[c] = ret[n_taken:].view(nc, K * M).mean(1)
+    # (a sibling equal to the taken action replays, under continuation 0, the episode itself: the
+    # uniforms reproduce every draw, so its return is G_t exactly and it adds nothing to the credit)
+    taken[sel] = taken_sum / M
+    base[sel] = base_sum
+    return taken, base, sib, Cost(env_resets=n * per, env_steps=steps, policy_forwards=steps)
+
+
 @register("c3", level="turn", needs=("states",),
-          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="implemented",
+          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="adaptation",
+          replaces="the messages of a Reasoner -> Actor team (the Actor's reply the continuation): one agent's "
+                   "turns in a tool world, the continuation being the tools' answers and the agent's own later "
+                   "turns; the sibling alternatives are replays that only form the baseline, not training samples",
           paper="2603.06859",
-          equation=r"A_{i,k} = G_k - \mathbb{E}_{a' \sim d(\cdot \mid o_k)} \mathbb{E}\left[G_k \mid s_k, "
-                   r"\operatorname{do}(a')\right],\quad G_k = \sum_{l \ge k} r_l",
-          symbols="k: turn; G_k: realised return-to-go; d: default action, pi(.|o_k) by default; expectation by 8 "
-                  "replays from the restored hidden state s_k")
-def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hidden_states=None,
-       default="policy", n_continuations: int = 8, seed: int = 0, truth=None, critic=None, pi=None) -> Credit:
-    """C3 (Chen et al. 2026, arXiv:2603.06859): realised return minus a counterfactual default's, per turn.
+          equation=r"A_{i,k} = \frac{1}{M} \sum_{m=1}^{M} \Big[ G_k^{(m)}(a_k) - \frac{1}{K} \sum_{j=1}^{K} "
+                   r"G_k^{(m)}(a'_j) \Big],\quad a'_j \sim d(\cdot \mid o_k),\quad G_k^{(1)}(a_k) = G_k",
+          symbols="k: turn; G_k^{(m)}(a): return from turn k on with action a at turn k, replayed from the restored "
+                  "state s_k under continuation m (M = 4), which every alternative shares: the same random numbers "
+                  "for the tools' answers and the policy's later draws, continuation 1 being the episode's own, so "
+                  "G_k^{(1)}(a_k) = G_k the realised return; a'_j: K = 1 sibling drawn from d = pi(.|o_k)")
+def c3(rollouts: Rollouts, *, mode: str = "fixed", env=None, policy=None, hidden_states=None,
+       default="policy", n_alternatives: int = 1, n_continuations: int = 4, seed: int = 0, truth=None,
+       critic=None, pi=None) -> Credit:
+    """C3 (Chen et al. 2026, arXiv:2603.06859): the taken action against context-matched alternatives
+    under the same continuation, per turn.
 
     Inputs:
         rollouts: ``rewards``, ``turn_ids``, ``states`` and ``tokens`` (each turn's observation
         and action).
-        ``env`` (env), ``policy`` (policy) and ``hidden_states`` (hidden_states) for the default
-        mode, re-execution: the environment restores the hidden state a turn started from
-        (``env.rollout_from``; the explicit ``hidden_states`` = ``rollouts.truth["hidden_states"]``,
-        as the simulator's save-state would be) and ``policy`` plays on. Mode "exact" reads
-        ``truth`` = ``env.truth(policy)`` instead of replaying; mode "learned" a fitted ``critic``
-        and the policy table (``pi`` or ``policy``).
+        ``env`` (env), ``policy`` (policy) and ``hidden_states`` (hidden_states) for the
+        replaying modes: the environment restores the hidden state a turn started from (the
+        explicit ``hidden_states`` = ``rollouts.truth["hidden_states"]``, as the simulator's
+        save-state would be) and ``policy`` plays on. Mode "fixed" also needs the env to share
+        random numbers between replays (``env.replay_noise`` and ``env.rollout_with_noise``, as
+        ``ToolWorld`` has). Mode "exact" reads ``truth`` = ``env.truth(policy)`` instead of
+        replaying; mode "learned" a fitted ``critic`` and the policy table (``pi`` or ``policy``).
 
     Formula:
-        Contextual counterfactual credit assignment:
+        Contextual counterfactual credit assignment with fixed-continuation replay. At turn k
+        the context is frozen (the restored state s_k) and K alternatives a'_1..a'_K are drawn
+        from d(. | o_k) beside the taken action a_k; each is replayed under M continuations,
+        and continuation m is the same for every alternative:
 
-        credit_t = G_t(tau) - E_{a' ~ d(. | s_t)} E[G_t | s_t, do(a')]
+        credit_k = (1/M) sum_m [ G_k^(m)(a_k) - (1/K) sum_j G_k^(m)(a'_j) ]
 
-        G_t(tau) is the realised return from turn t on; the expectation is the counterfactual
-        with turn t's action replaced by a default drawn from d. ``default``:
+        the taken action's mean minus its siblings' (the paper's leave-one-out baseline over
+        context-matched alternatives). "The same continuation" is common random numbers: the
+        tools' answers (their error coins, ``labkit.envs.toolworld.replay``) and the policy's
+        draws at every later turn use the same uniforms in every alternative, so two
+        alternatives differ only through what the intervention changed. Continuation 1 is the
+        episode's own: its uniforms are drawn given what the episode recorded (the actions taken,
+        the answers read), so G_k^(1)(a_k) = G_k, the realised return, and under a sibling the
+        later turns replay the recorded actions and tool luck wherever the sibling's episode sees
+        what the recorded one saw; where it sees something else the policy answers that, with
+        the same uniform; after a sibling's submit nothing more is played; beyond the recorded
+        end (the episode submitted) the uniforms are fresh. Continuations 2..M are fresh
+        uniforms, shared the same way. ``default`` (d):
 
-        * ``"policy"`` (default): a' ~ pi(. | o_t), a fresh action at the frozen context. This is
-          the paper's leave-one-out baseline: the taken action is compared with context-matched
-          alternatives sampled from the same policy and replayed from the same state;
-        * ``"others"``: pi renormalised over the actions other than a_t (strict leave-one-out in
-          action space);
+        * ``"policy"`` (default): a' ~ pi(. | o_k), alternatives from the same policy (the
+          paper's siblings);
+        * ``"others"``: pi renormalised over the actions other than a_k;
         * ``"think"`` (or any action id): one fixed default, "think" being ToolWorld's no-op.
 
         ``mode``:
 
-        * ``"reexecute"``: restore s_t, force a' ~ d, let ``policy`` play on; mean over
-          ``n_continuations`` replays per turn, all turns of the batch vectorised. Unbiased for
-          the exact value below; equal to it when the world and the policy are deterministic.
-        * ``"exact"``: E[credit | s_t, a_t] = Q(s_t, a_t) - sum_a' d(a') Q(s_t, a') from the DP.
-          For tests; an oracle.
-        * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts predicts the
-          counterfactual from what is observable: sum_a' d(a') Q_hat(o_t, a') with ``critic`` a
-          fitted ``labkit.learn.critics.TurnQCritic`` (tabular Q(o, a) by TD on a replay).
+        * ``"fixed"`` (default): the fixed-continuation replay above, all turns vectorised.
+        * ``"resample"`` (ablation: what the lab's C3 did before): credit_k = G_k - mean of
+          ``n_alternatives`` x ``n_continuations`` replays, each of its own fresh alternative
+          with fresh random numbers. Its expectation given the turn's state is Q - sum d Q as
+          well, but given the episode it is G_k - V_d(s_k): the luck of every tool answer from
+          turn k on stays in the credit, one for one.
+        * ``"exact"``: E[credit | s_k, a_k] = Q(s_k, a_k) - sum_a' d(a') Q(s_k, a') from the DP,
+          the expectation of both replaying modes. For tests; an oracle.
+        * ``"learned"``: where the env cannot be reset, a Q model fitted on rollouts stands in for
+          the alternatives' replays: G_k - sum_a' d(a') Q_hat(o_k, a') with ``critic`` a fitted
+          ``labkit.learn.critics.TurnQCritic`` (the reference code's value-assisted baseline,
+          with one continuation, the realised one, on the taken side: it keeps the luck).
 
     Defaults:
-        mode = "reexecute", default = "policy", n_continuations = 8, seed = 0.
+        mode = "fixed", default = "policy", n_alternatives (K) = 1, n_continuations (M) = 4,
+        seed = 0: the reference code's fan-out of 2 messages x 4 replies per context.
 
     Degenerate input:
         an empty trajectory has no turns (no credit); groups play no role. A turn with one
-        possible action has credit G_t - Q(s, a_t) in expectation 0 under "policy".
+        possible action (or a sibling equal to the taken action) gets 0 under "fixed": the same
+        action under the same continuations returns the same. M = 1 compares the realised
+        return with the siblings' replays of this very episode's luck.
 
     Deviations from the reference:
-        C3 intervenes on messages of a Reasoner -> Actor team and keeps the other agent's
-        continuation fixed ("fixed-continuation replay"); here the "decisions" are an agent's
-        turns and the continuation is re-sampled from the policy (the tools are random, so
-        nothing else could be held fixed). The paper's LOO baseline is over K alternatives
-        including the taken one, each of which gets credit; labkit credits the taken action only.
+        C3 (paper and code: fan-out [2, 4] in github.com/EIT-EAST-Lab/C3) freezes the transcript
+        before a Reasoner's or Actor's message, samples sibling messages and scores each by the
+        mean reward of the Actor's replies to it, every sibling being a training sample. Here a
+        "message" is one agent's turn, the continuation is the tools' answers plus the agent's
+        later turns (the reference's continuation is the other agent; its replies are fresh
+        samples, not shared), the siblings are replays that only form the taken action's
+        baseline, and the continuations are coupled by common random numbers, which keeps every
+        replay's distribution (so the expectation) and removes from the comparison the luck the
+        alternatives share. The paper's default baseline mixes in a learned Q critic
+        ("value-assisted"); "fixed" uses the replayed rewards only (the code's "reward-only"
+        variant), "learned" the critic only. The later turns are not replayed open-loop: in the
+        paper the continuation (the Actor) reads the intervened message, and one deaf to the
+        intervention would give every upstream decision zero credit; here the recorded later
+        actions come back wherever the sibling's episode sees what the recorded one saw (the
+        same uniform draws the same action from the same observation). Why ToolWorld rather
+        than TeamTask's second agent: the luck the course measures is ToolWorld's (its exact
+        skill / luck split), and TeamTask's agents act once each with chance integrated exactly,
+        leaving no continuation to replay; agent-level leave-one-out there is
+        ``labkit.credit.multiagent.leave_one_out_credit``. The survey adds that an LLM may
+        estimate the counterfactual instead of replaying it; "learned" is the lab's model-based
+        stand-in for that.
 
     Returns:
         credit at level "turn"; ``info``: ``counterfactual`` (B, N) the baseline, ``returns``
-        (B, N) G_t, ``mode``, ``default``.
+        (B, N) G_k, ``taken`` (B, N) the taken action's replayed mean (G_k under "resample" and
+        "learned"), ``siblings`` (n, K) the drawn alternatives of the played turns in row-major
+        order ("fixed" only), ``mode``, ``default``.
 
     Cost:
-        re-execution: ``env_resets`` = restored states (turns x n_continuations), ``env_steps`` =
-        actions taken by the replays, ``policy_forwards`` = the same actions (each needs the
-        policy). Learned: ``aux_calls`` = one critic lookup per turn. Exact: none (an oracle).
+        "fixed": ``env_resets`` = turns x ((M - 1) + K x M), ``env_steps`` = actions replayed,
+        ``policy_forwards`` = the same actions (each needs the policy). "resample": turns x K x
+        M resets. "learned": ``aux_calls`` = one critic lookup per turn. "exact": none (an
+        oracle).
     """
     check_choice("mode", mode, C3_MODES)
     r, present = turn_rewards(rollouts)
     G = discounted_returns(r.to(torch.float64), present, 1.0)
     obs, act, _ = turn_table(rollouts)
     cost = Cost()
+    taken = G
+    extra = {}
     if mode == "learned":
         if critic is None or not hasattr(critic, "q"):
             raise ValueError("critic: learned mode needs a fitted TurnQCritic (labkit.learn.critics) to predict "
@@ -194,31 +309,41 @@ def c3(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, hi
             d = _default_dist(default, table, o, act)
             Qs = truth.hidden_q(t, hs)                                    # (B, N, A)
             cf = (d * Qs).sum(-1)
-            G = Qs.gather(-1, act[..., None]).squeeze(-1)                # E[G_t | s_t, a_t]
+            taken = Qs.gather(-1, act[..., None]).squeeze(-1)            # E[G_t | s_t, a_t]
         else:
             table, M, seed = _replay_settings(policy, pi, n_continuations, seed)
+            K = check_int("n_alternatives", n_alternatives, low=1)
             d = _default_dist(default, table, o, act)
-            idx = present.nonzero()
-            n = idx.shape[0]
-            sel = tuple(idx.T)
-            rep = lambda x: x[sel].repeat_interleave(M)  # noqa: E731
-            g = torch.Generator().manual_seed(seed)
-            first = torch.multinomial(d[sel], M, replacement=True, generator=g).reshape(-1) if n else \
-                torch.zeros(0, dtype=torch.long)
-            ret, steps = _reexecute(env, policy, tuple(rep(x) for x in state), rep(t), first, seed=seed + 1)
-            cf = torch.zeros_like(G)
-            if n:
-                cf[sel] = ret.view(n, M).mean(1)
-            cost = Cost(env_resets=n * M, env_steps=steps, policy_forwards=steps)
-    credit = torch.where(present, G - cf, 0.0)
+            if mode == "fixed":
+                taken, cf, sib, cost = _fixed_replay(env, policy, state, t, act, present, hs, G, d, K=K, M=M,
+                                                     seed=seed)
+                extra = {"siblings": sib}
+            else:
+                idx = present.nonzero()
+                n = idx.shape[0]
+                sel = tuple(idx.T)
+                R = K * M
+                rep = lambda x: x[sel].repeat_interleave(R)  # noqa: E731
+                g = torch.Generator().manual_seed(seed)
+                first = torch.multinomial(d[sel], R, replacement=True, generator=g).reshape(-1) if n else \
+                    torch.zeros(0, dtype=torch.long)
+                ret, steps = _reexecute(env, policy, tuple(rep(x) for x in state), rep(t), first, seed=seed + 1)
+                cf = torch.zeros_like(G)
+                if n:
+                    cf[sel] = ret.view(n, R).mean(1)
+                cost = Cost(env_resets=n * R, env_steps=steps, policy_forwards=steps)
+    credit = torch.where(present, taken - cf, 0.0)
     cf = torch.where(present, cf, 0.0)
     return Credit.from_level(rollouts, credit, "turn", "c3", cost=cost, counterfactual=cf,
-                             returns=torch.where(present, G, 0.0), mode=mode, default=default)
-
+                             returns=torch.where(present, G, 0.0), taken=torch.where(present, taken, 0.0),
+                             mode=mode, default=default, **extra)
 
 # --------------------------------------------------------------------------- CCPO
 @register("ccpo", level="turn", needs=("states",),
-          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="implemented",
+          inputs={"env": "env", "policy": "policy", "hidden_states": "hidden_states"}, status="adaptation",
+          replaces="the counterfactual with one agent of a Thinker -> Solver team removed (the Solver answering "
+                   "alone), its gap to the joint outcome normalised by running statistics: every action of one "
+                   "agent's turn forced in turn, weighted by the policy (the average treatment effect)",
           paper="2603.21563",
           equation=r"A_{i,k} = \mathbb{E}\left[G_k \mid s_k, \operatorname{do}(a_k)\right] - \sum_a \pi(a \mid o_k) "
                    r"\, \mathbb{E}\left[G_k \mid s_k, \operatorname{do}(a)\right]",
@@ -255,12 +380,17 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
         as ``c3``: an empty trajectory has no turns (no credit); groups play no role.
 
     Deviations from the reference:
-        the reference code (github.com/bhai114/ccpo) applies the intervention to *roles* of a
-        multi-agent team (joint outcome vs the outcome with one role's contribution removed, an
-        early version splitting it with the two-player Shapley value); labkit applies the same
-        intervention logic per turn of one agent, as the survey (§5.2) describes CCPO's causal
-        view (each action a treatment, the outcome the effect). Its "no unobserved confounders"
+        the paper and its code (github.com/bhai114/ccpo) intervene on *roles* of a Thinker ->
+        Solver team: the Thinker's signal is the joint outcome against the outcome with its
+        contribution removed (the Solver answering alone, Delta = R_joint - R_solo), an early
+        version splitting it with the two-player Shapley value, and the signals are normalised
+        with running (history-aware) means and deviations. labkit keeps the causal core and
+        changes the counterfactual: per turn of one agent, every action is forced in turn and
+        the baseline is their pi-weighted mean, not the agent's removal (a turn has no "absent"
+        action), as the survey (§5.2) describes CCPO's causal view (each action a treatment, the
+        outcome the effect); no running normalisation. Its "no unobserved confounders"
         assumption holds here by construction: the intervention restores the full hidden state.
+        Agent removal itself is ``labkit.credit.multiagent.leave_one_out_credit`` on TeamTask.
 
     Returns:
         credit at level "turn"; ``info``: ``do_values`` (B, N, A) E[G | do(a)] estimates,

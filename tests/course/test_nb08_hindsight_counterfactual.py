@@ -37,7 +37,12 @@ def test_all_credits_and_costs(small):
         assert isinstance(c, Credit) and c.token.shape == ro.mask.shape
     costs = lesson.cost_table(credits, ro).set_index("method")
     assert costs.loc["GRPO", "env_steps"] == 0
-    assert costs.loc["CCPO, re-execution", "env_resets"] > costs.loc["C3, re-execution", "env_resets"] > 0
+    assert costs.loc["CCPO, re-execution", "env_resets"] > costs.loc["C3, fixed continuation", "env_resets"] > 0
+    # the default replays M - 1 = 3 continuations of the taken action and 4 of one sibling; the
+    # ablation the n_continuations = 2 fresh replays asked for
+    turns = int(ro.mask.sum())
+    assert costs.loc["C3, fixed continuation", "env_resets"] == 7 * turns
+    assert costs.loc["C3, re-sampled (ablation)", "env_resets"] == 2 * turns
     with pytest.raises(ValueError, match="methods"):
         lesson.all_credits(env, policy, ro, models, truth, methods=["nope"])
 
@@ -75,6 +80,44 @@ def test_critic_ranking_and_transcript(small):
         lesson.lucky_row(fails, truth)
 
 
+# --------------------------------------------------------------------------- C3 over several batches
+def test_c3_luck_by_batch_and_its_intervals():
+    env, policy = scripted_agent_setup(0.3, n_files=3, max_turns=10)
+    truth = env.truth(policy)
+    per = lesson.c3_luck_by_batch(env, policy, truth, seeds=(1, 2, 3), n_tasks=16, group_size=8)
+    assert list(per.method.unique()) == ["GRPO", *lesson.C3_ARMS] and sorted(per.seed.unique()) == [1, 2, 3]
+    summary = lesson.c3_luck_summary(per).set_index("method")
+    for col in ("luck_per_skill", "luck_removed", "corr_exact"):
+        assert (summary[f"{col}_low"] <= summary[col] + 1e-12).all() and (summary[col] <= summary[f"{col}_high"] + 1e-12).all()
+    assert summary.loc["GRPO", "luck_removed"] == 0.0 and (summary.seeds == 3).all()
+    fixed, resampled = "C3, fixed continuation (M = 4, default)", "C3, re-sampled (ablation, 8 replays)"
+    assert summary.loc[fixed, "resets_per_turn"] == 7.0 and summary.loc[resampled, "resets_per_turn"] == 8.0
+    assert summary.loc["C3, fixed continuation (M = 1)", "resets_per_turn"] == 1.0
+    # holding the continuation fixed removes the luck that re-sampling keeps, batch by batch
+    gap = lesson.c3_paired_difference(per, fixed, resampled)
+    assert gap["seeds"] == 3 and gap["low"] > 0.3 and gap["low"] <= gap["diff"] <= gap["high"]
+    text = lesson.interval_text(lesson.c3_luck_summary(per))
+    assert text.loc[fixed, "luck_removed"].count("[") == 1 and list(text.columns)[-1] == "resets_per_turn"
+
+
+def test_seed_interval_and_bad_arguments():
+    m, lo, hi = lesson.seed_interval([1.0, 2.0, 3.0, float("nan")], n_boot=500)
+    assert m == 2.0 and 1.0 <= lo <= m <= hi <= 3.0
+    assert lesson.seed_interval([5.0]) == (5.0, 5.0, 5.0)
+    assert all(x != x for x in lesson.seed_interval([float("nan")]))
+    env, policy = scripted_agent_setup(0.3, n_files=3, max_turns=6)
+    truth = env.truth(policy)
+    per = lesson.c3_luck_by_batch(env, policy, truth, seeds=(1,), n_tasks=2, group_size=4)
+    for name, fn in [("seeds", lambda: lesson.c3_luck_by_batch(env, policy, truth, seeds=())),
+                     ("n_tasks", lambda: lesson.c3_luck_by_batch(env, policy, truth, seeds=(1,), n_tasks=0)),
+                     ("level", lambda: lesson.seed_interval([1.0], level=1.5)),
+                     ("per_seed", lambda: lesson.c3_luck_summary(per.drop(columns="seed"))),
+                     ("a", lambda: lesson.c3_paired_difference(per, "GRPO", "nope")),
+                     ("columns", lambda: lesson.interval_text(lesson.c3_luck_summary(per), ["nope"]))]:
+        with pytest.raises(ValueError, match=f"^{name}"):
+            fn()
+
+
 @pytest.mark.parametrize("noise", [0.0, 0.5, 1.0])
 def test_noise_view_extremes(noise):
     v = lesson.noise_view(noise, methods=["GRPO", "HCA, exact h", "CCPO, re-execution"], n_tasks=2, group_size=3,
@@ -98,7 +141,7 @@ def test_noise_view_depends_on_its_arguments_only():
     numbers as computing on the move only if a level's result does not depend on what ran before."""
     import pandas as pd
 
-    kw = dict(methods=["GRPO", "HCA, exact h", "C3, re-execution"], n_tasks=2, group_size=3, history_tasks=4,
+    kw = dict(methods=["GRPO", "HCA, exact h", "C3, fixed continuation"], n_tasks=2, group_size=3, history_tasks=4,
               show=4, n_continuations=1, n_files=3, max_turns=6)
     first = lesson.noise_view(0.3, **kw)
     torch.manual_seed(123)  # disturb the global generator too

@@ -25,10 +25,12 @@ def test_c3_reexecution_equals_exact_in_deterministic_world():
     truth = env.truth(policy)
     ro = env.sample(policy, 3, group_size=2, seed=0)
     H = ro.truth["hidden_states"]
-    for default in ("think", "policy", 1):   # ("others" is uniform over 13 actions here: random)
-        re = estimate("c3", ro, env=env, policy=policy, hidden_states=H, default=default, n_continuations=2)
-        ex = estimate("c3", ro, mode="exact", env=env, hidden_states=H, truth=truth, default=default)
-        assert torch.allclose(re.values, ex.values, atol=1e-12), default
+    for mode in ("fixed", "resample"):
+        for default in ("think", "policy", 1):   # ("others" is uniform over 13 actions here: random)
+            re = estimate("c3", ro, mode=mode, env=env, policy=policy, hidden_states=H, default=default,
+                          n_continuations=2)
+            ex = estimate("c3", ro, mode="exact", env=env, hidden_states=H, truth=truth, default=default)
+            assert torch.allclose(re.values, ex.values, atol=1e-12), (mode, default)
     re = estimate("ccpo", ro, env=env, policy=policy, hidden_states=H, n_continuations=1)
     ex = estimate("ccpo", ro, mode="exact", env=env, hidden_states=H, truth=truth)
     assert torch.allclose(re.values, ex.values, atol=1e-12)
@@ -36,18 +38,92 @@ def test_c3_reexecution_equals_exact_in_deterministic_world():
     assert bool((think.values.abs() > 0.5).any())   # the edit / submit beat "think" by a lot here
 
 
-def test_c3_reexecution_converges_to_exact(noisy_toolworld):
+@pytest.mark.parametrize("mode", ["fixed", "resample"])
+def test_c3_reexecution_converges_to_exact(noisy_toolworld, mode):
     env, policy, truth, ro = noisy_toolworld
     sub = ro.select([0, 5])
     H = sub.truth["hidden_states"]
-    re = estimate("c3", sub, env=env, policy=policy, hidden_states=H, n_continuations=3000, seed=1)
     ex = estimate("c3", sub, mode="exact", env=env, hidden_states=H, truth=truth)
-    present = re.present
-    err = (re.info["counterfactual"] - ex.info["counterfactual"])[present].abs()
-    assert float(err.max()) < 0.04                  # se of a mean of 3000 returns in [0, 1] <= 0.009
-    # the realised return G_t is what C3 keeps: credit - counterfactual = G_t exactly
-    G = re.info["returns"]
-    assert torch.allclose(re.values, (G - re.info["counterfactual"]).where(present, torch.zeros(())))
+    present = ex.present
+    G = ex.info["returns"]
+    if mode == "resample":
+        re = estimate("c3", sub, mode="resample", env=env, policy=policy, hidden_states=H, n_continuations=3000,
+                      seed=1)
+        # the realised return G_t is what re-sampling keeps: credit - counterfactual = G_t exactly
+        assert torch.allclose(re.values, (G - re.info["counterfactual"]).where(present, torch.zeros(())))
+        err = (re.info["counterfactual"] - ex.info["counterfactual"])[present].abs()
+    else:
+        # M = 2000 continuations, shared by the taken action and a fixed default: both sides
+        # converge, to Q(s_t, a_t) and Q(s_t, think), the episode's own continuation weighing
+        # 1 / M. (With K siblings and M = 1 every sibling replays the episode's own luck: their
+        # mean is the counterfactual *of this episode*, not sum_a d(a) Q(s_t, a).)
+        ex = estimate("c3", sub, mode="exact", env=env, hidden_states=H, truth=truth, default="think")
+        re = estimate("c3", sub, env=env, policy=policy, hidden_states=H, default="think", n_continuations=2000,
+                      seed=1)
+        assert float((re.info["taken"] - ex.info["taken"])[present].abs().max()) < 0.06
+        err = (re.values - ex.values)[present].abs()
+    assert float(err.max()) < 0.06                  # se of a mean of 2000-3000 returns in [0, 1] <= 0.011
+
+
+def test_c3_fixed_continuation_replays_the_episode(noisy_toolworld):
+    """Continuation 1 is the episode's own randomness: with the taken action it replays the
+    episode exactly, so a turn whose sibling is the taken action itself gets credit 0 under M = 1,
+    and the credit's first term is the realised return."""
+    env, policy, truth, ro = noisy_toolworld
+    H = ro.truth["hidden_states"]
+    c = estimate("c3", ro, env=env, policy=policy, hidden_states=H, n_continuations=1, seed=3)
+    present = c.present
+    act = first_of_turn(ro, ro.tokens).long()
+    sib = c.info["siblings"][:, 0]
+    same = act[present] == sib
+    assert bool(same.any()) and bool((~same).any())
+    assert torch.equal(c.info["taken"][present], c.info["returns"][present])
+    assert bool((c.values[present][same] == 0).all())
+    # "think" leaves the episode's luck in place: a default that changes nothing changes no outcome
+    think = estimate("c3", ro, env=env, policy=policy, hidden_states=H, default="think", n_continuations=1)
+    was_think = act[present] == 0
+    assert bool(was_think.any()) and bool((think.values[present][was_think] == 0).all())
+
+
+def test_c3_fixed_is_unbiased_for_the_exact_credit():
+    """Given the turn's state and action, the fixed-continuation credit averages to
+    Q(s, a) - sum_a' pi(a') Q(s, a') over the episode's continuation, the sibling and the replays:
+    every episode of one task starts in the same state, so the mean turn-0 credit of the episodes
+    that took action a is that exact value."""
+    env = ToolWorld(3, max_turns=8, mislead=0.3, noise=0.3, flaky=0.3)
+    policy = env.scripted_policy(0.5)
+    truth = env.truth(policy)
+    ro = env.sample(policy, 1, group_size=6000, seed=11, bugs=[1])
+    H = ro.truth["hidden_states"]
+    c = estimate("c3", ro, env=env, policy=policy, hidden_states=H, n_continuations=2, seed=2)
+    ex = estimate("c3", ro, mode="exact", env=env, hidden_states=H, truth=truth)
+    a0 = ro.tokens[:, 0]
+    checked = 0
+    for a in a0.unique():
+        rows = a0 == a
+        if int(rows.sum()) < 300:
+            continue
+        checked += 1
+        assert abs(float(c.values[rows, 0].mean()) - float(ex.values[rows, 0][0])) < 0.06, int(a)
+    assert checked >= 5
+
+
+def test_c3_fixed_removes_the_luck_resample_keeps():
+    """On a noisy world the fixed-continuation credit follows skill, not the luck that came after
+    the turn; the re-sampling ablation pays for that luck about one for one (as GRPO does)."""
+    from labkit.scoring import luck_regression
+    env = ToolWorld(4, max_turns=12, mislead=0.3, noise=0.3, flaky=0.3)
+    policy = env.scripted_policy(2.0)
+    truth = env.truth(policy)
+    ro = env.sample(policy, 24, group_size=8, seed=4)
+    H = ro.truth["hidden_states"]
+    credits = {"GRPO": estimate("grpo", ro),
+               "fixed": estimate("c3", ro, env=env, policy=policy, hidden_states=H, n_continuations=8),
+               "resample": estimate("c3", ro, mode="resample", env=env, policy=policy, hidden_states=H,
+                                    n_continuations=8)}
+    df = luck_regression(ro, truth, credits).set_index("method")
+    assert df.loc["fixed", "luck_removed"] > 0.8 and df.loc["resample", "luck_removed"] < 0.3
+    assert df.loc["fixed", "corr_exact"] > df.loc["resample", "corr_exact"] + 0.1
 
 
 def test_ccpo_exact_is_exact_advantage_and_reexecution_converges(noisy_toolworld):
@@ -72,6 +148,14 @@ def test_c3_learned_uses_the_critic(noisy_toolworld):
 
 
 # --------------------------------------------------------------------------- bad input
+class _NoNoise:
+    """An env that can restore a state and play on but cannot share random numbers."""
+
+    def __init__(self, env):
+        self.n_hidden, self.max_turns = env.n_hidden, env.max_turns
+        self.decode_hidden, self.rollout_from = env.decode_hidden, env.rollout_from
+
+
 def test_bad_inputs_raise_named_errors(noisy_toolworld):
     env, policy, truth, ro = noisy_toolworld
     H = ro.truth["hidden_states"]
@@ -85,6 +169,9 @@ def test_bad_inputs_raise_named_errors(noisy_toolworld):
         ("env", lambda: estimate("c3", ro, policy=policy, hidden_states=H)),
         ("hidden_states", lambda: estimate("c3", ro, env=env, policy=policy)),
         ("mode", lambda: estimate("c3", ro, mode="imagine", env=env)),
+        ("mode", lambda: estimate("c3", ro, mode="reexecute", env=env)),
+        ("n_alternatives", lambda: estimate("c3", ro, env=env, policy=policy, hidden_states=H, n_alternatives=0)),
+        ("env", lambda: estimate("c3", ro, env=_NoNoise(env), policy=policy, hidden_states=H)),
         ("default", lambda: estimate("c3", ro, env=env, policy=policy, hidden_states=H, default="nothing")),
         ("critic", lambda: estimate("c3", ro, mode="learned", policy=policy)),
         ("truth", lambda: estimate("ccpo", ro, mode="exact", env=env, hidden_states=H)),

@@ -42,6 +42,9 @@ def test_every_estimator_shape_level_cost(noisy_toolworld):
         assert bool((c.token[~ro.mask] == 0).all())
     assert estimate("hca", ro, hindsight=lh).cost.aux_calls == B  # a callable h: one call per trajectory
     c3 = estimate("c3", ro, env=env, policy=policy, hidden_states=H, n_continuations=3)
+    # fixed-continuation replay: M - 1 = 2 more replays of the taken action, K x M = 3 of the sibling
+    assert c3.cost.env_resets == 5 * n_turns and c3.cost.env_steps >= c3.cost.env_resets
+    c3 = estimate("c3", ro, mode="resample", env=env, policy=policy, hidden_states=H, n_continuations=3)
     assert c3.cost.env_resets == 3 * n_turns and c3.cost.env_steps >= c3.cost.env_resets
     cc = estimate("ccpo", ro, env=env, policy=policy, hidden_states=H, n_continuations=2)
     assert cc.cost.env_resets == 2 * env.n_actions * n_turns

@@ -461,6 +461,21 @@ class ToolWorld:
                 o[go] = (cdf < u).sum(-1).clamp(max=self.n_obs - 1)
         return returns, steps
 
+    def replay_noise(self, policy, hidden, actions, present, *, seed: int = 0) -> torch.Tensor:
+        """The recorded episodes' own randomness: uniforms (B, max_turns, 3) drawn from their
+        posterior given the turn-level record ``hidden`` (hidden state), ``actions`` and
+        ``present`` (B, N), for ``rollout_with_noise`` (``labkit.envs.toolworld.replay``)."""
+        from labkit.envs.toolworld.replay import abduct_noise
+        return abduct_noise(self, policy, hidden, actions, present, seed=seed)
+
+    def rollout_with_noise(self, policy, bug, fixed, obs, turn, noise, *,
+                           first_action=None) -> tuple[torch.Tensor, int]:
+        """``rollout_from`` driven by given uniforms ``noise`` (K, max_turns, 3) instead of a seed:
+        replays that share them share the tools' luck and the policy's draws
+        (``labkit.envs.toolworld.replay``). Returns (return-to-go per row, env steps)."""
+        from labkit.envs.toolworld.replay import play
+        return play(self, policy, bug, fixed, obs, turn, noise, first_action=first_action)
+
     def occupancy(self, pi: torch.Tensor) -> torch.Tensor:
         """P(turn t is played in hidden state (b, f, o)), (T, N, 2, n_obs), b uniform."""
         N, T = self.n_files, self.max_turns
