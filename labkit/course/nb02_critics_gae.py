@@ -257,3 +257,29 @@ def lm_value_scores(env, critic, reference: Rollouts, alternatives: dict, ks: It
         rows.append({"estimate": f"Monte Carlo, k={k}", "value_mae": float("nan"), "value_corr": float("nan"),
                      **ranks(values), "tokens": tokens})
     return pd.DataFrame(rows)
+
+
+def ranking_intervals(scores: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
+    """How far the ranking scores of ``lm_value_scores`` could move on another sample: for each
+    estimate, ``pairwise`` with its Wilson interval over the ``pairs`` scored and ``top1`` with
+    its Wilson interval over the ``groups`` (states) scored, next to what chance gets
+    (``pairwise_chance``, ``top1_chance``). Pairs from one state share that state, so they are
+    not independent draws: the interval over pairs is, if anything, too narrow. Returns one row
+    per estimate, indexed by it."""
+    from labkit.scoring import wilson_interval
+
+    need = {"estimate", "pairwise", "pairwise_chance", "top1", "top1_chance", "pairs", "groups"}
+    if not isinstance(scores, pd.DataFrame) or not need <= set(scores.columns):
+        raise ValueError(f"scores: expected lm_value_scores' table with columns {sorted(need)}")
+    rows = []
+    for r in scores.itertuples():
+        out = {"estimate": r.estimate}
+        for name, n in (("pairwise", int(r.pairs)), ("top1", int(r.groups))):
+            rate = float(getattr(r, name))
+            # shared ties make fractional successes; the float product can overshoot n by rounding
+            low, high = wilson_interval(min(max(rate * n, 0.0), n), n, level=level) if n else (float("nan"),) * 2
+            out.update({name: rate, f"{name}_low": low, f"{name}_high": high,
+                        f"{name}_chance": float(getattr(r, f"{name}_chance"))})
+        out.update({"pairs": int(r.pairs), "groups": int(r.groups)})
+        rows.append(out)
+    return pd.DataFrame(rows).set_index("estimate")

@@ -4,50 +4,39 @@ each one cost?
 
 Everything runs on the same 32 reference rollouts as notebooks 02 and 03 (``load_reference``),
 whose cached 256-vine Monte Carlo step advantages are the truth. ``Method`` names one estimator
-with its settings; ``credit_quality`` scores one credit against the truth (first-wrong-step hit
+with its settings (the roster of them, ``reasoning_methods``, and the models they need,
+``load_models``, live in ``labkit.course.reasoning_roster``, shared with the script below);
+``credit_quality`` scores one credit against the truth (first-wrong-step hit
 rate and step-level rank correlation from ``labkit.scoring``, cost); ``cross_family_table`` does
-it for a list of methods. Each runner is seeded and returns plain data.
+it for a list of methods. Only 8 reference rollouts have a wrong step, so the comparison itself
+is measured on a larger sample over several sampling seeds, cached by
+``scripts/build_family_hits.py`` (``load_family_hits``); ``family_intervals`` turns it into hit
+rates and rank correlations with intervals and paired differences. Each runner is seeded and
+returns plain data.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Sequence
+from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
 from labkit.core.cache import read_cache, read_meta
 from labkit.core.checks import check_int
-from labkit.core.paths import data_dir
-from labkit.core.credit import Cost, Credit
+from labkit.core.paths import data_dir, data_path
+from labkit.core.credit import Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
+from labkit.course import reasoning_roster as roster
+from labkit.course.reasoning_roster import Knobs, Method, method_by_name, reasoning_methods
 from labkit.envs.arithmetic.truth import truth_step_advantage
 from labkit.scoring import first_error_hit_rate, first_error_positions, step_rank_correlation
-
-
-@dataclass(frozen=True)
-class Method:
-    """One row of the cross-family table: an estimator run with fixed settings.
-
-    ``run(rollouts) -> Credit`` computes the credit; ``family`` is the survey's methodology
-    family, ``notebook`` where the lab teaches it, ``setup`` what had to exist before the call
-    (a trained critic, a reward model, a tuned policy) and what that cost, ``stand_in`` whether
-    a part the paper gets from an LLM judge is simulated here.
-    """
-
-    name: str
-    family: str
-    notebook: str
-    run: Callable[[Rollouts], Credit] = field(repr=False)
-    setup: str = ""
-    stand_in: bool = False
 
 
 def credit_quality(credit: Credit, rollouts: Rollouts) -> dict:
@@ -69,12 +58,28 @@ def credit_quality(credit: Credit, rollouts: Rollouts) -> dict:
             **credit.cost.as_dict()}
 
 
-def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, progress: bool = True) -> pd.DataFrame:
+def timed_run(method: Method, rollouts: Rollouts) -> Credit:
+    """``method.run(rollouts)``, with the seconds the call took in the credit's
+    ``info["seconds"]``: a credit computed this way can be handed to ``cross_family_table``,
+    which then scores it instead of running the method again."""
+    if not isinstance(method, Method):
+        raise TypeError(f"method: expected a Method, got {type(method).__name__}")
+    start = time.perf_counter()
+    credit = method.run(rollouts)
+    credit.info["seconds"] = time.perf_counter() - start
+    return credit
+
+
+def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, credits: Mapping[str, Credit] | None = None,
+                       progress: bool = True) -> pd.DataFrame:
     """Every method in ``methods`` run on ``rollouts`` and scored by ``credit_quality``.
 
     One row per method, in the given order, with its family, notebook, set-up note, stand-in
     flag and the seconds the call took on this machine (a wall-clock figure: it varies between
-    machines and runs, unlike the forward-pass counts).
+    machines and runs, unlike the forward-pass counts). ``credits``: credits some of the
+    methods already gave on these same rollouts, by method name, each from ``timed_run``; those
+    are scored, not computed again (every method is seeded, so running it again would give the
+    same credit), with the seconds ``timed_run`` measured.
     """
     methods = list(methods)
     if not methods:
@@ -82,157 +87,29 @@ def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, progres
     for m in methods:
         if not isinstance(m, Method):
             raise TypeError(f"methods: expected Method entries, got {type(m).__name__}")
+    credits = dict(credits or {})
+    names = [m.name for m in methods]
+    for name, credit in credits.items():
+        if name not in names:
+            raise ValueError(f"credits: {name!r} is not one of the methods {names}")
+        if not isinstance(credit, Credit) or "seconds" not in credit.info:
+            raise ValueError(f"credits: {name!r} needs a Credit from timed_run (it records the seconds)")
+        if credit.token.shape != rollouts.mask.shape:
+            raise ValueError(f"credits: {name!r} was computed on other rollouts (shape {tuple(credit.token.shape)})")
     rows = []
     for m in progress_bar(methods, desc="methods", enabled=progress):
-        start = time.perf_counter()
-        credit = m.run(rollouts)
-        seconds = time.perf_counter() - start
+        credit = credits[m.name] if m.name in credits else timed_run(m, rollouts)
         rows.append({"method": m.name, "family": m.family, "notebook": m.notebook,
-                     **credit_quality(credit, rollouts), "seconds": seconds, "setup": m.setup,
+                     **credit_quality(credit, rollouts), "seconds": credit.info["seconds"], "setup": m.setup,
                      "stand_in": m.stand_in})
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- the models and the roster
-def one_group(rollouts: Rollouts) -> Rollouts:
-    """The rollouts as one group. The reference rollouts answer 32 different problems (groups of
-    one, where a group baseline has nothing to compare with); as in notebook 03, group-based
-    baselines treat the 32 as one group."""
-    return rollouts.with_(group_ids=torch.zeros(rollouts.batch_size, dtype=torch.long))
-
-
-def with_cost(credit: Credit, extra: Cost) -> Credit:
-    """``credit`` with ``extra`` added to its cost: for work done before the estimator call (the
-    log-probs an implicit-reward estimator takes as an argument) that it cannot count itself."""
-    return dataclasses.replace(credit, cost=credit.cost + extra)
-
-
-def load_models(env, *, critic_rollouts: int = 512, critic_steps: int = 80, seed: int = 0,
-                progress: bool = True) -> SimpleNamespace:
-    """Everything the reasoning-side estimators need besides the rollouts, in one namespace.
-
-    * ``critic``: PPO's value head, fitted live as in notebook 02 (``labkit.learn.lm_runs.fit_lm_critic``);
-    * ``prm`` / ``orm``: the shipped process and outcome reward models
-      (``scripts/train_reward_models.py``, ``data/reward_models``);
-    * ``dpo``: the DPO-tuned copy of the policy, ``treg``: the copy taught T-REG's conditioning
-      tokens (``scripts/train_implicit_lm.py``, ``data/implicit_lm``).
-    """
-    from labkit.learn.lm_runs import fit_lm_critic
-    from labkit.learn.reward_models import OutcomeRewardModel, ProcessRewardModel
-
-    critic, history = fit_lm_critic(env, n_rollouts=critic_rollouts, steps=critic_steps, seed=seed,
-                                    progress=progress)
-    return SimpleNamespace(critic=critic, critic_history=history, prm=ProcessRewardModel.load(),
-                           orm=OutcomeRewardModel.load(), dpo=env.tuned("dpo"), treg=env.tuned("treg"))
-
-
-def _scored_tokens(rollouts: Rollouts) -> int:
-    """Token positions one forward pass over every rollout (prompt + response) processes."""
-    return sum(len(p) for p in rollouts.info["prompt_ids"]) + int(rollouts.mask.sum())
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """The settings notebook 04's explorer moves; each method reads the ones that matter to it.
-
-    ``k``: vines per prefix (VinePPO, Math-Shepherd, SPO), forks per branch point (TEMPO) or
-    rewrites per step (InT); ``threshold``: SPO's cut probability; ``temperature``: PURE's
-    soft-minimum temperature; ``beta``: the log-ratio scale of the implicit rewards (From r to
-    Q*, SPRO); ``error_rate``: CAPO's stand-in verifier's chance of flipping a verdict.
-    """
-
-    k: int = 9
-    threshold: float = 0.9
-    temperature: float = 0.1
-    beta: float = 0.1
-    error_rate: float = 0.1
-    seed: int = 0
-
-
-KNOB_USE = {"k": ("VinePPO", "Math-Shepherd", "SPO", "TEMPO", "InT"), "threshold": ("SPO",),
-            "temperature": ("PURE min-form",), "beta": ("From r to Q*", "SPRO"), "error_rate": ("CAPO",)}
-
-
-def reasoning_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> list[Method]:
-    """Every reasoning-side estimator in the lab, set up for the tiny LM's reference rollouts.
-
-    Notebooks 01-03's (GRPO, PPO's GAE, VinePPO, Math-Shepherd) and notebook 04's, in the
-    course's order; ``models`` is ``load_models(env)``. Log-probabilities an estimator takes as an
-    argument are computed inside ``run`` and their forward passes added to its cost, so the
-    table compares whole recipes. Group baselines see the 32 rollouts as one group
-    (``one_group``); TEMPO grows its own tree around each rollout.
-    """
-    from labkit.credit import get_estimator
-    from labkit.envs.arithmetic.labels import planning_mask
-    from labkit.learn.judges import stand_in_step_verifier
-
-    est = get_estimator
-    kn = knobs
-
-    def logprob_cost(ro, n_models):
-        return Cost(policy_forwards=n_models * ro.batch_size, policy_tokens=n_models * _scored_tokens(ro))
-
-    def dpo_q(ro):
-        credit = est("dpo_implicit_q")(ro, logprobs=models.dpo.rollout_logprobs(ro), ref_logprobs=env.rollout_logprobs(ro),
-                                       beta=kn.beta)
-        return with_cost(credit, logprob_cost(ro, 2))
-
-    def spro(ro):
-        credit = est("spro")(one_group(ro), logprobs=models.dpo.rollout_logprobs(ro),
-                             ref_logprobs=env.rollout_logprobs(ro), beta=kn.beta)
-        return with_cost(credit, logprob_cost(ro, 2))
-
-    def t_reg(ro):
-        credit = est("t_reg")(ro, better_logprobs=models.treg.rollout_logprobs(ro, condition="better"),
-                              worse_logprobs=models.treg.rollout_logprobs(ro, condition="worse"))
-        return with_cost(credit, logprob_cost(ro, 2))
-
-    def capo(ro):
-        # a callable verifier, so capo counts its calls (one per response)
-        return est("capo")(one_group(ro), verdicts=lambda r: stand_in_step_verifier(r, error_rate=kn.error_rate,
-                                                                                     seed=kn.seed))
-
-    s = kn.seed
-    return [
-        Method("GRPO", "episode", "01", lambda ro: est("grpo")(one_group(ro))),
-        Method("PPO: GAE from a learned critic", "td", "02", lambda ro: est("gae")(ro, values=models.critic, lam=1.0),
-               setup="value head fitted on 512 rollouts (notebook 02)"),
-        Method("VinePPO", "mc", "03", lambda ro: est("vineppo")(ro, value_fn=env.value_fn(seed=s + 1), k=kn.k)),
-        Method("Math-Shepherd labels", "mc", "03",
-               lambda ro: est("math_shepherd")(ro, value_fn=env.value_fn(seed=s + 2), k=kn.k)),
-        Method("SPO", "mc", "04", lambda ro: est("spo")(ro, value_fn=env.cut_value_fn(seed=s + 3), k=kn.k,
-                                                       threshold=kn.threshold)),
-        Method("TEMPO", "mc", "04", lambda ro: est("tempo")(ro, tree_fn=env.tree_fn(seed=s + 4), branching=kn.k)),
-        Method("PURE min-form", "process", "04",
-               lambda ro: est("pure")(one_group(ro), step_scores=models.prm.step_scores, form="min",
-                                      temperature=kn.temperature),
-               setup="PRM trained offline on Monte Carlo step labels"),
-        Method("PURE sum-form", "process", "04",
-               lambda ro: est("pure")(one_group(ro), step_scores=models.prm.step_scores, form="sum"),
-               setup="PRM trained offline on Monte Carlo step labels"),
-        Method("SPRO", "process", "04", spro, setup="DPO-tuned policy against the base model"),
-        Method("CAPO", "judge", "04", capo, setup="stand-in verifier: exact step verdicts, flipped at random",
-               stand_in=True),
-        Method("From r to Q*", "implicit", "04", dpo_q, setup="DPO-tuned policy against the base model"),
-        Method("T-REG", "implicit", "04", t_reg, setup="a copy taught 'better' / 'worse' conditioning tokens"),
-        Method("RED", "redistribution", "04", lambda ro: est("red")(ro, scores=models.orm.prefix_scores),
-               setup="outcome reward model trained offline"),
-        Method("ACPO attribution", "redistribution", "04",
-               lambda ro: est("acpo")(ro, outcome_model=env.outcome_attribution_fn(models.orm)),
-               setup="outcome reward model trained offline"),
-        Method("HICRA", "entropy_information", "04",
-               lambda ro: est("hicra")(one_group(ro), planning_mask=planning_mask(ro))),
-        Method("InT", "counterfactual", "04",
-               lambda ro: est("int_interventions")(ro, rewrite_fn=env.step_rewrite_fn(seed=s + 5), k=kn.k)),
-    ]
-
-
-def method_by_name(methods: Sequence[Method], name: str) -> Method:
-    """The method called ``name`` (ValueError listing the names otherwise)."""
-    for m in methods:
-        if m.name == name:
-            return m
-    raise ValueError(f"name: no method {name!r}; choose from {[m.name for m in methods]}")
+# --------------------------------------------------------------------------- the roster (shared with a script)
+# The roster's names, read by the notebook from its lesson; they live in reasoning_roster so that
+# scripts/build_family_hits.py runs the very same methods.
+one_group, with_cost, load_models = roster.one_group, roster.with_cost, roster.load_models
+KNOB_USE = roster.KNOB_USE
 
 
 def explore(env, models: SimpleNamespace, rollouts: Rollouts, name: str, knobs: Knobs = Knobs()) -> Credit:
@@ -399,4 +276,136 @@ def padding_rl_summary(curves: pd.DataFrame, *, last: int = 6) -> pd.DataFrame:
         rows.append({"form": label, "success_before": first.mean(), "success_after": end.mean(),
                      "after_min": end.min(), "after_max": end.max(), "over_long": tail.over_long.mean(),
                      "over_long_worst_seed": tail.over_long.max(), "malformed": tail.malformed.mean()})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the table on a larger sample
+FAMILY_HITS_DIR = data_path("family_hits")
+
+
+def load_family_hits(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
+    """Every method of the cross-family table scored on a larger sample, over several sampling
+    seeds, cached by ``scripts/build_family_hits.py`` in ``path`` (default ``data/family_hits``):
+    (hits, meta). Hits in long form, one row per (seed, method, rollout with a wrong step):
+    ``seed``, ``method``, ``row`` (index in that seed's sample), ``hit`` and ``chance``
+    (``labkit.scoring.first_error_hits``), ``rank_corr_within`` (Spearman's rho of the rollout's
+    step credits against a Monte Carlo step advantage; NaN where there is nothing to rank),
+    ``first_error_step``, ``steps``, ``reward``. Raises if the cache is missing, foreign or stale
+    (``labkit.core.cache``)."""
+    meta, files = read_cache(Path(path) if path is not None else FAMILY_HITS_DIR, script="build_family_hits.py",
+                             files=["hits.csv"], what="cached hits")
+    return pd.read_csv(files["hits.csv"]), meta
+
+
+FAMILY_SCORES = ("hit", "rank_corr_within")
+
+
+def family_intervals(hits: pd.DataFrame, *, score: str = "hit", reference: str = "VinePPO",
+                     methods: Sequence[str] | None = None, level: float = 0.95, n_boot: int = 4000,
+                     seed: int = 0) -> pd.DataFrame:
+    """How far each method's score on ``hits`` (``load_family_hits``') could move, and whether
+    it can be told apart from chance and from ``reference``.
+
+    ``score`` is ``"hit"`` (the first-wrong-step hit rate) or ``"rank_corr_within"`` (the mean
+    within-rollout rank correlation with the truth; rollouts with nothing to rank are left out).
+    One row per method of ``methods`` (default: every method, in the cache's order) with
+    ``rollouts`` scored, the ``mean`` score and its ``level`` interval over the rollouts
+    (``low``, ``high``: Wilson for a hit rate, the bootstrap below for a correlation), the
+    lowest and highest of the per-sample means (``seed_low``, ``seed_high``; one sample per
+    sampling seed), and two differences
+    paired over the same rollouts: the score minus chance (``vs_chance``, ``vs_chance_low``,
+    ``vs_chance_high``; chance is a random pick's hit, or a correlation of 0) and minus
+    ``reference``'s (``vs_ref``, ``vs_ref_low``, ``vs_ref_high``; 0 for the reference itself).
+    An interval that covers 0 says the sample cannot tell the two apart.
+
+    The differences' intervals are ``labkit.scoring.paired_difference``'s paired bootstrap
+    (``n_boot`` resamples of the rollouts, numpy seeded ``seed``, percentile interval), with the
+    same numbers: the resampled rollouts are drawn once and shared by every method instead of
+    drawn again per call, which is what makes a table of 20 methods quick.
+    """
+    from labkit.core.checks import check_choice, check_number
+    from labkit.scoring import wilson_interval
+
+    check_choice("score", score, FAMILY_SCORES)
+    n_boot = check_int("n_boot", n_boot, low=1)
+    level = check_number("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
+    seed = check_int("seed", seed)
+    need = {"seed", "method", "row", "hit", "chance", "rank_corr_within"}
+    if not isinstance(hits, pd.DataFrame) or not need <= set(hits.columns):
+        raise ValueError(f"hits: expected load_family_hits' table with columns {sorted(need)}")
+    order = list(dict.fromkeys(hits.method))
+    methods = order if methods is None else list(methods)
+    if not methods:
+        raise ValueError("methods: need at least one method")
+    for argument, names in (("methods", methods), ("reference", [reference])):
+        for name in names:
+            if name not in order:
+                raise ValueError(f"{argument}: no method {name!r} in hits; choose from {order}")
+    wide = hits.pivot_table(index=["seed", "row"], columns="method", values=score, dropna=False)
+    # every method scores the same rollouts; a correlation is missing only where the truth has
+    # nothing to rank, the same rollouts for every method
+    keep = wide[[*methods, reference]].notna().all(axis=1)
+    if not bool(keep.any()):
+        raise ValueError(f"hits: no rollout has a {score} score for every method asked for")
+    wide = wide[keep]
+    chance = (hits.groupby(["seed", "row"]).chance.first().reindex(wide.index).to_numpy(float) if score == "hit"
+              else np.zeros(len(wide)))
+    idx = np.random.default_rng(seed).integers(0, len(wide), size=(n_boot, len(wide)))  # paired_difference's draw
+
+    def paired(d: np.ndarray) -> tuple[float, float, float]:
+        lo, hi = np.quantile(d[idx].mean(1), [(1 - level) / 2, (1 + level) / 2])
+        return float(d.mean()), float(lo), float(hi)
+
+    ref = wide[reference].to_numpy(float)
+    rows = []
+    for name in methods:
+        x = wide[name].to_numpy(float)
+        vs_chance, vs_ref = paired(x - chance), paired(x - ref)
+        low, high = (wilson_interval(float(x.sum()), len(x), level=level) if score == "hit"
+                     else vs_chance[1:])  # a correlation's chance is 0: its interval is the mean's
+        per_seed = wide[name].groupby(level="seed").mean()
+        rows.append({"method": name, "rollouts": len(x), "mean": float(x.mean()), "low": low, "high": high,
+                     "seed_low": float(per_seed.min()), "seed_high": float(per_seed.max()),
+                     "vs_chance": vs_chance[0], "vs_chance_low": vs_chance[1], "vs_chance_high": vs_chance[2],
+                     "vs_ref": vs_ref[0], "vs_ref_low": vs_ref[1], "vs_ref_high": vs_ref[2]})
+    out = pd.DataFrame(rows)
+    out.attrs.update(score=score, reference=reference, level=level, n_boot=n_boot)
+    return out
+
+
+def interval_text(table: pd.DataFrame, *, decimals: int = 3) -> pd.DataFrame:
+    """``family_intervals``' table for reading: one text column each for the mean with its
+    interval, the per-sample range, and the two paired differences with theirs (columns named
+    after the reference)."""
+    need = {"method", "rollouts", "mean", "low", "high", "seed_low", "seed_high", "vs_chance", "vs_ref"}
+    if not isinstance(table, pd.DataFrame) or not need <= set(table.columns):
+        raise ValueError("table: expected family_intervals' table")
+    d = check_int("decimals", decimals, low=0)
+
+    def num(v, sign=False):
+        # rounding then adding 0.0 turns a negative zero positive: a -0.000 never prints
+        return f"{round(float(v), d) + 0.0:{'+' if sign else ''}.{d}f}"
+
+    def ci(m, lo, hi, sign=False):
+        return f"{num(m, sign)} [{num(lo, sign)}, {num(hi, sign)}]"
+
+    ref, level = table.attrs.get("reference", "reference"), table.attrs.get("level", 0.95)
+    return pd.DataFrame({
+        "method": table.method, "rollouts": table.rollouts,
+        f"mean [{100 * level:g} % interval]": [ci(r.mean, r.low, r.high) for r in table.itertuples()],
+        "per sample": [f"{num(r.seed_low)} to {num(r.seed_high)}" for r in table.itertuples()],
+        "minus chance": [ci(r.vs_chance, r.vs_chance_low, r.vs_chance_high, True) for r in table.itertuples()],
+        f"minus {ref}": [ci(r.vs_ref, r.vs_ref_low, r.vs_ref_high, True) for r in table.itertuples()]})
+
+
+def family_costs(meta: dict) -> pd.DataFrame:
+    """What each method of ``load_family_hits``' cache cost per sample (one rollout of each of
+    ``meta["n_problems"]`` problems): the mean over the samples of its policy forwards, policy
+    token positions and calls to another model, one row per method in the cache's order."""
+    samples = meta.get("samples") if isinstance(meta, dict) else None
+    if not samples:
+        raise ValueError("meta: expected load_family_hits' meta, with its samples")
+    names = list(samples[0]["cost"])
+    rows = [{"method": name, **{col: sum(s["cost"][name][col] for s in samples) / len(samples)
+                                for col in ("policy_forwards", "policy_tokens", "aux_calls")}} for name in names]
     return pd.DataFrame(rows)

@@ -186,3 +186,21 @@ def test_nb02_gae_panels_unchanged():
         for lam in lams:
             old[f"GAE λ={lam:g}, {name} critic"] = gae(ro, values=c, lam=lam).token
     assert_same_panels(lesson.gae_panels(ro, truth, critics, lams), old)
+
+
+def test_ranking_intervals_are_wilsons_over_pairs_and_states():
+    from labkit.scoring import wilson_interval
+
+    scores = pd.DataFrame([{"estimate": "LM critic", "pairwise": 30 / 69, "pairwise_chance": 0.5, "top1": 16 / 45,
+                            "top1_chance": 0.452, "pairs": 69, "groups": 45},
+                           {"estimate": "oracle", "pairwise": 1.0, "pairwise_chance": 0.5, "top1": 1.0,
+                            "top1_chance": 0.452, "pairs": 69, "groups": 45}])
+    out = lesson.ranking_intervals(scores)
+    critic = out.loc["LM critic"]
+    assert (critic.pairwise_low, critic.pairwise_high) == pytest.approx(wilson_interval(30, 69))
+    assert (critic.top1_low, critic.top1_high) == pytest.approx(wilson_interval(16, 45))
+    # 69 pairs and 45 states cannot tell this critic from chance: both intervals cover it
+    assert critic.pairwise_low < 0.5 < critic.pairwise_high and critic.top1_low < 0.452 < critic.top1_high
+    assert out.loc["oracle", "pairwise_high"] == 1.0 and out.loc["oracle", "top1_low"] > 0.9
+    with pytest.raises(ValueError, match="^scores:"):
+        lesson.ranking_intervals(scores.drop(columns="pairs"))

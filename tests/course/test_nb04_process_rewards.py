@@ -48,6 +48,32 @@ def test_cross_family_table_runs_each_method_and_keeps_its_cost(reference):
     assert (df.seconds >= 0).all()
 
 
+def test_cross_family_table_scores_a_timed_credit_instead_of_running_again(reference):
+    runs = []
+
+    def counted(ro):
+        runs.append(1)
+        return Credit.from_tokens(ro, truth_step_advantage(ro), "counted", cost=Cost(policy_forwards=3))
+
+    method = lesson.Method("counted", "mc", "03", counted)
+    ahead = lesson.timed_run(method, reference)
+    assert len(runs) == 1 and ahead.info["seconds"] >= 0
+    fresh = lesson.cross_family_table([method], reference, progress=False)
+    reused = lesson.cross_family_table([method], reference, credits={"counted": ahead}, progress=False)
+    assert len(runs) == 2  # the second table ran nothing
+    cols = [c for c in fresh.columns if c != "seconds"]
+    assert fresh[cols].equals(reused[cols]) and reused.seconds.iloc[0] == ahead.info["seconds"]
+    with pytest.raises(ValueError, match="^credits: 'other'"):
+        lesson.cross_family_table([method], reference, credits={"other": ahead}, progress=False)
+    untimed = Credit.from_tokens(reference, truth_step_advantage(reference), "untimed")
+    with pytest.raises(ValueError, match="^credits: 'counted' needs a Credit from timed_run"):
+        lesson.cross_family_table([method], reference, credits={"counted": untimed}, progress=False)
+    with pytest.raises(ValueError, match="^credits: 'counted' was computed on other rollouts"):
+        lesson.cross_family_table([method], reference.select([0, 1]), credits={"counted": ahead}, progress=False)
+    with pytest.raises(TypeError, match="^method:"):
+        lesson.timed_run(counted, reference)
+
+
 def test_cross_family_table_rejects_bad_methods(reference):
     with pytest.raises(ValueError, match="methods"):
         lesson.cross_family_table([], reference, progress=False)
@@ -196,3 +222,117 @@ def test_explorer_reuses_credit_when_only_unread_knobs_move(lm_env, reference, l
         assert torch.equal(other.token, lesson.explore(lm_env, light_models, rows, name,
                                                         dataclasses.replace(base, **read)).token)
     assert len(ex._kept) == 2  # size: the least recently used credits dropped out
+
+
+# ---------------------------------------------------------------- the table on a larger sample
+def _family_hits_script():
+    """scripts/build_family_hits.py as a module (its sampler is the cache's builder, used nowhere else)."""
+    from repo_scripts import load_script
+
+    return load_script("build_family_hits")
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_family_hit_sample_scores_every_method_on_the_same_wrong_rollouts(lm_env, light_models):
+    from types import SimpleNamespace
+
+    sample = _family_hits_script().family_hit_sample
+    # a critic that knows nothing: the roster only needs something GAE can call
+    models = SimpleNamespace(**vars(light_models), critic=lambda ro: torch.zeros(ro.mask.shape))
+    hits, meta = sample(lm_env, models, seed=5, n_problems=6, truth_k=2, capo_errors=(0.1, 0.5), progress=False)
+    names = [m.name for m in lesson.reasoning_methods(lm_env, models)]
+    assert list(dict.fromkeys(hits.method)) == names + ["CAPO, verifier error 0.1", "CAPO, verifier error 0.5"]
+    rows = {m: tuple(g.row) for m, g in hits.groupby("method")}
+    assert len(set(rows.values())) == 1 and len(rows["GRPO"]) == meta["with_wrong_step"] == meta["scored"] > 0
+    assert (hits.seed == 5).all() and (hits.first_error_step >= 0).all() and (hits.steps >= 1).all()
+    grpo = hits[hits.method == "GRPO"]
+    assert grpo.hit.tolist() == pytest.approx(grpo.chance.tolist())  # equal credit on every step: a chance hit
+    assert (grpo.rank_corr_within.dropna() == 0).all()  # and nothing to rank inside a rollout
+    assert hits.rank_corr_within.dropna().abs().max() <= 1 + 1e-9
+    # CAPO at the roster's error rate and seed is the roster's CAPO: the same verifier draws
+    assert (hits[hits.method == "CAPO, verifier error 0.1"].hit.tolist()
+            == hits[hits.method == "CAPO"].hit.tolist())
+    assert meta["cost"]["VinePPO"]["policy_forwards"] > 0 and meta["n_problems"] == 6
+    with pytest.raises(ValueError, match="^capo_errors"):
+        sample(lm_env, models, seed=5, n_problems=2, capo_errors=(1.5,), progress=False)
+
+
+def _synthetic_hits():
+    """Three methods on two seeds' rollouts: "always" hits every wrong step, "never" none, "coin"
+    hits every other one; chance is 1/4 everywhere."""
+    import pandas as pd
+
+    rows = []
+    for seed in (1, 2):
+        for r in range(40):
+            for method, hit in (("always", 1.0), ("never", 0.0), ("coin", float(r % 2))):
+                rows.append({"seed": seed, "method": method, "row": r, "hit": hit, "chance": 0.25,
+                             "rank_corr_within": float("nan") if r == 0 else hit - 0.5})
+    return pd.DataFrame(rows)
+
+
+def test_family_intervals_are_wilson_and_paired_bootstrap():
+    import pandas as pd
+
+    from labkit.scoring import paired_difference, wilson_interval
+
+    hits = _synthetic_hits()
+    table = lesson.family_intervals(hits, reference="coin").set_index("method")
+    assert list(table.index) == ["always", "never", "coin"] and (table.rollouts == 80).all()
+    assert table.loc["coin", "mean"] == 0.5
+    assert (table.loc["coin", "low"], table.loc["coin", "high"]) == pytest.approx(wilson_interval(40, 80))
+    assert table.loc["coin", ["seed_low", "seed_high"]].tolist() == [0.5, 0.5]
+
+    def frame(method, column="hit"):
+        one = hits[hits.method == method].reset_index(drop=True)
+        return pd.DataFrame({"row": range(len(one)), "hit": one[column]})
+
+    # the shared draw gives paired_difference's numbers exactly
+    want = paired_difference(frame("always"), frame("coin"))
+    assert table.loc["always", ["vs_ref", "vs_ref_low", "vs_ref_high"]].tolist() == [want["diff"], want["low"],
+                                                                                    want["high"]]
+    chance = paired_difference(frame("coin"), frame("coin", "chance"))
+    assert table.loc["coin", ["vs_chance", "vs_chance_low", "vs_chance_high"]].tolist() == [
+        chance["diff"], chance["low"], chance["high"]]
+    assert table.loc["coin", "vs_ref"] == 0 and table.loc["never", "vs_chance_high"] < 0
+    # correlations: the rollout with nothing to rank is left out, and chance is a correlation of 0
+    rank = lesson.family_intervals(hits, score="rank_corr_within", reference="coin").set_index("method")
+    assert (rank.rollouts == 78).all() and rank.loc["always", "mean"] == 0.5
+    assert rank.loc["always", ["low", "high"]].tolist() == rank.loc["always", ["vs_chance_low", "vs_chance_high"]].tolist()
+    text = lesson.interval_text(lesson.family_intervals(hits, reference="coin"))
+    assert list(text.columns) == ["method", "rollouts", "mean [95 % interval]", "per sample", "minus chance",
+                                  "minus coin"]
+    assert text.iloc[2]["minus coin"] == "+0.000 [+0.000, +0.000]"
+
+
+def test_family_intervals_name_the_bad_argument():
+    hits = _synthetic_hits()
+    with pytest.raises(ValueError, match="^score"):
+        lesson.family_intervals(hits, score="auc")
+    with pytest.raises(ValueError, match="^reference"):
+        lesson.family_intervals(hits, reference="VinePPO")
+    with pytest.raises(ValueError, match="^methods"):
+        lesson.family_intervals(hits, methods=["always", "sometimes"], reference="coin")
+    with pytest.raises(ValueError, match="^hits"):
+        lesson.family_intervals(hits.drop(columns="chance"), reference="coin")
+    with pytest.raises(ValueError, match="^n_boot"):
+        lesson.family_intervals(hits, reference="coin", n_boot=0)
+    with pytest.raises(ValueError, match="^table"):
+        lesson.interval_text(hits)
+
+
+def test_cached_family_hits_load_and_are_consistent():
+    hits, meta = lesson.load_family_hits()
+    assert sorted(hits.seed.unique()) == sorted(meta["seeds"]) and len(meta["seeds"]) >= 3
+    per = hits.groupby(["seed", "method"]).row.apply(tuple)
+    for seed, sample in zip(meta["seeds"], meta["samples"]):
+        assert per.loc[seed].nunique() == 1 and len(per.loc[seed].iloc[0]) == sample["with_wrong_step"]
+    assert meta["with_wrong_step"] >= 119  # at least notebook 03's sample
+    from types import SimpleNamespace
+
+    roster = [m.name for m in lesson.reasoning_methods(None, SimpleNamespace())]
+    assert set(roster) <= set(hits.method)  # every method of notebook 04's table was scored
+    grpo = hits[hits.method == "GRPO"]
+    assert grpo.hit.tolist() == pytest.approx(grpo.chance.tolist())
+    with pytest.raises(FileNotFoundError, match="^path"):
+        lesson.load_family_hits("/nonexistent")

@@ -14,6 +14,7 @@ SHIPPED = [("lm_truth", "reference.json", "build_lm_truth.py", ["reference.safet
            ("rl_runs", "meta.json", "build_rl_runs.py", ["curves.csv"]),
            ("rl_runs", "lr_sweep_meta.json", "build_rl_lr_sweep.py", ["lr_sweep.csv"]),
            ("vine_hits", "meta.json", "build_vine_hits.py", ["hits.csv"]),
+           ("family_hits", "meta.json", "build_family_hits.py", ["hits.csv"]),
            ("echo_trap", "meta.json", "build_echo_trap.py", ["final.csv", "curves.csv", "exact_ascent.csv",
                                                               "loss_direction.csv"]),
            ("pure_padding", "static.json", "build_pure_padding.py", []),
@@ -49,6 +50,7 @@ def test_every_loader_reads_its_shipped_cache():
     assert len(nb03_vineppo.load_vine_hits()[0]) and len(nb03_vineppo.load_rl_runs()[0])
     assert len(nb03_vineppo.load_lr_sweep()[0]) and len(nb04_process_rewards.load_padding()[0])
     assert len(nb04_process_rewards.load_padding_rl()[0]) and nb04_process_rewards.implicit_training_log()
+    assert len(nb04_process_rewards.load_family_hits()[0])
     assert set(nb05_why_agents_harder.load_echo_trap()) == {"final", "curves", "exact_ascent", "loss_direction",
                                                             "meta"}
     assert len(nb08_hindsight_counterfactual.load_offpolicy_results()["sorl"])
