@@ -10,7 +10,8 @@ The survey's text is found at --survey, else $LABKIT_SURVEY_TEXT, else
 not ship it. Writes (``labkit.survey.references`` holds the reading rules):
 
 * sections.csv: ``section``, ``title``: every numbered section and appendix of the survey;
-* method_sections.csv: ``name``, ``section``: Appendix A, the section each method is reviewed in;
+* method_sections.csv: ``name``, ``section``, ``mentioned_in``: Appendix A's section each method
+  is reviewed in, and every section (or "abstract") whose text names it;
 * quotes.csv: ``notebook``, ``phrase``, ``section``: every phrase a notebook quotes in a
   sentence that cites the survey, with the first section whose text holds it. A quoted phrase
   the survey does not hold is printed and left out, so the notebook test fails on it.
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from labkit.survey.references import (  # noqa: E402  (needs the sys.path line above)
-    citations, find_quote, parse_method_sections, parse_sections, section_texts,
+    citations, find_quote, method_mentions, parse_method_sections, parse_sections, section_texts,
 )
 
 OUT = REPO / "data" / "survey"
@@ -66,10 +67,18 @@ def build(text: str) -> tuple[dict[str, str], list[str]]:
                     rows.append({"notebook": nb.name, "phrase": phrase, "section": where})
     tables = {
         "sections.csv": pd.DataFrame(sorted(sections.items(), key=lambda kv: _order(kv[0])), columns=["section", "title"]),
-        "method_sections.csv": pd.DataFrame(sorted(parse_method_sections(text).items()), columns=["name", "section"]),
+        "method_sections.csv": _method_sections(text),
         "quotes.csv": pd.DataFrame(rows, columns=["notebook", "phrase", "section"]).drop_duplicates(),
     }
     return {name: t.to_csv(index=False, lineterminator="\n") for name, t in tables.items()}, missing
+
+
+def _method_sections(text: str) -> pd.DataFrame:
+    """Appendix A's section per method, and every section whose text names the method."""
+    reviewed = parse_method_sections(text)
+    mentioned = method_mentions(text, sorted(reviewed))
+    rows = [{"name": n, "section": s, "mentioned_in": " ".join(mentioned[n])} for n, s in sorted(reviewed.items())]
+    return pd.DataFrame(rows, columns=["name", "section", "mentioned_in"])
 
 
 def _order(key: str) -> tuple:

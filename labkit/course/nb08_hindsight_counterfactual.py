@@ -35,9 +35,11 @@ from labkit.core.rollouts import Rollouts
 from labkit.course.presets import scripted_agent_setup
 from labkit.credit import get_estimator
 from labkit.envs.toolworld import exact_hindsight
+from labkit.envs.toolworld.belief import belief_truth
 from labkit.learn.critics import BTCritic, LearnedHindsight, TurnQCritic
 from labkit.learn.judges import stand_in_judge
-from labkit.scoring import luck_regression, rank_correlation, sign_agreement
+from labkit.scoring import (information_luck_regression, information_luck_share, luck_regression, luck_share,
+                            rank_correlation, sign_agreement)
 from labkit.viz import credit_panels
 
 
@@ -264,6 +266,39 @@ def c3_luck_by_batch(env, policy, truth, *, seeds: Sequence[int] = tuple(range(1
         df.insert(0, "seed", s)
         parts.append(df)
     return pd.concat(parts, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- information luck
+def information_luck(env, truth, rollouts: Rollouts, credits: Mapping[str, Credit]) -> dict:
+    """What the exact advantage given the hidden file counts as skill that the agent could not have
+    known (``labkit.envs.toolworld.belief``): ``share`` = sum (A - A_info)^2 / sum A^2 over the
+    played turns (``scoring.information_luck_share``); the luck share of the outcomes counted from
+    the hidden side (``luck_share_hidden``, tool luck only) and from the agent's side
+    (``luck_share_agent``, tool and information luck); ``table``, per method of ``credits``, the
+    fit of ``scoring.information_luck_regression`` (``info_luck_per_skill``: 1 pays the hidden
+    file's luck as skill, 0 credits only what the agent could know)."""
+    belief = belief_truth(env, truth, rollouts)
+    skill, luck = truth.skill_luck(rollouts)
+    agent_skill, agent_luck = belief.skill_luck()
+    return {"share": information_luck_share(belief.hidden_advantage, belief.advantage, rollouts.mask),
+            "luck_share_hidden": luck_share(skill, luck), "luck_share_agent": luck_share(agent_skill, agent_luck),
+            "table": information_luck_regression(rollouts, truth, belief, credits)}
+
+
+def information_luck_by_batch(env, policy, truth, *, seeds: Sequence[int] = tuple(range(1, 9)), n_tasks: int = 32,
+                              group_size: int = 8) -> pd.DataFrame:
+    """``information_luck``'s three shares on one fresh batch per seed in ``seeds`` (no credits
+    needed): columns seed, share, luck_share_hidden, luck_share_agent."""
+    seeds = [check_int("seeds", s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: need at least one batch seed")
+    rows = []
+    for s in seeds:
+        ro = env.sample(policy, check_int("n_tasks", n_tasks, low=1), group_size=check_int("group_size", group_size, low=1),
+                        seed=s)
+        out = information_luck(env, truth, ro, {})
+        rows.append({"seed": s, **{k: out[k] for k in ("share", "luck_share_hidden", "luck_share_agent")}})
+    return pd.DataFrame(rows)
 
 
 def seed_interval(values, *, level: float = 0.95, n_boot: int = 4000, seed: int = 0) -> tuple[float, float, float]:

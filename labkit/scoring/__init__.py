@@ -16,8 +16,8 @@ from labkit.scoring.agreement import (advantage_error, cosine, pearson, rank_cor
                                       sign_agreement)
 from labkit.scoring.gradient import gradient_study, logit_view
 from labkit.scoring.intervals import difference_interval, hit_rate_intervals, paired_difference, wilson_interval
-from labkit.scoring.luck import (luck_after, luck_per_skill, luck_regression, luck_share, luck_terms,
-                                 skill_luck_fit)
+from labkit.scoring.luck import (information_luck_regression, information_luck_share, luck_after, luck_per_skill,
+                                 luck_regression, luck_share, luck_terms, skill_luck_fit)
 from labkit.scoring.ranking import ranking_accuracy
 from labkit.scoring.steps import first_error_hit_rate, first_error_hits, first_error_positions, step_rank_correlation
 
@@ -25,4 +25,4 @@ __all__ = ["advantage_error", "cosine", "pearson", "rank_correlation", "recall_a
            "sign_agreement", "gradient_study", "logit_view", "ranking_accuracy", "first_error_hit_rate", "first_error_hits",
            "first_error_positions", "step_rank_correlation", "wilson_interval", "hit_rate_intervals", "difference_interval",
            "paired_difference", "luck_after", "luck_share", "skill_luck_fit", "luck_per_skill", "luck_terms",
-           "luck_regression"]
+           "luck_regression", "information_luck_share", "information_luck_regression"]

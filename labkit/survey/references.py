@@ -26,11 +26,12 @@ import re
 from dataclasses import dataclass
 
 SURVEY_ARXIV = "2604.09459"
+ABSTRACT = "abstract"   # the text before the first numbered section
 
 _HEADING = re.compile(r"^(\d+(?:\.\d+)*) +(\S.*)$")
 _APPENDIX = re.compile(r"^Appendix ([A-Z]) +(\S.*)$")
 _INDEX_ROW = re.compile(r"^\| *([^|]+?) *\|[^|]*\|[^|]*\| *§ *(\d+(?:\.\d+)*) *\|")
-_SECTION_REF = re.compile(r"§§? *(\d+(?:\.\d+)*)(?: *[–-] *(\d+(?:\.\d+)*))?|Appendix ([A-Z])\b")
+_SECTION_REF = re.compile(r"§§? *(\d+(?:\.\d+)*)(?: *[–-] *(\d+(?:\.\d+)*))?|Appendix ([A-Z])\b|\b(abstract)\b")
 _QUOTE = re.compile(r"[\"“]([^\"“”\n]{3,600}?)[\"”]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[*_]*\s+(?=[*_(\"“]*[A-Z0-9])|\n\s*\n")
 
@@ -71,9 +72,10 @@ def parse_sections(text: str) -> dict[str, str]:
 
 def section_texts(text: str) -> dict[str, str]:
     """Section number (or appendix letter) -> its own text, up to the next heading (a
-    subsection's text is not repeated in its parent's; ``holds_in`` looks in both)."""
-    out: dict[str, list[str]] = {}
-    current = None
+    subsection's text is not repeated in its parent's), and ``ABSTRACT`` -> the text before the
+    first heading."""
+    out: dict[str, list[str]] = {ABSTRACT: []}
+    current = ABSTRACT
     for line in text.splitlines():
         s = line.strip()
         m = _HEADING.match(s) or _APPENDIX.match(s)
@@ -81,9 +83,20 @@ def section_texts(text: str) -> dict[str, str]:
             current = m.group(1)
             out[current] = [m.group(2)]
             continue
-        if current is not None:
-            out[current].append(line)
+        out[current].append(line)
     return {k: "\n".join(v) for k, v in out.items()}
+
+
+def method_mentions(text: str, names) -> dict[str, list[str]]:
+    """Method name -> the sections whose own text names it (as a word), in the survey's order:
+    where a sentence may cite the survey about it (a discussion section names methods reviewed
+    elsewhere)."""
+    texts = section_texts(text)
+    out = {}
+    for name in names:
+        pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        out[name] = [k for k, body in texts.items() if pattern.search(body)]
+    return out
 
 
 def parse_method_sections(text: str) -> dict[str, str]:
@@ -104,7 +117,9 @@ def parse_method_sections(text: str) -> dict[str, str]:
 
 def covers(cited: str, section: str) -> bool:
     """A citation of ``cited`` holds for ``section`` when one contains the other (§5 covers 5.3;
-    §5.3.1 is inside 5.3)."""
+    §5.3.1 is inside 5.3); the abstract covers only itself."""
+    if ABSTRACT in (cited, section):
+        return cited == section
     a, b = cited.split("."), section.split(".")
     n = min(len(a), len(b))
     return a[:n] == b[:n]
@@ -129,11 +144,12 @@ def sentences(markdown: str) -> list[str]:
 def cited_sections(sentence: str) -> tuple[str, ...]:
     """The survey sections a text cites: ``§N.N`` and the ends of a range ``§N.N–N.M`` (also
     every section between them when both have one more level than their common parent, e.g.
-    §5.1–5.3 gives 5.1, 5.2, 5.3), ``§§2–3`` as 2 and 3, ``Appendix C`` as "C"."""
+    §5.1–5.3 gives 5.1, 5.2, 5.3), ``§§2–3`` as 2 and 3, ``Appendix C`` as "C", and the word
+    "abstract" as ``ABSTRACT``."""
     found: list[str] = []
     for m in _SECTION_REF.finditer(sentence):
-        if m.group(3):
-            found.append(m.group(3))
+        if m.group(3) or m.group(4):
+            found.append(m.group(3) or ABSTRACT)
             continue
         lo, hi = m.group(1), m.group(2)
         found.append(lo)

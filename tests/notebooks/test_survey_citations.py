@@ -45,8 +45,10 @@ def test_quotes_of_the_survey_are_in_its_text_where_the_sentence_cites_them(path
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_cited_sections_exist_and_hold_the_methods_named_beside_them(path):
-    sections = set(_table("sections.csv").section)
-    reviewed = dict(_table("method_sections.csv").itertuples(index=False))
+    sections = set(_table("sections.csv").section) | {"abstract"}
+    table = _table("method_sections.csv")
+    # a sentence may cite the section that reviews a method or any section whose text names it
+    where = {r.name: [r.section, *r.mentioned_in.split()] for r in table.itertuples()}
     wrong = []
     for c in citations(_markdown(path)):
         wrong += [f"§{s} is not a section of the survey" for s in c.sections if s not in sections]
@@ -57,10 +59,10 @@ def test_cited_sections_exist_and_hold_the_methods_named_beside_them(path):
         for q in c.quotes:   # a method named inside a quote is the survey's wording, not a citation
             outside = outside.replace(q, "")
         words = set(normalize(outside).replace("(", " ").replace(")", " ").replace(",", " ").split())
-        for name, home in reviewed.items():
-            if normalize(name) in words and not any(covers(s, home) for s in numbered):
-                wrong.append(f"{name} is reviewed in §{home}, the sentence cites §{', §'.join(numbered)}: "
-                             f"{c.sentence[:120]!r}")
+        for name, homes in where.items():
+            if normalize(name) in words and not any(covers(s, h) for s in numbered for h in homes):
+                wrong.append(f"{name} is reviewed in §{homes[0]} and named in {' '.join(homes[1:]) or 'no other'}, "
+                             f"the sentence cites §{', §'.join(numbered)}: {c.sentence[:120]!r}")
     assert not wrong, f"{path.name}: " + "; ".join(wrong)
 
 
@@ -79,8 +81,9 @@ def test_the_index_is_what_the_survey_text_gives():
 def test_the_reading_rules_on_examples():
     from labkit.survey.references import cited_sections, find_quote, fragments
 
-    assert cited_sections("(arXiv 2604.09459, §5.1–5.3) and §§2–3, Appendix C") == \
-        ("5.1", "5.2", "5.3", "2", "3", "C")
+    assert cited_sections("(arXiv 2604.09459, §5.1–5.3) and §§2–3, Appendix C, its abstract") == \
+        ("5.1", "5.2", "5.3", "2", "3", "C", "abstract")
+    assert covers("abstract", "abstract") and not covers("3", "abstract")
     assert covers("5", "5.3") and covers("5.3.1", "5.3") and not covers("5.1", "5.3")
     assert fragments("lucky … and actions that were *genuinely* good") == ["lucky", "and actions that were genuinely good"]
     texts = {"1": "Intro text.", "5.2": "Hindsight: knowing the “outcome” lets the critic see luck."}
