@@ -3,7 +3,8 @@
 One runner module per notebook, named after it (``nb01_reinforce_variance`` ...
 ``nb10_benchmark``; a notebook imports its own as ``lesson``), the worlds they share in
 ``presets``, the heatmap four of them draw (credit per token, each first wrong step outlined) in
-``step_heatmaps``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
+``step_heatmaps``, the reasoning-side estimators of notebook 04's cross-family table (run alike
+by its lesson and a build script) in ``reasoning_roster``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
 measured band) and the thread setting the test matrix can override.
 
 ``exercises`` holds one autograded exercise per notebook (``check(fn, "01")``): the grader and one

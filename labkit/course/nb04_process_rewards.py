@@ -101,7 +101,7 @@ def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, credits
         credit = credits[m.name] if m.name in credits else timed_run(m, rollouts)
         rows.append({"method": m.name, "family": m.family, "notebook": m.notebook,
                      **credit_quality(credit, rollouts), "seconds": credit.info["seconds"], "setup": m.setup,
-                     "stand_in": m.stand_in})
+                     "status": m.status})
     return pd.DataFrame(rows)
 
 

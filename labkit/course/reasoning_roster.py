@@ -25,16 +25,24 @@ class Method:
 
     ``run(rollouts) -> Credit`` computes the credit; ``family`` is the survey's methodology
     family, ``notebook`` where the lab teaches it, ``setup`` what had to exist before the call
-    (a trained critic, a reward model, a tuned policy) and what that cost, ``stand_in`` whether
-    a part the paper gets from an LLM judge is simulated here.
+    (a trained critic, a reward model, a tuned policy) and what that cost, ``estimator`` the
+    registered name it runs, whose ``status`` (implemented, adaptation, stand-in) the table shows:
+    the registry says it, nothing here repeats it.
     """
 
     name: str
     family: str
     notebook: str
+    estimator: str
     run: Callable[[Rollouts], Credit] = field(repr=False)
     setup: str = ""
-    stand_in: bool = False
+
+    @property
+    def status(self) -> str:
+        """The registered estimator's status (``labkit.credit.spec``)."""
+        from labkit.credit import spec
+
+        return spec(self.estimator).status
 
 
 def one_group(rollouts: Rollouts) -> Rollouts:
@@ -137,35 +145,34 @@ def reasoning_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> l
 
     s = kn.seed
     return [
-        Method("GRPO", "episode", "01", lambda ro: est("grpo")(one_group(ro))),
-        Method("PPO: GAE from a learned critic", "td", "02", lambda ro: est("gae")(ro, values=models.critic, lam=1.0),
+        Method("GRPO", "episode", "01", "grpo", lambda ro: est("grpo")(one_group(ro))),
+        Method("PPO: GAE from a learned critic", "td", "02", "gae", lambda ro: est("gae")(ro, values=models.critic, lam=1.0),
                setup="value head fitted on 512 rollouts (notebook 02)"),
-        Method("VinePPO", "mc", "03", lambda ro: est("vineppo")(ro, value_fn=env.value_fn(seed=s + 1), k=kn.k)),
-        Method("Math-Shepherd labels", "mc", "03",
+        Method("VinePPO", "mc", "03", "vineppo", lambda ro: est("vineppo")(ro, value_fn=env.value_fn(seed=s + 1), k=kn.k)),
+        Method("Math-Shepherd labels", "mc", "03", "math_shepherd",
                lambda ro: est("math_shepherd")(ro, value_fn=env.value_fn(seed=s + 2), k=kn.k)),
-        Method("SPO", "mc", "04", lambda ro: est("spo")(ro, value_fn=env.cut_value_fn(seed=s + 3), k=kn.k,
+        Method("SPO", "mc", "04", "spo", lambda ro: est("spo")(ro, value_fn=env.cut_value_fn(seed=s + 3), k=kn.k,
                                                        threshold=kn.threshold)),
-        Method("TEMPO", "mc", "04", lambda ro: est("tempo")(ro, tree_fn=env.tree_fn(seed=s + 4), branching=kn.k)),
-        Method("PURE min-form", "process", "04",
+        Method("TEMPO", "mc", "04", "tempo", lambda ro: est("tempo")(ro, tree_fn=env.tree_fn(seed=s + 4), branching=kn.k)),
+        Method("PURE min-form", "process", "04", "pure",
                lambda ro: est("pure")(one_group(ro), step_scores=models.prm.step_scores, form="min",
                                       temperature=kn.temperature),
                setup="PRM trained offline on Monte Carlo step labels"),
-        Method("PURE sum-form", "process", "04",
+        Method("PURE sum-form", "process", "04", "pure",
                lambda ro: est("pure")(one_group(ro), step_scores=models.prm.step_scores, form="sum"),
                setup="PRM trained offline on Monte Carlo step labels"),
-        Method("SPRO", "process", "04", spro, setup="DPO-tuned policy against the base model"),
-        Method("CAPO", "judge", "04", capo, setup="stand-in verifier: exact step verdicts, flipped at random",
-               stand_in=True),
-        Method("From r to Q*", "implicit", "04", dpo_q, setup="DPO-tuned policy against the base model"),
-        Method("T-REG", "implicit", "04", t_reg, setup="a copy taught 'better' / 'worse' conditioning tokens"),
-        Method("RED", "redistribution", "04", lambda ro: est("red")(ro, scores=models.orm.prefix_scores),
+        Method("SPRO", "process", "04", "spro", spro, setup="DPO-tuned policy against the base model"),
+        Method("CAPO", "judge", "04", "capo", capo, setup="stand-in verifier: exact step verdicts, flipped at random"),
+        Method("From r to Q*", "implicit", "04", "dpo_implicit_q", dpo_q, setup="DPO-tuned policy against the base model"),
+        Method("T-REG", "implicit", "04", "t_reg", t_reg, setup="a copy taught 'better' / 'worse' conditioning tokens"),
+        Method("RED", "redistribution", "04", "red", lambda ro: est("red")(ro, scores=models.orm.prefix_scores),
                setup="outcome reward model trained offline"),
-        Method("ACPO attribution", "redistribution", "04",
+        Method("ACPO attribution", "redistribution", "04", "acpo",
                lambda ro: est("acpo")(ro, outcome_model=env.outcome_attribution_fn(models.orm)),
                setup="outcome reward model trained offline"),
-        Method("HICRA", "entropy_information", "04",
+        Method("HICRA", "entropy_information", "04", "hicra",
                lambda ro: est("hicra")(one_group(ro), planning_mask=planning_mask(ro))),
-        Method("InT", "counterfactual", "04",
+        Method("InT", "counterfactual", "04", "int_interventions",
                lambda ro: est("int_interventions")(ro, rewrite_fn=env.step_rewrite_fn(seed=s + 5), k=kn.k)),
     ]
 

@@ -37,14 +37,15 @@ def test_cross_family_table_runs_each_method_and_keeps_its_cost(reference):
     def costly(ro):
         return Credit.from_tokens(ro, truth_step_advantage(ro), "costly", cost=Cost(policy_forwards=7, aux_calls=2))
 
-    methods = [lesson.Method("truth", "mc", "03_vineppo.ipynb", costly, setup="256 vines per prefix"),
-               lesson.Method("zero", "episode", "01_reinforce_variance.ipynb",
-                             lambda ro: Credit.from_tokens(ro, torch.zeros(ro.mask.shape), "zero"), stand_in=True)]
+    methods = [lesson.Method("truth", "mc", "03_vineppo.ipynb", "vineppo", costly, setup="256 vines per prefix"),
+               lesson.Method("zero", "judge", "04_process_rewards.ipynb", "capo",
+                             lambda ro: Credit.from_tokens(ro, torch.zeros(ro.mask.shape), "zero"))]
     df = lesson.cross_family_table(methods, reference, progress=False)
     assert list(df.method) == ["truth", "zero"]
     assert list(df.policy_forwards) == [7, 0] and list(df.aux_calls) == [2, 0]
     assert df.rank_corr.iloc[0] == pytest.approx(1.0) and df.rank_corr.iloc[1] == 0.0
-    assert list(df.stand_in) == [False, True] and df.setup.iloc[0] == "256 vines per prefix"
+    # the status is the registry's, never restated by the table
+    assert list(df.status) == ["implemented", "stand-in"] and df.setup.iloc[0] == "256 vines per prefix"
     assert (df.seconds >= 0).all()
 
 
@@ -55,7 +56,7 @@ def test_cross_family_table_scores_a_timed_credit_instead_of_running_again(refer
         runs.append(1)
         return Credit.from_tokens(ro, truth_step_advantage(ro), "counted", cost=Cost(policy_forwards=3))
 
-    method = lesson.Method("counted", "mc", "03", counted)
+    method = lesson.Method("counted", "mc", "03", "vineppo", counted)
     ahead = lesson.timed_run(method, reference)
     assert len(runs) == 1 and ahead.info["seconds"] >= 0
     fresh = lesson.cross_family_table([method], reference, progress=False)
@@ -91,7 +92,9 @@ def test_the_roster_names_every_reasoning_estimator_once(lm_env):
     assert len(names) == len(set(names)) == 16
     assert {"GRPO", "VinePPO", "SPO", "TEMPO", "PURE min-form", "PURE sum-form", "SPRO", "CAPO", "From r to Q*",
             "T-REG", "RED", "ACPO attribution", "HICRA", "InT"} <= set(names)
-    assert [m.name for m in methods if m.stand_in] == ["CAPO"]
+    from labkit.credit import spec
+    assert {m.name: m.status for m in methods} == {m.name: spec(m.estimator).status for m in methods}
+    assert sorted(m.name for m in methods if m.status == "stand-in") == ["CAPO", "T-REG"]
     for users in lesson.KNOB_USE.values():  # every knob is read by a method that exists
         assert all(any(n.startswith(u) for n in names) for u in users)
     with pytest.raises(ValueError, match="name"):
