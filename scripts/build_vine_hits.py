@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from labkit.core.cache import cli_args, write_meta  # noqa: E402
 from labkit.core.checks import check_int  # noqa: E402
-from labkit.course.presets import LM_OPERANDS  # noqa: E402
+from labkit.course.presets import LM_OPERANDS, held_out_sample  # noqa: E402
 from labkit.credit import get_estimator  # noqa: E402
 from labkit.credit.mc import vineppo  # noqa: E402
 from labkit.envs.arithmetic.lm import ArithmeticLM  # noqa: E402
@@ -54,8 +54,7 @@ def vine_hit_sample(env, *, n_problems: int = 256, n_operands: int = LM_OPERANDS
     ks = [check_int("ks", k, low=1) for k in ks]
     if truth_k in ks:
         raise ValueError(f"truth_k: {truth_k} is also in ks; the truth needs its own vines")
-    problems = env.task.sample_prompts(n_problems, n_operands, split="held_out", seed=seed, unique=True)
-    ro = env.rollouts(problems, seed=seed)
+    ro = held_out_sample(env, n_problems, n_operands, seed=seed)
     wrong = (ro.truth["first_error_step"] >= 0).nonzero().flatten().tolist()
     if not wrong:
         raise ValueError("n_problems: no rollout of the sample has a wrong step")

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from labkit.core.cache import read_cache
+from labkit.course import presets
 from labkit.core.checks import check_int
 from labkit.core.paths import data_path
 from labkit.core.credit import Credit
@@ -89,18 +90,13 @@ def vine_value_error(env, rollouts: Rollouts, ks: Iterable[int] = (1, 3, 9, 16),
 
 
 # --------------------------------------------------------------------------- hit rates on a larger sample
-VINE_HITS_DIR = data_path("vine_hits")
 
 
-def load_vine_hits(path: Path | None = None) -> tuple[pd.DataFrame, dict]:
-    """The first-wrong-step hits on a larger sample of rollouts cached by
-    ``scripts/build_vine_hits.py`` in ``path`` (default ``data/vine_hits``): (hits, meta). Hits in
-    long form: ``method``, ``k`` (0 for GRPO), then ``labkit.scoring.first_error_hits``' columns
-    plus ``first_error_step`` and ``reward``. Raises if the cache is missing, foreign or stale
-    (``labkit.core.cache``)."""
-    meta, files = read_cache(path if path is not None else VINE_HITS_DIR, script="build_vine_hits.py",
-                             files=["hits.csv"], what="cached hits")
-    return pd.read_csv(files["hits.csv"]), meta
+
+
+
+# notebook 07 reads the same cache, so its loader lives in presets; the lesson hands it on
+load_vine_hits = presets.load_vine_hits
 
 
 # --------------------------------------------------------------------------- RL on the tiny LM: GRPO, PPO and VinePPO

@@ -27,14 +27,13 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
-from labkit.core.cache import read_cache
 from labkit.core.checks import check_choice, check_int, check_number
 from labkit.core.credit import Credit
-from labkit.core.paths import data_path
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import top_fraction as top_fraction_mask
-from labkit.course.presets import NB07_WORLD, toolworld_setup
+from labkit.course import presets
+from labkit.course.presets import NB07_WORLD, held_out_sample, toolworld_setup
 from labkit.credit import get_estimator
 from labkit.credit.entropy import carl
 from labkit.credit.information import igpo
@@ -501,7 +500,6 @@ def ig_decomposition(rollouts: Rollouts, truth, success_prob: torch.Tensor) -> d
 # --------------------------------------------------------------------------- the tiny LM: where entropy is natural
 LM_SIGNALS = {"entropy": "highest entropy", "surprise": "lowest p(chosen token)"}
 LM_ACTIONS = ("step", "token")
-VINE_HITS_DIR = data_path("vine_hits")
 
 
 def _need_lm_truth(rollouts: Rollouts) -> None:
@@ -721,14 +719,11 @@ def credit_vs_mc_truth(credits: Mapping[str, torch.Tensor], rollouts: Rollouts, 
     return pd.DataFrame(rows)
 
 
-def load_vine_hits(path=None) -> tuple[pd.DataFrame, dict]:
-    """Notebook 03's first-wrong-step hits on its larger sample, cached by
-    ``scripts/build_vine_hits.py`` in ``path`` (default ``data/vine_hits``): (hits, meta), hits
-    in long form (``method``, ``k``, ``row``, ``hit``, ``chance``, ``first_error_step``,
-    ``reward``). Raises if the cache is missing, foreign or stale (``labkit.core.cache``)."""
-    meta, files = read_cache(path if path is not None else VINE_HITS_DIR, script="build_vine_hits.py",
-                             files=["hits.csv"], what="cached hits")
-    return pd.read_csv(files["hits.csv"]), meta
+
+
+
+# notebook 03's cached hits: the loader lives in presets (both lessons read it); the lesson hands it on
+load_vine_hits = presets.load_vine_hits
 
 
 def vine_hit_rollouts(env, meta: Mapping) -> Rollouts:
@@ -739,9 +734,7 @@ def vine_hit_rollouts(env, meta: Mapping) -> Rollouts:
     for key in ("n_problems", "n_operands", "seed"):
         if key not in meta:
             raise ValueError(f"meta: has no {key!r} (pass the meta load_vine_hits returns)")
-    problems = env.task.sample_prompts(int(meta["n_problems"]), int(meta["n_operands"]), split="held_out",
-                                       seed=int(meta["seed"]), unique=True)
-    return env.rollouts(problems, seed=int(meta["seed"]))
+    return held_out_sample(env, int(meta["n_problems"]), int(meta["n_operands"]), seed=int(meta["seed"]))
 
 
 def cached_hit_tables(hits: pd.DataFrame, rollouts: Rollouts,

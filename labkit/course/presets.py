@@ -211,3 +211,34 @@ def lm_rl_setup(*, n_operands: int = LM_OPERANDS, train_pool: int = 512, eval_pr
         held_out = env.task.sample_prompts(eval_problems, n_operands, split="held_out", seed=2, unique=True)
         return LMLearner(env, train, held_out, prompts_per_batch=prompts_per_batch, n_per_prompt=n_per_prompt)
     return make_learner
+
+
+# --------------------------------------------------------------------------- notebook 03's larger sample
+VINE_HITS_DIR = "vine_hits"   # data/vine_hits, written by scripts/build_vine_hits.py
+
+
+def held_out_sample(env, n_problems: int, n_operands: int = LM_OPERANDS, *, seed: int):
+    """One rollout of the tiny LM (``env``, an ``ArithmeticLM``) on each of ``n_problems`` distinct
+    held-out ``n_operands``-operand problems, problems and sampling both seeded ``seed``: the
+    sample ``scripts/build_vine_hits.py`` scores, and notebook 07 draws again to pair with it."""
+    n_problems = check_int("n_problems", n_problems, low=1)
+    n_operands = check_int("n_operands", n_operands, low=1)
+    seed = check_int("seed", seed)
+    problems = env.task.sample_prompts(n_problems, n_operands, split="held_out", seed=seed, unique=True)
+    return env.rollouts(problems, seed=seed)
+
+
+def load_vine_hits(path=None):
+    """The first-wrong-step hits on notebook 03's larger sample, cached by
+    ``scripts/build_vine_hits.py`` in ``path`` (default ``data/vine_hits``): (hits, meta). Hits in
+    long form: ``method``, ``k`` (0 for GRPO), then ``labkit.scoring.first_error_hits``' columns
+    plus ``first_error_step`` and ``reward``. Raises if the cache is missing, foreign or stale
+    (``labkit.core.cache``)."""
+    import pandas as pd
+
+    from labkit.core.cache import read_cache
+    from labkit.core.paths import data_path
+
+    meta, files = read_cache(path if path is not None else data_path(VINE_HITS_DIR), script="build_vine_hits.py",
+                             files=["hits.csv"], what="cached hits")
+    return pd.read_csv(files["hits.csv"]), meta
