@@ -72,6 +72,7 @@ import torch
 from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number
 from labkit.core.credit import Cost
 from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.envs.toolworld.replay import restored_states
 from labkit.envs.toolworld.truth import ToolTruth, backward_induction
 
 # Fixed action and observation ids; the per-file ones follow (see the tables above).
@@ -413,24 +414,8 @@ class ToolWorld:
         """
         self._check_policy(policy)
         seed = check_int("seed", seed)
-        b = as_tensor("bug", bug).long().reshape(-1)
+        b, f, o, t0, forced = restored_states(self, bug, fixed, obs, turn, first_action)
         K = b.numel()
-        f = as_tensor("fixed", fixed).long().reshape(-1).clone()
-        o = as_tensor("obs", obs).long().reshape(-1).clone()
-        t0 = as_tensor("turn", turn).long().reshape(-1)
-        for name, x, hi in (("bug", b, self.n_files), ("fixed", f, 2), ("obs", o, self.n_obs),
-                            ("turn", t0, self.max_turns)):
-            if x.numel() != K:
-                raise ValueError(f"{name}: expected {K} entries (one per restored state), got {x.numel()}")
-            if bool(((x < 0) | (x >= hi)).any()):
-                raise ValueError(f"{name}: values must lie in [0, {hi - 1}]")
-        forced = None
-        if first_action is not None:
-            forced = as_tensor("first_action", first_action).long().reshape(-1)
-            if forced.numel() != K:
-                raise ValueError(f"first_action: expected {K} entries, got {forced.numel()}")
-            if bool(((forced < 0) | (forced >= self.n_actions)).any()):
-                raise ValueError(f"first_action: action ids must lie in [0, {self.n_actions - 1}]")
         returns = torch.zeros(K, dtype=torch.float64)
         if K == 0:
             return returns, 0

@@ -162,6 +162,31 @@ def abduct_noise(env, policy, hidden, actions, present, *, seed: int = 0) -> tor
     return noise
 
 
+def restored_states(env, bug, fixed, obs, turn, first_action=None):
+    """The K states to restore, checked: (bug, fixed, obs, turn, forced first actions or None),
+    each a long tensor (K,), ``fixed`` and ``obs`` copies a caller may update in place. Every
+    argument must have K entries inside its range (a ValueError naming it otherwise). Shared by
+    ``ToolWorld.rollout_from`` (fresh randomness) and ``play`` (given randomness)."""
+    b = as_tensor("bug", bug).long().reshape(-1)
+    K = b.numel()
+    f = as_tensor("fixed", fixed).long().reshape(-1).clone()
+    o = as_tensor("obs", obs).long().reshape(-1).clone()
+    t0 = as_tensor("turn", turn).long().reshape(-1)
+    for name, x, hi in (("bug", b, env.n_files), ("fixed", f, 2), ("obs", o, env.n_obs), ("turn", t0, env.max_turns)):
+        if x.numel() != K:
+            raise ValueError(f"{name}: expected {K} entries (one per restored state), got {x.numel()}")
+        if bool(((x < 0) | (x >= hi)).any()):
+            raise ValueError(f"{name}: values must lie in [0, {hi - 1}]")
+    forced = None
+    if first_action is not None:
+        forced = as_tensor("first_action", first_action).long().reshape(-1)
+        if forced.numel() != K:
+            raise ValueError(f"first_action: expected {K} entries, got {forced.numel()}")
+        if bool(((forced < 0) | (forced >= env.n_actions)).any()):
+            raise ValueError(f"first_action: action ids must lie in [0, {env.n_actions - 1}]")
+    return b, f, o, t0, forced
+
+
 @torch.no_grad()
 def play(env, policy, bug, fixed, obs, turn, noise, *, first_action=None) -> tuple[torch.Tensor, int]:
     """Restore K states and play each episode on to the end with its own uniforms ``noise``
@@ -174,29 +199,14 @@ def play(env, policy, bug, fixed, obs, turn, noise, *, first_action=None) -> tup
     rows with the same state, first action and uniforms play the same episode.
     """
     env._check_policy(policy)
-    b = as_tensor("bug", bug).long().reshape(-1)
+    b, f, o, t0, forced = restored_states(env, bug, fixed, obs, turn, first_action)
     K = b.numel()
-    f = as_tensor("fixed", fixed).long().reshape(-1).clone()
-    o = as_tensor("obs", obs).long().reshape(-1).clone()
-    t0 = as_tensor("turn", turn).long().reshape(-1)
-    for name, x, hi in (("bug", b, env.n_files), ("fixed", f, 2), ("obs", o, env.n_obs), ("turn", t0, env.max_turns)):
-        if x.numel() != K:
-            raise ValueError(f"{name}: expected {K} entries (one per restored state), got {x.numel()}")
-        if bool(((x < 0) | (x >= hi)).any()):
-            raise ValueError(f"{name}: values must lie in [0, {hi - 1}]")
     u = as_tensor("noise", noise).to(torch.float64)
     if tuple(u.shape) != (K, env.max_turns, N_UNIFORMS):
         raise ValueError(f"noise: expected shape ({K}, {env.max_turns}, {N_UNIFORMS}) (rows, max_turns, "
                          f"uniforms per turn), got {tuple(u.shape)}")
     if bool(((u < 0) | (u > 1)).any()) or bool(torch.isnan(u).any()):
         raise ValueError("noise: uniforms must lie in [0, 1]")
-    forced = None
-    if first_action is not None:
-        forced = as_tensor("first_action", first_action).long().reshape(-1)
-        if forced.numel() != K:
-            raise ValueError(f"first_action: expected {K} entries, got {forced.numel()}")
-        if bool(((forced < 0) | (forced >= env.n_actions)).any()):
-            raise ValueError(f"first_action: action ids must lie in [0, {env.n_actions - 1}]")
     returns = torch.zeros(K, dtype=torch.float64)
     if K == 0:
         return returns, 0
