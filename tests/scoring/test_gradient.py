@@ -96,13 +96,15 @@ def test_routine_noise_reaches_the_decisive_view_only_through_shared_weights():
 
     rel = {}
     for shared in (False, True):
-        for T in (10, 100):
+        for T in (10, 200):
             env, pol, exact, decisive = _uniform_world(T, shared)
             ro = env.sample(pol, 30 * 32, group_size=8, seed=1)
             rel[shared, T] = gradient_study(pol, ro, reinforce, exact, n_batches=30,
                                             view=logit_view(pol, decisive))["relative_variance"]
-    assert 0.4 < rel[False, 100] / rel[False, 10] < 2.5
-    assert rel[True, 100] > 5 * rel[True, 10]
+    # measured with 100 batches: x0.9 for the table, x23 with shared weights; 30 batches leave each
+    # estimate ~25 % noise (and another torch samples other batches), so the bounds keep a margin
+    assert 0.4 < rel[False, 200] / rel[False, 10] < 2.5
+    assert rel[True, 200] > 4 * rel[True, 10]
 
 
 def test_bad_views_are_refused_naming_them():
