@@ -307,15 +307,12 @@ def seed_interval(values, *, level: float = 0.95, n_boot: int = 4000, seed: int 
     generator seeded ``seed``). NaN values are left out; all NaN gives NaNs."""
     import numpy as np
 
-    level = check_number("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
-    n_boot = check_int("n_boot", n_boot, low=1)
     x = np.asarray(list(values), dtype=float)
     x = x[~np.isnan(x)]
     if x.size == 0:
         return float("nan"), float("nan"), float("nan")
-    boot = x[np.random.default_rng(check_int("seed", seed)).integers(0, x.size, size=(n_boot, x.size))].mean(1)
-    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return float(x.mean()), float(lo), float(hi)
+    m = scoring.mean_interval(x, level=level, n_boot=n_boot, seed=seed)
+    return m["mean"], m["low"], m["high"]
 
 
 def c3_luck_summary(per_seed: pd.DataFrame, columns: Sequence[str] = ("luck_per_skill", "luck_removed", "corr_exact"),

@@ -60,3 +60,16 @@ def test_difference_interval_of_independent_runs():
                          ({"a": a, "b": b, "level": 1.0}, "level"), ({"a": a, "b": b, "n_boot": 0}, "n_boot")):
         with pytest.raises(ValueError, match=f"^{name}:"):
             difference_interval(**kwargs)
+
+
+def test_mean_interval_of_independent_runs():
+    from labkit.scoring import mean_interval
+
+    m = mean_interval([0.9, 0.95, 1.0, 0.85, 0.9])
+    assert m["mean"] == pytest.approx(0.92) and m["n"] == 5 and m["low"] < 0.92 < m["high"]
+    assert mean_interval([0.4] * 3) == pytest.approx({"mean": 0.4, "low": 0.4, "high": 0.4, "n": 3})
+    assert mean_interval([0.9, 0.95, 1.0, 0.85, 0.9], level=0.5)["high"] < m["high"]
+    for kwargs, name in (({"values": []}, "values"), ({"values": [0.1, float("nan")]}, "values"),
+                         ({"values": [1.0], "level": 0.0}, "level"), ({"values": [1.0], "n_boot": 0}, "n_boot")):
+        with pytest.raises(ValueError, match=f"^{name}:"):
+            mean_interval(**kwargs)
