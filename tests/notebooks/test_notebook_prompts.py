@@ -1,5 +1,7 @@
 """Every notebook opens with its learning objectives and time, and every dashboard or widget cell is
-followed by a "Predict, then move" prompt. Reads the notebooks' JSON only."""
+followed by a "Predict, then move" prompt; every prompt asks its question in prose and is followed by
+ONE code cell that records the learner's guess (``predict(...)``) before it shows the answer computed
+there. Reads the notebooks' JSON only."""
 import json
 import re
 from pathlib import Path
@@ -71,3 +73,41 @@ def test_objectives_and_time_up_front(path):
     m = re.search(r"Time: about (\d+) minutes", head)
     assert m, f"{path.name}: no 'Time: about N minutes' in its first three markdown cells"
     assert 10 <= int(m.group(1)) <= 60, f"{path.name}: time {m.group(1)} minutes is outside 10-60"
+
+
+PROMPT = "Predict, then move"
+# a measured result in prose (two or more decimals, e.g. 0.653): the answer belongs to the predict cell
+RESULT_IN_PROSE = re.compile(r"(?<![\w.])[-\u2212+]?\d+\.\d{2,}(?![\d.])")
+
+
+def prompt_cells(cells: list[dict]) -> list[int]:
+    """Indices of the Markdown cells holding a "Predict, then move" prompt."""
+    return [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and PROMPT in _src(c)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_prompt_records_a_guess_before_its_answer(path):
+    cells = _cells(path)
+    for i in prompt_cells(cells):
+        nxt = cells[i + 1] if i + 1 < len(cells) else {"cell_type": "none", "source": []}
+        assert nxt["cell_type"] == "code", f"{path.name} cell {i}: a prompt must be followed by its predict() cell"
+        calls = re.findall(r"\bpredict\(", _src(nxt))
+        assert len(calls) == 1, f"{path.name} cell {i + 1}: one predict(...) call per prompt, found {len(calls)}"
+        shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in nxt.get("outputs", []))
+        assert shown.startswith("Predict: ") and "\nAnswer: " in shown, \
+            f"{path.name} cell {i + 1}: the stored output shows no computed answer (run the notebook)"
+        html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in nxt.get("outputs", []))
+        assert "<details" in html and "<details open" not in html, f"{path.name} cell {i + 1}: no collapsed reveal"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_prompts_ask_without_answering(path):
+    cells = _cells(path)
+    for i in prompt_cells(cells):
+        found = RESULT_IN_PROSE.findall(_src(cells[i]))
+        assert not found, f"{path.name} cell {i}: the prompt states results {found}; let predict() reveal them"
+
+
+def test_the_result_detector():
+    assert RESULT_IN_PROSE.findall("cosine 0.653, noise 0.5, T = 200, K = 16, 1.000 and \u22120.155") == \
+        ["0.653", "1.000", "\u22120.155"]
