@@ -159,7 +159,9 @@ class Prediction:
             out.append_display_data(HTML(_html_paragraphs(f"{verdict}\n{self.answer_text()}")))
 
         button.on_click(on_click)
-        return W.VBox([question, W.HBox([control, button]), out])
+        box = W.VBox([question, W.HBox([control, button]), out])
+        box.add_class("labkit-prediction")
+        return box
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         # the widget where a front end can show it; the static reveal for nbval and the site

@@ -4,7 +4,8 @@ Serves a copy of tests/browser/browser_fixture.ipynb from a temporary directory 
 127.0.0.1, opens it in /usr/bin/chromium (never `playwright install`), runs all cells, waits for
 the altair charts to render through the offline jupyter renderer, hovers an HTML-looking token
 and checks the tooltip shows it as inert text, moves the dashboard's slider and checks the chart
-and summary were redrawn, then saves artifacts/browser_check.png.
+and summary were redrawn, locks a guess in a prediction block and checks the answer appears only
+then, and saves artifacts/browser_check.png.
 
 Every request the page makes to anything but the local server is blocked and recorded, and the
 test fails if there was any: the charts must render with no network at all.
@@ -286,6 +287,20 @@ def test_notebook_renders_and_slider_redraws(tmp_path):
         )
         # no error message in the dashboard's output area
         assert page.locator(".labkit-dashboard .labkit-output").inner_text().strip() == ""
+
+        # the prediction block shows its live form, and the answer only once a guess is locked
+        block = page.locator(".labkit-prediction").first
+        block.scroll_into_view_if_needed(timeout=budget.ms(10))
+        assert "Answer:" not in block.inner_text()
+        assert page.locator("details.reveal").count() == 0  # the static reveal stays out of a live page
+        block.locator("button", has_text="Lock in my guess").click(timeout=budget.ms(10))
+        page.wait_for_function(
+            "() => (document.querySelector('.labkit-prediction')?.innerText || '').includes('Answer:')",
+            timeout=budget.ms(15),
+        )
+        revealed = block.inner_text()
+        assert "You guessed 0.000" in revealed and "total credit" in revealed, revealed
+        assert block.locator("button", has_text="Lock in my guess").is_disabled()
         page.locator(".labkit-dashboard").scroll_into_view_if_needed(timeout=budget.ms(5))
     (SCREENSHOT.parent / "browser_check.json").write_text(json.dumps(
         {"seconds": round(time.monotonic() - t0, 1), "summary_before": before_text,
