@@ -35,12 +35,19 @@ IMAGE_TYPES = ("image/png", "image/svg+xml")
 def strip_widget_views(nb) -> int:
     """Replace every live widget view in ``nb``'s outputs by a placeholder text (PLACEHOLDER for
     a chart or dashboard, WIDGET_PLACEHOLDER for any other widget), keeping the static images
-    stored beside it; returns how many widget views were replaced."""
+    stored beside it; a widget whose bundle also carries text/html (its own static form, as a
+    prediction block's reveal) keeps that and its text/plain instead. Returns how many widget
+    views were replaced."""
     n = 0
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if WIDGET_VIEW in data:  # no stored state to show it from: say so, keep the picture
+            if WIDGET_VIEW in data and "text/html" in data:
+                # an object that ships its own static form beside the live view (a prediction
+                # block's collapsed reveal): keep that form, drop only the view
+                out["data"] = {k: v for k, v in data.items() if k != WIDGET_VIEW}
+                n += 1
+            elif WIDGET_VIEW in data:  # no stored state to show it from: say so, keep the picture
                 text = data.get("text/plain", "")
                 text = "".join(text) if isinstance(text, list) else text
                 is_chart = text.startswith(CHART_REPRS)

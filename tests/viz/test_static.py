@@ -235,10 +235,16 @@ def test_execute_post_processing_keeps_images_and_drops_widget_views():
         nbformat.v4.new_output("execute_result", execution_count=1, data={
             WIDGET_VIEW: view, "text/plain": "Dashboard(controls=['n'])", "image/png": png}),
         nbformat.v4.new_output("display_data", data={WIDGET_VIEW: view, "text/plain": "VBox(children=())"}),
+        nbformat.v4.new_output("execute_result", execution_count=2, data={
+            WIDGET_VIEW: view, "text/plain": "Predict: how many?\nAnswer: 3",
+            "text/html": "<details class=\"reveal\"><summary>answer</summary><p>3</p></details>"}),
         nbformat.v4.new_output("stream", name="stdout", text="42\n"),
     ])]
-    assert ex.strip_widget_views(nb) == 3
-    chart, dash, other, stream = nb.cells[0].outputs
+    assert ex.strip_widget_views(nb) == 4
+    chart, dash, other, prediction, stream = nb.cells[0].outputs
+    # a widget with its own static form keeps it (text and HTML), only the live view goes
+    assert set(prediction["data"]) == {"text/plain", "text/html"}
+    assert prediction["data"]["text/plain"].startswith("Predict: ")
     assert chart["data"] == {"text/plain": ex.PLACEHOLDER, "image/png": png}
     assert dash["data"] == {"text/plain": ex.PLACEHOLDER, "image/png": png}
     assert other["data"] == {"text/plain": ex.WIDGET_PLACEHOLDER}
