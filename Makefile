@@ -65,8 +65,10 @@ wheel: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) scripts/execute_notebooks.py
 
-# The course as static HTML in site/ (one page per notebook, charts as the pictures stored by
-# `make notebooks`, an index in course order), from the stored outputs: no kernel, no network.
+# The course as static HTML in site/ from the stored outputs, no kernel, no network: one page per
+# notebook (charts as the pictures stored by `make notebooks`, math as MathML converted from its
+# TeX), an index giving each notebook's question, time and prerequisites (data/course/outline.csv,
+# labkit.course.timing), the workshop plans and notebooks/guide/*.md as pages.
 site: $(STAMP)
 	$(PY) scripts/render_site.py
 

@@ -1,7 +1,8 @@
 """`make site`: the course as static HTML built from the stored notebooks, with no kernel.
 
-The site builds into a temporary folder; every notebook has its page, linked from the index in
-course order with prev/next links; every chart output stored in a notebook carries a PNG and
+The site builds into a temporary folder (the outline, the times and the plan pages from the
+made-up inputs of site_fixture; test_site_pages.py checks what the index and the other pages
+say); every notebook has its page, linked from the index in course order with prev/next links; every chart output stored in a notebook carries a PNG and
 that PNG is on the notebook's page; no page loads anything from the network (checked in the
 HTML, and in Chromium with every non-file request aborted where Chromium is present).
 """
@@ -17,6 +18,7 @@ import nbformat
 import pytest
 
 from repo_scripts import load_script
+from static_site import site_fixture
 
 # The site is built with nbconvert, a tool of the repository's lock (not a labkit dependency): where it
 # is absent (make test-other-end's environment of labkit's lower ends) there is no site to test.
@@ -58,7 +60,10 @@ def _refs(page: Path) -> list[tuple[str, str, str]]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
-    pages = site.build(out, NOTEBOOKS)
+    numbers = [p.name[:2] for p in PATHS]
+    outline = site_fixture.write_outline(tmp_path_factory.mktemp("outline") / "outline.csv", numbers)
+    pages = site.build(out, NOTEBOOKS, outline=outline, times=site_fixture.times(numbers),
+                       pages=site_fixture.PLAN_PAGES)
     return out, pages
 
 
@@ -75,15 +80,15 @@ def test_every_notebook_has_a_page_linked_from_the_index_in_course_order(built):
     out, pages = built
     assert len(PATHS) >= 10 and pages[0] == out / "index.html"
     names = [p.stem + ".html" for p in PATHS]
-    assert [p.name for p in pages[1:]] == names
+    assert [p.name for p in pages[1:1 + len(names)]] == names
     for name in names:
         assert (out / name).stat().st_size > 1000
     links = [v for tag, k, v in _refs(out / "index.html") if tag == "a" and k == "href"]
     course_links = [v for v in links if v in names]
     assert course_links[:1] == names[:1]  # the top "next" link opens the first notebook
-    listed = course_links[1:1 + len(names)]
-    assert listed == names  # the contents list, in course order
     html = (out / "index.html").read_text(encoding="utf-8")
+    listed = re.findall(r'<a class="nb" href="([^"]+)"', html)
+    assert listed == names  # the contents table, in course order
     for p in PATHS:  # titled from the notebook's first heading
         title = site.notebook_title(nbformat.read(p, as_version=4))
         assert title and f">{escape(title)}<" in html
@@ -184,8 +189,35 @@ def test_pages_render_offline_in_chromium(built):
                     "() => [document.images.length,"
                     " Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length]")
                 assert broken == 0, f"{p.name}: {broken} of {n} images did not decode"
-                if p.name != "index.html":
+                if re.match(r"\d\d_", p.name):  # a notebook's page; the index and plans have none
                     assert n > 0, f"{p.name}: no pictures"
         finally:
             browser.close()
     assert not blocked, f"pages requested: {blocked[:5]}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_math_is_mathml_with_no_raw_tex_left(built, path):
+    """Every $$...$$ formula of the notebook is a MathML block on its page, and outside code and
+    math no TeX is left: no $$, no TeX command, no MathML error."""
+    out, _ = built
+    page = (out / (path.stem + ".html")).read_text(encoding="utf-8")
+    assert "merror" not in page
+    nb = nbformat.read(path, as_version=4)
+    sources = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    sources += [o["data"]["text/markdown"] for c in nb.cells for o in c.get("outputs", [])
+                if "text/markdown" in o.get("data", {})]
+    code = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+    blocks = sum(len(re.findall(r"\$\$.+?\$\$", code.sub("", s), re.S)) for s in sources)
+    assert len(re.findall(r'<math\b[^>]*\bdisplay="block"', page)) == blocks
+    text = re.sub(r"<(pre|code|math|style)\b.*?</\1>", "", page, flags=re.S)
+    assert "$$" not in text
+    left = re.findall(r"\\(?:frac|operatorname|sum|mathbf|left|right|text|gamma|hat)\b", text)
+    assert not left, f"{path.name}: raw TeX {left[:5]}"
+
+
+def test_every_details_element_is_collapsed(built):
+    out, pages = built
+    for page in pages:
+        tags = re.findall(r"<details\b[^>]*>", page.read_text(encoding="utf-8"))
+        assert all(not re.search(r"\sopen\b", t) for t in tags), page.name
