@@ -70,9 +70,9 @@ def test_objectives_and_time_up_front(path):
     md = [_src(c) for c in _cells(path) if c["cell_type"] == "markdown"][:3]
     head = "\n".join(md)
     assert "You will learn" in head, f"{path.name}: no 'You will learn' in its first three markdown cells"
-    m = re.search(r"Time: about (\d+) minutes", head)
-    assert m, f"{path.name}: no 'Time: about N minutes' in its first three markdown cells"
-    assert 10 <= int(m.group(1)) <= 60, f"{path.name}: time {m.group(1)} minutes is outside 10-60"
+    # what the time must be is labkit.course.timing's rule (tests/notebooks/test_notebook_times.py)
+    assert re.search(r"Time: about (\d+) minutes", head), \
+        f"{path.name}: no 'Time: about N minutes' in its first three markdown cells"
 
 
 PROMPT = "Predict, then move"
