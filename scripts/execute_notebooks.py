@@ -8,6 +8,8 @@ displayed also carries a PNG of itself (labkit.viz._static); the stored output k
 picture and a placeholder text in place of the live widget view, which cannot be shown without
 stored widget state. Static viewers and `make site` show the picture; a kernel, the widget.
 It also runs with LABKIT_PROGRESS=0: no progress bar is drawn into the stored outputs.
+The exercises' graders draw fresh cases on every run; here LABKIT_GRADER_SEED=0 (unless set
+otherwise) fixes them, so a stored exercise cell shows the same failing case from run to run.
 Usage: python scripts/execute_notebooks.py [notebooks/01_*.ipynb ...]   (default: all)
 """
 from __future__ import annotations
@@ -68,6 +70,8 @@ def execute(path: Path) -> float:
     # No progress bars (labkit.core.progress): stored outputs are read without a kernel, where a
     # finished bar is noise.
     os.environ["LABKIT_PROGRESS"] = "0"
+    # The exercises' check() draws a fresh seed per attempt; a fixed one keeps stored outputs stable.
+    os.environ.setdefault("LABKIT_GRADER_SEED", "0")
     # Widget state is not stored: altair's offline chart widget carries its ~1 MB JavaScript
     # bundle in that state, once per chart, which would bloat every commit of a notebook.
     client = NotebookClient(nb, kernel_name="python3", timeout=600, store_widget_state=False,

@@ -1,6 +1,7 @@
 """Exercise 00 (notebook 00_map): the reward-to-go, the credit every method of the map refines.
 
-Graded against ``Rollouts.returns``; the reference solution is ``labkit.course.solutions.reward_to_go``.
+Graded against ``Rollouts.returns``; ``reveal_solution(0)`` prints the reference solution,
+``reward_to_go`` in labkit/course/solutions/ex00_map.py.
 """
 from __future__ import annotations
 

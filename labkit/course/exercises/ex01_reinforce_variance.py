@@ -1,7 +1,7 @@
 """Exercise 01 (notebook 01_reinforce_variance): GRPO's group-relative advantage.
 
-Graded against ``labkit.credit.episode.grpo``; the reference solution is
-``labkit.course.solutions.grpo_advantage``.
+Graded against ``labkit.credit.episode.grpo``; ``reveal_solution(1)`` prints the reference solution,
+``grpo_advantage`` in labkit/course/solutions/ex01_reinforce_variance.py.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Exercise 02 (notebook 02_critics_gae): GAE's backward loop over the generated tokens.
 
-Graded against ``labkit.credit.td.gae``; the reference solution is ``labkit.course.solutions.gae``.
-The rules check GAE's recursion itself on the reader's answer (not only against the lab's), so
-the hint can say which part of it breaks: the end, the discount, or the step over tool output.
+Graded against ``labkit.credit.td.gae``; ``reveal_solution(2)`` prints the reference solution,
+``gae`` in labkit/course/solutions/ex02_critics_gae.py. The rules check GAE's recursion itself on
+the reader's answer (not only against the lab's), so the hint can say which part of it breaks: the
+end, the discount, or the step over tool output.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Exercise 03 (notebook 03_vineppo): VinePPO's step advantage from the outcomes of forked vines.
 
-Graded against ``labkit.credit.mc.vineppo`` with the vines' mean as its values; the reference
-solution is ``labkit.course.solutions.vineppo_advantage``.
+Graded against ``labkit.credit.mc.vineppo`` with the vines' mean as its values;
+``reveal_solution(3)`` prints the reference solution, ``vineppo_advantage`` in
+labkit/course/solutions/ex03_vineppo.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Exercise 04 (notebook 04_process_rewards): PURE's min-form returns from a process reward model.
 
-Graded against ``labkit.credit.process.pure`` (its returns, before the RLOO baseline); the
-reference solution is ``labkit.course.solutions.pure_min_form``.
+Graded against ``labkit.credit.process.pure`` (its returns, before the RLOO baseline);
+``reveal_solution(4)`` prints the reference solution, ``pure_min_form`` in
+labkit/course/solutions/ex04_process_rewards.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Exercise 05 (notebook 05_why_agents_harder): returns discounted once per turn, not per token.
 
-Graded against ``labkit.credit.td.turn_gae`` with V = 0 and lam = 1 (its values are then the
-turn returns); the reference solution is ``labkit.course.solutions.turn_returns``.
+Graded against ``labkit.credit.td.turn_gae`` with V = 0 and lam = 1 (its values are then the turn
+returns); ``reveal_solution(5)`` prints the reference solution, ``turn_returns`` in
+labkit/course/solutions/ex05_why_agents_harder.py.
 """
 from __future__ import annotations
 

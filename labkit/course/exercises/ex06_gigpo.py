@@ -1,7 +1,8 @@
 """Exercise 06 (notebook 06_gigpo): GiGPO's step term, each turn against its anchor-state group.
 
-Graded against ``labkit.credit.group.gigpo``'s ``info["step_term"]`` (norm "mean_norm"); the
-reference solution is ``labkit.course.solutions.gigpo_step_term``.
+Graded against ``labkit.credit.group.gigpo``'s ``info["step_term"]`` (norm "mean_norm");
+``reveal_solution(6)`` prints the reference solution, ``gigpo_step_term`` in
+labkit/course/solutions/ex06_gigpo.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Exercise 07 (notebook 07_critical_actions): CARL's selection of the most uncertain turns.
 
-Graded against ``labkit.credit.entropy.carl``'s ``info["kept"]``; the reference solution is
-``labkit.course.solutions.carl_select``.
+Graded against ``labkit.credit.entropy.carl``'s ``info["kept"]``; ``reveal_solution(7)`` prints the
+reference solution, ``carl_select`` in labkit/course/solutions/ex07_critical_actions.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Exercise 08 (notebook 08_hindsight_counterfactual): HCA's return-conditioned hindsight ratio.
 
-Graded against ``labkit.credit.hindsight.hca``; the reference solution is
-``labkit.course.solutions.hca_credit``.
+Graded against ``labkit.credit.hindsight.hca``; ``reveal_solution(8)`` prints the reference
+solution, ``hca_credit`` in labkit/course/solutions/ex08_hindsight_counterfactual.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Exercise 09 (notebook 09_multiagent): the mixer of a written credit function (QLLM).
 
-Graded against ``labkit.credit.judge.effect_mixer``; the reference solution is
-``labkit.course.solutions.mixer_credit``.
+Graded against ``labkit.credit.judge.effect_mixer``; ``reveal_solution(9)`` prints the reference
+solution, ``mixer_credit`` in labkit/course/solutions/ex09_multiagent.py.
 """
 from __future__ import annotations
 

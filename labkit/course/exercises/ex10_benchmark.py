@@ -1,7 +1,7 @@
 """Exercise 10 (notebook 10_benchmark): the benchmark's headline metric, Spearman's rank correlation.
 
-Graded against ``labkit.scoring.rank_correlation``; the reference solution is
-``labkit.course.solutions.rank_correlation``.
+Graded against ``labkit.scoring.rank_correlation``; ``reveal_solution(10)`` prints the reference
+solution, ``rank_correlation`` in labkit/course/solutions/ex10_benchmark.py.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from labkit.course.exercises.cases import random_prefix_mask
 from labkit.course.exercises.grader import F64, NOT_FINITE, Case, Exercise, Rule, not_finite, register
-from labkit.course.exercises.mistakes import any_of, looks_like
+from labkit.course.exercises.mistakes import any_of, looks_like, wrong
 from labkit.scoring import rank_correlation
 
 
@@ -102,5 +102,9 @@ EXERCISE = register(Exercise(
         Rule("tied values must share their average rank, in the credit and in the truth (episode-level credit "
              "gives a whole row one value; the exact advantage is 0 on every routine token)",
              any_of(looks_like(_variant("plain_ranks")), looks_like(_variant("plain_truth_ranks"))), every=True),
+
+        # a guard on the credit alone leaves a constant truth to a 0 / 0 or to whatever a tie-breaking rank gives
+        Rule("a constant side ranks nothing, the truth as much as the credit (or a single position): guard "
+             "both sides and return 0.0", wrong, frozenset({"constant"})),
     ),
 ))

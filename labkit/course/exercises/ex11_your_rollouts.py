@@ -1,7 +1,7 @@
 """Exercise 11 (notebook 11_your_rollouts): the trajectories of a dump that give GRPO no gradient.
 
-Graded against ``labkit.core.stats.constant_groups``; the reference solution is
-``labkit.course.solutions.no_gradient_rows``.
+Graded against ``labkit.core.stats.constant_groups``; ``reveal_solution(11)`` prints the reference
+solution, ``no_gradient_rows`` in labkit/course/solutions/ex11_your_rollouts.py.
 """
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def _cases(gen):
                                                     group_ids=torch.tensor([3, 3, 7, 7]))),
         Case("groups interleaved", dict(scores=torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0], dtype=F64),
                                         group_ids=torch.tensor([0, 1, 0, 1, 2, 2]))),
+        # a real spread with a small std: a std threshold (or any tolerance above 0.05) marks it
+        Case("a narrow real spread", dict(scores=torch.tensor([0.2, 0.25, 0.9, 0.3, 0.9], dtype=F64),
+                                          group_ids=torch.tensor([5, 5, 8, 5, 8]))),
         # the edges, graded once the cases above pass
         Case("a group of one", dict(scores=torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=F64),
                                     group_ids=torch.tensor([0, 0, 0, 1])), frozenset({"single"})),
@@ -37,6 +40,9 @@ def _cases(gen):
                                              group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"close"})),
         Case("a spread of one in a million", dict(scores=torch.tensor([0.5, 0.5 + 1e-6, 1.0, 1.0], dtype=F64),
                                                   group_ids=torch.tensor([0, 0, 1, 1])), frozenset({"close"})),
+        # ten times the tolerance: a threshold of 1e-8 or wider (torch.isclose's atol) marks it
+        Case("a spread of 1e-8", dict(scores=torch.tensor([1.0, 1.0, 0.25, 0.25 + 1e-8, 0.0], dtype=F64),
+                                      group_ids=torch.tensor([4, 4, 6, 6, 9])), frozenset({"close"})),
     ]
     return cases
 
@@ -52,14 +58,20 @@ def _variant(how):
             vals = s[members]
             if how == "singleton":  # a group of one counted as zero-variance
                 out[members] = bool(vals.max() == vals.min())
-            elif how == "std":      # a std threshold instead of equality
-                out[members] = len(vals) >= 2 and bool(vals.std() < 0.5)
-            elif how == "exact":    # round-off counted as a real difference
-                out[members] = len(vals) >= 2 and bool(vals.max() == vals.min())
-            elif how == "loose":    # a tolerance so wide it swallows a real spread
-                out[members] = len(vals) >= 2 and bool(vals.max() - vals.min() <= 1e-4)
         return out
     return variant
+
+
+def _unmarked_round_off(case, got, want):
+    """A rule test: a group equal to within 1e-9 (the lab marks it) is left unmarked, as exact
+    equality leaves round-off such as 0.1 + 0.2 against 0.3."""
+    return bool((want & ~got).any())
+
+
+def _marked_real_spread(case, got, want):
+    """A rule test: a group whose spread is a real difference (the lab leaves it) is marked, as
+    a tolerance wider than 1e-9 marks it."""
+    return bool((got & ~want).any())
 
 
 EXERCISE = register(Exercise(
@@ -78,11 +90,13 @@ EXERCISE = register(Exercise(
              looks_like(_variant("batch")), every=True),
         Rule("a group of one is not marked: GRPO's group-of-one rule gives it its raw score, so it still "
              "adds a gradient", looks_like(_variant("singleton")), frozenset({"single"}), every=True),
-        Rule("scores equal but for round-off (0.3 and 0.1 + 0.2) give GRPO no gradient: allow max - min <= 1e-9",
-             looks_like(_variant("exact")), frozenset({"close"}), every=True),
-        Rule("a spread of 1e-6 is a real difference (GRPO's advantages are about 0.4 there): the tolerance is "
-             "1e-9, not wider", looks_like(_variant("loose")), frozenset({"close"}), every=True),
-        Rule("compare the spread of the scores (max - min <= 1e-9), not their std against a threshold",
-             looks_like(_variant("std")), every=True),
+        # told by what the answer marks, so any tolerance too narrow or too wide gets its hint
+        Rule("scores equal but for round-off (0.3 and 0.1 + 0.2) give GRPO no gradient: allow max - min <= 1e-9, "
+             "not exact equality", _unmarked_round_off, frozenset({"close"})),
+        Rule("a spread of 1e-8 or 1e-6 is a real difference (GRPO's advantages are about 0.4 at 1e-6): the "
+             "tolerance is max - min <= 1e-9, not wider (torch.isclose's default atol is 1e-8)",
+             _marked_real_spread, frozenset({"close"})),
+        Rule("compare the spread of the scores, max - min <= 1e-9, not their std against a threshold: a group "
+             "whose scores differ still gives GRPO a gradient", _marked_real_spread, every=True),
     ),
 ))

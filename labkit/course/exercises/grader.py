@@ -2,7 +2,15 @@
 
 ``check(fn, exercise)`` runs the reader's function on the exercise's cases, compares each answer
 with the lab's registered estimator within the exercise's tolerance, and answers with ONE hint:
-the first property, in the exercise's order, that some case breaks.
+the first property, in the exercise's order, that some case breaks, shown with the smallest case
+that breaks it and the reader's own answer there, never the lab's (a failure teaches the rule,
+not the numbers to copy).
+
+Each attempt draws its random cases from a fresh seed (``secrets``), so no answer can be fitted
+to the cases of an earlier attempt; the result names the seed, and ``check(fn, exercise,
+seed=S)`` repeats exactly those cases. The environment variable LABKIT_GRADER_SEED fixes the
+seed of every attempt that names none (the scripted notebook run sets it, so the stored outputs
+stay the same from one run to the next).
 
 It grades in two passes. First the main cases (no tags: the randomised ones and the plain
 examples of the formula), then, only if every one of them passes, the edge cases every estimator
@@ -18,6 +26,8 @@ registers itself with ``register``.
 from __future__ import annotations
 
 import contextlib
+import os
+import secrets
 import signal
 import textwrap
 import threading
@@ -30,14 +40,34 @@ import torch
 from labkit.core.checks import check_bool, check_int, check_number
 
 __all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64", "WIDTH",
-           "check", "get_exercise", "list_exercises", "register", "copy_args", "close", "not_finite", "all_zero",
-           "sign_flipped"]
+           "SEED_ENV", "SEEDS", "check", "get_exercise", "list_exercises", "register", "copy_args", "close",
+           "not_finite", "all_zero", "sign_flipped", "draw_seed"]
 
 F64 = torch.float64
 
 #: Characters per printed line: JupyterLab's output column at 1366 px holds about 90 before it
 #: wraps a line itself, mid-word; the grader wraps first, between words.
 WIDTH = 88
+
+#: The environment variable that fixes the seed of every attempt that names none.
+SEED_ENV = "LABKIT_GRADER_SEED"
+#: A fresh seed is drawn from 0 ... SEEDS - 1: six digits at most to copy into ``seed=``, and a
+#: million sets of cases, too many to learn by heart.
+SEEDS = 1_000_000
+
+
+def draw_seed(seed: int | None = None) -> tuple[int, str]:
+    """The seed of one attempt and where it came from: ``seed`` itself ("given"); else the
+    integer in the environment variable LABKIT_GRADER_SEED ("env"); else a fresh one from
+    ``secrets`` ("fresh"). Returns (seed, origin)."""
+    if seed is not None:
+        return check_int("seed", seed, low=0, high=2 ** 63 - 1), "given"
+    fixed = os.environ.get(SEED_ENV, "").strip()
+    if fixed:
+        if not fixed.isdigit():
+            raise ValueError(f"{SEED_ENV}: expected a whole number >= 0 (or unset for fresh cases), got {fixed!r}")
+        return check_int(SEED_ENV, int(fixed), high=2 ** 63 - 1), "env"
+    return secrets.randbelow(SEEDS), "fresh"
 
 
 # --------------------------------------------------------------------------- cases and rules
@@ -128,16 +158,23 @@ def sign_flipped(tol: float) -> Callable[[Case, torch.Tensor, torch.Tensor], boo
 @dataclass
 class CheckResult:
     """What ``check`` found: ``passed``, the ``hint`` (None when passed), the failing ``case``
-    and the reader's and the lab's answers on it (``got`` / ``want``), ``n_cases`` graded."""
+    (the smallest that breaks the hint's rule) and the reader's answer on it (``got``),
+    ``n_cases`` graded, and the ``seed`` the random cases came from with its ``origin``
+    ("fresh", "given" or "env", see ``draw_seed``); ``again`` is the call that repeats the
+    attempt. The lab's answer on the case (``want``) is kept for tests and never shown: the
+    printed result, its repr and its notebook display leave it out."""
 
     exercise: str
     passed: bool
     hint: str | None = None
     case: Case | None = None
     got: Any = None
-    want: Any = None
+    want: Any = field(default=None, repr=False)
     n_cases: int = 0
     error: BaseException | None = None
+    seed: int | None = None
+    origin: str = "given"
+    again: str | None = None
     printed: bool = field(default=False, repr=False)
 
     def __bool__(self) -> bool:
@@ -150,15 +187,30 @@ class CheckResult:
 
     def __str__(self) -> str:
         if self.passed:
-            return f"\u2713 {self.exercise}: all {self.n_cases} cases pass"
+            return _wrap(f"\u2713 {self.exercise}: all {self.n_cases} cases pass{self._drawn()}", "", "  ")
         lines = [_wrap(f"\u2717 {self.exercise}: {self.hint}", "", "  ")]
         if self.case is not None:
             args = ", ".join(f"{k}={_show(v)}" for k, v in self.case.args.items())
-            lines.append(_wrap(f"case '{self.case.name}': {args}", "  ", "    "))
-        for label, value in (("yours:", self.got), ("expected:", self.want)):
-            if value is not None:
-                lines.append(_wrap(_show(value), f"  {label:<10}", " " * 12))
+            lines.append(_wrap(f"smallest failing case '{self.case.name}': {args}", "  ", "    "))
+        if self.got is not None:  # the reader's own answer only: the lab's is never printed
+            lines.append(_wrap(_show(self.got), "  yours: ", " " * 9))
+        if self.seed is not None:
+            again = f": {self.again} repeats these cases" if self.again else ""
+            lines.append(_wrap(f"seed {self.seed} ({self._origin_words()}){again}", "  ", "    "))
         return "\n".join(lines)
+
+    def _origin_words(self) -> str:
+        return {"fresh": "fresh", "env": f"fixed by {SEED_ENV}", "given": "as asked"}.get(self.origin, self.origin)
+
+    def _drawn(self) -> str:
+        """Where a passing attempt's random cases came from, for its one line."""
+        if self.seed is None:
+            return ""
+        if self.origin == "fresh":
+            return f", drawn fresh (seed {self.seed})"
+        if self.origin == "env":
+            return f", on seed {self.seed} fixed by {SEED_ENV} (unset it for fresh cases)"
+        return f", on seed {self.seed} (as asked; without seed= the cases are fresh)"
 
     __repr__ = __str__
 
@@ -204,7 +256,7 @@ def _show(x: Any) -> str:
                        if x.dim() == 0 else x.tolist())
         return str(x.tolist())
     if isinstance(x, float):
-        return _tidy(round(x, 3))
+        return str(_tidy(round(x, 3)))
     if isinstance(x, dict):
         return "{" + ", ".join(f"{_show(k)}: {_show(v)}" for k, v in x.items()) + "}"
     if isinstance(x, frozenset):
@@ -294,16 +346,20 @@ class Exercise:
 
     __repr__ = __str__
 
-    def check(self, fn: Callable, *, seed: int = 0, verbose: bool = True,
+    def check(self, fn: Callable, *, seed: int | None = None, verbose: bool = True,
               timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
         """Grade ``fn`` (see ``check``)."""
         if not callable(fn):
             raise TypeError(f"fn: expected the function you wrote, got {type(fn).__name__} ({fn!r:.60})")
-        seed = check_int("seed", seed, low=0)
         verbose = check_bool("verbose", verbose)
         if timeout is not None:
             timeout = check_number("timeout", timeout, low=0.0, low_open=True)
+        seed, origin = draw_seed(seed)
         result = self._grade(fn, seed, timeout)
+        name = getattr(fn, "__name__", "")
+        name = name if name.isidentifier() else "fn"
+        result.seed, result.origin = seed, origin
+        result.again = f"check({name}, {int(self.notebook)}, seed={seed})"
         if verbose:
             print(result)
             result.printed = True
@@ -336,13 +392,19 @@ class Exercise:
         cases = self.cases(torch.Generator().manual_seed(seed))
         # the formula before its edges: edge cases are graded only once every main case passes
         for part in ([c for c in cases if not c.tags], [c for c in cases if c.tags]):
-            answers = []
+            answers, failed = [], []
             for case in part:
                 answer = self._answer(fn, case, timeout)
                 if isinstance(answer, CheckResult):
                     answer.n_cases = len(cases)
-                    return answer
+                    if isinstance(answer.error, _TookTooLong):  # one stop is enough: each costs the whole limit
+                        answer.error = None
+                        return answer
+                    failed.append(answer)
+                    continue
                 answers.append(answer)
+            if failed:  # raised, wrong type or shape, input changed: shown on the smallest such case
+                return min(failed, key=lambda r: _size(r.case))
             for rule in self.all_rules():
                 broken = self._broken(rule, answers)
                 if broken:  # show the smallest case that breaks it
@@ -361,9 +423,9 @@ class Exercise:
             with warnings.catch_warnings(), _time_limit(timeout):  # e.g. torch.std of one value: the hint says it shorter
                 warnings.simplefilter("ignore")
                 got = fn(*args.values())  # positionally, in the signature's order: any parameter names work
-        except _TookTooLong:
+        except _TookTooLong as stop:
             return fail(f"your function did not return within {timeout:g} s on this case: is there a loop "
-                        f"that never ends (e.g. a while loop whose index never moves)?")
+                        f"that never ends (e.g. a while loop whose index never moves)?", error=stop)
         except Exception as err:  # the reader's bug is reported, not raised
             extra = f" (the signature is {self.signature})" if isinstance(err, TypeError) else ""
             return fail(f"your function raised {type(err).__name__}: {str(err)[:200]}{extra}", error=err)
@@ -444,14 +506,17 @@ def list_exercises() -> list[str]:
     return [f"{ex.notebook}  {ex.title:<32} {ex.signature}" for ex in EXERCISES.values()]
 
 
-def check(fn: Callable, exercise: Any, *, seed: int = 0, verbose: bool = True,
+def check(fn: Callable, exercise: Any, *, seed: int | None = None, verbose: bool = True,
           timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
     """Grade the reader's ``fn`` on ``exercise`` (an ``Exercise``, a notebook number or a name).
 
-    Runs ``fn`` on the exercise's randomised cases (drawn from ``seed``) and its degenerate ones,
-    compares with the lab's estimator within the exercise's tolerance, and returns a
-    ``CheckResult`` (``.passed``, ``.hint``, ``.case``, ``.got``, ``.want``); with ``verbose``
-    (default) it also prints it: one line on success, the hint and the failing case otherwise.
+    Runs ``fn`` on the exercise's randomised cases and its degenerate ones, compares with the
+    lab's estimator within the exercise's tolerance, and returns a ``CheckResult`` (``.passed``,
+    ``.hint``, ``.case``, ``.got``, ``.seed``); with ``verbose`` (default) it also prints it: one
+    line on success (how many cases, and that they were fresh), otherwise the hint, the smallest
+    failing case, the reader's answer on it and the call that repeats the attempt; never the
+    lab's answer. The random cases come from a fresh seed each call (``seed=None``), or from
+    LABKIT_GRADER_SEED when that is set; ``seed=S`` repeats the cases of seed S.
     An exception inside ``fn`` is reported with the case that raised it, not raised; a call that
     takes longer than ``timeout`` seconds (default 10; None: no limit) is stopped and reported
     (where SIGALRM exists, i.e. not on Windows, and in the main thread, where a kernel runs cells).

@@ -1,14 +1,12 @@
 """Reference solutions to the course's exercises (``labkit.course.exercises``), one per notebook.
 
-Kept apart from the chapters on purpose: try the exercise first, then compare. Each solution is
-written the way a reader would write it (a loop where a loop is clearer, the formula next to the
-code), not the way the lab's vectorised estimators are; ``check(solution, exercise)`` passes for
-every one (tests/course/exercises/). One module per notebook, named like its exercise's module
-(``ex00_map`` ... ``ex11_your_rollouts``); every solution is re-exported here.
-
-    >>> from labkit.course import solutions
-    >>> from labkit.course.exercises import check
-    >>> check(solutions.grpo_advantage, "01")
+Kept apart from the chapters on purpose: try the exercise first, then compare. A reader sees one
+with ``reveal_solution(1)`` (``labkit.course.exercises``), which prints its source; nothing a
+notebook imports brings this package along. Each solution is written the way a reader would write
+it (a loop where a loop is clearer, the formula next to the code), not the way the lab's
+vectorised estimators are; ``check(solution, exercise)`` passes for every one, on every seed the
+tests try (tests/course/exercises/). One module per notebook, named like its exercise's module
+(``ex00_map`` ... ``ex11_your_rollouts``); every solution is re-exported here for the tests.
 """
 from labkit.course.solutions.ex00_map import reward_to_go
 from labkit.course.solutions.ex01_reinforce_variance import grpo_advantage

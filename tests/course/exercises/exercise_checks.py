@@ -1,9 +1,11 @@
 """What the tests of every exercise check, written once (each tests/course/exercises/test_exNN_*.py
 calls these with its notebook and its own typical wrong answers): the exercise states what to
-write, its reference solution passes, its template fails cleanly, each typical wrong answer
-fails with the hint that names its mistake, whatever the seed, an answer of zeros or of the
-flipped sign gets the hint for that, and a mistake on the main cases is named before any edge
-case is graded."""
+write, its reference solution passes on every seed of SEEDS, its template fails cleanly, each
+typical wrong answer fails with the hint that names its mistake on every seed of SEEDS (the
+grader draws a fresh seed each attempt, so the fixed cases must catch it whatever the random
+ones are), an answer of zeros or of the flipped sign gets the hint for that on every seed, the
+printed failure never shows the lab's answer, and a mistake on the main cases is named before
+any edge case is graded. Every check here names its seed, so the tests are deterministic."""
 from __future__ import annotations
 
 import inspect
@@ -14,7 +16,11 @@ import torch
 
 from labkit.core.protocols import DOCSTRING_SECTIONS
 from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.grader import _show, _size
 from labkit.course.solutions import SOLUTIONS
+
+#: the seeds every typical answer is graded on: small ones, and six-digit ones as a fresh draw gives
+SEEDS = (0, 1, 2, 3, 271828, 314159, 577215, 999999)
 
 #: the layout every registered estimator's docstring follows, asked of every solution
 HOUSE_SECTIONS = DOCSTRING_SECTIONS
@@ -42,9 +48,9 @@ def assert_states_what_to_write(notebook: str) -> None:
 def assert_solution_passes(notebook: str, seed: int, capsys) -> None:
     result = check(SOLUTIONS[notebook], notebook, seed=seed)
     assert result.passed, str(result)
-    assert result.hint is None and bool(result)
+    assert result.hint is None and bool(result) and result.seed == seed and result.origin == "given"
     out = capsys.readouterr().out
-    assert out.startswith("\u2713") and f"all {result.n_cases} cases pass" in out
+    assert out.startswith("\u2713") and f"all {result.n_cases} cases pass" in out and f"seed {seed}" in out
 
 
 def assert_solution_docstring_in_house_order(notebook: str) -> None:
@@ -59,19 +65,42 @@ def assert_template_fails_cleanly(notebook: str) -> None:
     ex = EXERCISES[notebook]
     space: dict = {}
     exec(ex.template, space)
-    result = check(space[ex.name], notebook, verbose=False)
+    result = check(space[ex.name], notebook, seed=0, verbose=False)
     assert not result.passed and "should return a tensor" in result.hint
+    # every main case fails alike: the smallest is the one shown, and the lab's answer is not
+    main = [c for c in ex.cases(torch.Generator().manual_seed(0)) if not c.tags]
+    assert _size(result.case) == min(_size(c) for c in main) and not result.case.tags
+    assert_the_lab_answer_is_not_shown(result, str(result))
 
 
-def assert_fails_with_hint(notebook: str, fn, hint: str, capsys) -> None:
-    result = check(fn, notebook)
+def assert_fails_with_hint(notebook: str, fn, hint: str, capsys, seed: int = 0) -> None:
+    result = check(fn, notebook, seed=seed)
     assert not result.passed
-    assert hint in result.hint, f"{fn.__name__}: got hint {result.hint!r}"
-    # the failing case is shown, small, with both answers
+    assert hint in result.hint, f"{fn.__name__}, seed {seed}: got hint {result.hint!r}"
+    # the failing case is shown, small, with the reader's answer and the call that repeats it
     out = capsys.readouterr().out
     words = " ".join(out.split())  # the printed lines are wrapped: compare word by word
     assert out.startswith("\u2717") and result.hint in words and f"case '{result.case.name}'" in words
+    assert f"check({fn.__name__}, {int(notebook)}, seed={seed}) repeats these cases" in words
     assert len(out) < 1200
+    assert_the_lab_answer_is_not_shown(result, out)
+
+
+def assert_the_lab_answer_is_not_shown(result, out: str) -> None:
+    """Neither the printed result nor its repr names the lab's answer on the failing case."""
+    assert "expected:" not in out and "expected:" not in repr(result) and "want" not in repr(result)
+    if result.want is None:
+        return
+    def plain(text):  # wrapped lines and spacing aside
+        return "".join(text.split())
+
+    # the rounded answer, as the old "expected:" line showed it, unless the case or the reader's
+    # answer happens to read the same (a short one such as "0", or [1, 1, 1, 1] beside scores of 1)
+    lab = plain(_show(result.want))
+    shown_anyway = plain(" ".join(_show(v) for v in [*result.case.args.values(), result.got] if v is not None))
+    if len(lab) >= 6 and lab not in shown_anyway:
+        for text in (out, str(result), repr(result)):
+            assert lab not in plain(text), text
 
 
 def zeros_answer(notebook: str):
@@ -88,9 +117,9 @@ def sign_flipped_answer(notebook: str):
     return flipped
 
 
-def raising_on_edge_cases(notebook: str, fn):
-    """``fn``, except that it raises on every edge case (tagged case) of seed 0."""
-    edges = [list(c.args.values()) for c in EXERCISES[notebook].cases(torch.Generator().manual_seed(0)) if c.tags]
+def raising_on_edge_cases(notebook: str, fn, seed: int = 0):
+    """``fn``, except that it raises on every edge case (tagged case) of ``seed``."""
+    edges = [list(c.args.values()) for c in EXERCISES[notebook].cases(torch.Generator().manual_seed(seed)) if c.tags]
 
     def answer(*args):
         if any(len(args) == len(edge) and all(_equal(a, b) for a, b in zip(args, edge)) for edge in edges):
@@ -105,19 +134,19 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def assert_main_mistake_named_before_edge_failures(notebook: str, fn, hint: str) -> None:
-    alone = check(fn, notebook, verbose=False)
-    result = check(raising_on_edge_cases(notebook, fn), notebook, verbose=False)
+def assert_main_mistake_named_before_edge_failures(notebook: str, fn, hint: str, seed: int = 0) -> None:
+    alone = check(fn, notebook, seed=seed, verbose=False)
+    result = check(raising_on_edge_cases(notebook, fn, seed), notebook, seed=seed, verbose=False)
     if not alone.case.tags:  # a mistake the main cases show: named first, whatever the edges do
         assert hint in result.hint and not result.case.tags, result.hint
     else:                    # a mistake only an edge case shows: the main cases pass, then the edges are graded
         assert "raised RuntimeError" in result.hint and result.case.tags, result.hint
 
 
-def assert_hint_does_not_depend_on_the_seed(notebook: str, fn, hint: str) -> None:
-    for seed in (1, 2):
+def assert_hint_does_not_depend_on_the_seed(notebook: str, fn, hint: str, seeds=SEEDS) -> None:
+    for seed in seeds:
         result = check(fn, notebook, seed=seed, verbose=False)
-        assert not result.passed and hint in result.hint, (seed, result.hint)
+        assert not result.passed and hint in result.hint, (fn.__name__, seed, result.hint)
 
 
 class ExerciseTests:
@@ -135,9 +164,15 @@ class ExerciseTests:
     def test_the_exercise_states_what_to_write(self):
         assert_states_what_to_write(self.NOTEBOOK)
 
-    @pytest.mark.parametrize("seed", [0, 1, 2])
+    @pytest.mark.parametrize("seed", SEEDS)
     def test_the_solution_passes(self, seed, capsys):
         assert_solution_passes(self.NOTEBOOK, seed, capsys)
+
+    def test_the_solution_passes_on_a_fresh_seed(self, capsys, monkeypatch):
+        monkeypatch.delenv("LABKIT_GRADER_SEED", raising=False)
+        result = check(SOLUTIONS[self.NOTEBOOK], self.NOTEBOOK)
+        assert result.passed and result.origin == "fresh", str(result)
+        assert "drawn fresh" in capsys.readouterr().out
 
     def test_the_solution_docstring_follows_the_house_order(self):
         assert_solution_docstring_in_house_order(self.NOTEBOOK)
@@ -149,36 +184,43 @@ class ExerciseTests:
         assert len(self.WRONG) >= 3
 
     def test_a_typical_wrong_answer_fails_with_its_hint(self, wrong, capsys):
-        assert_fails_with_hint(self.NOTEBOOK, *wrong, capsys)
+        for seed in (0, SEEDS[-1]):
+            assert_fails_with_hint(self.NOTEBOOK, *wrong, capsys, seed=seed)
 
     def test_the_hint_does_not_depend_on_the_seed(self, wrong):
         assert_hint_does_not_depend_on_the_seed(self.NOTEBOOK, *wrong)
 
-    def test_an_answer_of_zeros_gets_the_placeholder_hint(self):
+    @pytest.mark.parametrize("seed", SEEDS)
+    def test_an_answer_of_zeros_gets_the_placeholder_hint(self, seed):
         ex = EXERCISES[self.NOTEBOOK]
         hint = self.ZEROS_HINT or ("your answer is False everywhere" if ex.output == "bool" else
                                    "your answer is 0 everywhere")
-        result = check(zeros_answer(self.NOTEBOOK), self.NOTEBOOK, verbose=False)
+        result = check(zeros_answer(self.NOTEBOOK), self.NOTEBOOK, seed=seed, verbose=False)
         assert not result.passed and hint in result.hint, result.hint
         assert not result.case.tags, "a placeholder is told on a main case"
+        assert_the_lab_answer_is_not_shown(result, str(result))
 
-    def test_a_flipped_sign_gets_the_sign_hint(self):
+    @pytest.mark.parametrize("seed", SEEDS)
+    def test_a_flipped_sign_gets_the_sign_hint(self, seed):
         if EXERCISES[self.NOTEBOOK].output == "bool":
             pytest.skip("a selection has no sign")
-        result = check(sign_flipped_answer(self.NOTEBOOK), self.NOTEBOOK, verbose=False)
+        result = check(sign_flipped_answer(self.NOTEBOOK), self.NOTEBOOK, seed=seed, verbose=False)
         assert not result.passed and "minus the expected one" in result.hint, result.hint
         assert not result.case.tags
 
     def test_an_edge_case_mistake_passes_the_main_cases_and_gets_its_hint(self, edge_wrong):
         fn, hint = edge_wrong
-        result = check(fn, self.NOTEBOOK, verbose=False)
+        result = check(fn, self.NOTEBOOK, seed=0, verbose=False)
         assert not result.passed and hint in result.hint, result.hint
         assert result.case.tags, f"{fn.__name__} should fail on an edge case only"
+        # on other seeds a random case may show the mistake first; the hint is the same
+        assert_hint_does_not_depend_on_the_seed(self.NOTEBOOK, fn, hint)
 
     def test_a_main_case_mistake_is_named_before_any_edge_case_failure(self, wrong):
-        assert_main_mistake_named_before_edge_failures(self.NOTEBOOK, *wrong)
+        for seed in (0, SEEDS[-1]):
+            assert_main_mistake_named_before_edge_failures(self.NOTEBOOK, *wrong, seed=seed)
 
     def test_some_typical_mistakes_show_on_the_main_cases_and_some_on_the_edges(self):
-        tags = [check(fn, self.NOTEBOOK, verbose=False).case.tags for fn, _ in self.WRONG]
+        tags = [check(fn, self.NOTEBOOK, seed=0, verbose=False).case.tags for fn, _ in self.WRONG]
         assert any(not t for t in tags)
         assert self.EDGE_WRONG

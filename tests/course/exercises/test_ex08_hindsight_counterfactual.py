@@ -1,6 +1,6 @@
 """Exercise 08 (notebook 08_hindsight_counterfactual): HCA's hindsight ratio.
 
-The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
 answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
 from __future__ import annotations
 

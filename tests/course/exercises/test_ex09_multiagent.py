@@ -1,6 +1,6 @@
 """Exercise 09 (notebook 09_multiagent): a QLLM-style mixer.
 
-The reference solution passes on three seeds, the template fails cleanly, and each typical wrong
+The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
 answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
 from __future__ import annotations
 
@@ -78,4 +78,4 @@ def test_the_solution_is_the_mixer_the_written_rule_uses():
 
 
 def test_a_float_effects_answer_and_a_list_answer_pass():
-    assert check(lambda q, e: mixer_credit(q, e).tolist(), NOTEBOOK, verbose=False).passed
+    assert check(lambda q, e: mixer_credit(q, e).tolist(), NOTEBOOK, seed=0, verbose=False).passed
