@@ -10,7 +10,7 @@ when it loops over settings.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -156,4 +156,38 @@ def decisive_noise(horizons: Iterable[int], estimators: Sequence[str] = ("reinfo
                              "cosine": seen["cosine"], "relative_variance": seen["relative_variance"],
                              "whole_cosine": full["cosine"],
                              "whole_relative_variance": full["relative_variance"]})
+    return pd.DataFrame(rows)
+
+
+# the "Try it" dashboard's sliders start here (noise, slip and batch size as the chain's preset)
+DIAL_START = {"horizon": 30, "noise_std": 0.0, "slip": 0.0, "batch_size": 32}
+
+
+def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int = 0) -> pd.DataFrame:
+    """What the "Try it" dashboard reports at each of ``settings``, computed as its slider move does.
+
+    Each setting is a mapping of some of ``horizon``, ``noise_std``, ``slip`` and ``batch_size``;
+    the others take the dashboard's start values (``DIAL_START``). For each, ``gradient_sweep``
+    over the episode-level estimators with ``n_batches`` batches (seeded ``seed``, the dashboard's
+    50 and 0). Returns one row per setting, in order: horizon, noise_std, slip, batch_size, J,
+    best_cosine and best_estimator (the highest cosine of one batch gradient to the exact one, and
+    whose it is), reinforce_relative_variance.
+    """
+    settings = list(settings)
+    if not settings:
+        raise ValueError("settings: need at least one setting")
+    rows = []
+    for setting in settings:
+        if not isinstance(setting, Mapping):
+            raise TypeError(f"settings: each setting must be a mapping, got {type(setting).__name__}")
+        unknown = sorted(set(setting) - set(DIAL_START))
+        if unknown:
+            raise ValueError(f"settings: unknown control {unknown[0]!r}; the controls are {list(DIAL_START)}")
+        at = {**DIAL_START, **setting}
+        df = gradient_sweep("horizon", [at["horizon"]], noise_std=at["noise_std"], slip=at["slip"],
+                            batch_size=at["batch_size"], n_batches=n_batches, seed=seed, progress=False)
+        best = df.loc[df.cosine.idxmax()]
+        rows.append({**at, "J": float(df.J.iloc[0]), "best_cosine": float(best.cosine),
+                     "best_estimator": best.estimator,
+                     "reinforce_relative_variance": float(df.set_index("estimator").relative_variance["reinforce"])})
     return pd.DataFrame(rows)

@@ -129,3 +129,22 @@ def test_decisive_noise_refuses_bad_arguments_naming_them(kwargs, arg):
         lesson.decisive_noise(progress=False, **kwargs)
     if kwargs.get("horizons") == [4]:  # the table alone runs at T = 4
         assert len(lesson.decisive_noise([4], policies=["tabular"], n_batches=2, progress=False)) == 2
+
+
+def test_dial_summary_reports_what_the_dashboard_shows_at_each_setting():
+    settings = [{"horizon": 6}, {"horizon": 6, "noise_std": 1.0, "batch_size": 16}]
+    got = lesson.dial_summary(settings, n_batches=5)
+    assert list(got.horizon) == [6, 6] and list(got.batch_size) == [32, 16] and list(got.slip) == [0.0, 0.0]
+    for row, setting in zip(got.itertuples(), settings):
+        at = {**lesson.DIAL_START, **setting}
+        df = lesson.gradient_sweep("horizon", [at["horizon"]], noise_std=at["noise_std"], slip=at["slip"],
+                                   batch_size=at["batch_size"], n_batches=5, seed=0, progress=False)
+        assert row.best_cosine == df.cosine.max() and row.best_estimator == df.estimator[df.cosine.idxmax()]
+        assert row.reinforce_relative_variance == df.set_index("estimator").relative_variance["reinforce"]
+        assert row.J == df.J.iloc[0]
+    with pytest.raises(ValueError, match="^settings:"):
+        lesson.dial_summary([])
+    with pytest.raises(ValueError, match="^settings: unknown control 'gamma'"):
+        lesson.dial_summary([{"gamma": 0.9}])
+    with pytest.raises(TypeError, match="^settings:"):
+        lesson.dial_summary([30])

@@ -204,3 +204,23 @@ def test_ranking_intervals_are_wilsons_over_pairs_and_states():
     assert out.loc["oracle", "pairwise_high"] == 1.0 and out.loc["oracle", "top1_low"] > 0.9
     with pytest.raises(ValueError, match="^scores:"):
         lesson.ranking_intervals(scores.drop(columns="pairs"))
+
+
+def test_dial_summary_is_the_dashboards_sweep_and_fork_worth():
+    lams = (0.0, 0.5, 1.0)
+    got = lesson.dial_summary(16, 3, 0.5, lams=lams, n_batches=4)
+    df = lesson.gae_critic_sweep([16], lams=lams, n_critics=1, first_fit=3, noise_std=0.5, n_batches=4,
+                                 progress=False)
+    want = df.pivot(index="lam", columns="critic", values="cosine")
+    assert list(got["cosine"].columns) == ["exact", "learned"] and list(got["cosine"].index) == list(lams)
+    for critic in ("exact", "learned"):
+        assert got["cosine"][critic].tolist() == want[critic].tolist()
+    assert got["best_lam"] == want.learned.idxmax() and got["best_cosine"] == want.learned.max()
+    env, _, truth, critic = lesson.gae_chain_setup(16, noise_std=0.5, critic_seed=2 + 3)
+    forks = lesson.fork_values(env, truth, critic)
+    assert got["fork_worth"].learned.tolist() == (forks["V passed (learned)"] - forks["V failed (learned)"]).tolist()
+    assert got["fork_worth"].exact.tolist() == (forks["V passed (exact)"] - forks["V failed (exact)"]).tolist()
+    with pytest.raises(ValueError, match="^critic_draw"):
+        lesson.dial_summary(16, -1)
+    with pytest.raises(ValueError, match="^critic_episodes"):
+        lesson.dial_summary(0)
