@@ -14,7 +14,7 @@ The world and agent are ``labkit.course.presets.scripted_agent_setup``'s. The ru
 ``c3_paired_difference`` (C3's fixed-continuation replay against its re-sampling ablation over
 several batches, with intervals), ``cost_table``, ``critic_ranking`` (SWEET-RL's
 critic with and without the hidden state), ``transcript_table`` / ``lucky_row`` (a lucky
-episode turn by turn), ``turn_panels`` (heatmaps) and ``noise_view`` (the noise slider). All
+episode turn by turn), ``turn_panels`` (heatmaps), ``noise_view`` (the noise slider) and ``noise_prompt_answers`` (its prediction block). All
 seeded. The cached off-policy, inverse-RL and training-schedule runs
 (``scripts/build_offpolicy_irl.py``, ``scripts/build_schedules.py``) are read here.
 """
@@ -388,6 +388,34 @@ def noise_view(noise: float, *, methods: Sequence[str], n_tasks: int = 4, group_
     return {"env": env, "rollouts": ro, "truth": truth, "credits": credits, "rows": rows,
             "panels": turn_panels(ro, truth, credits, rows),
             "stats": luck_regression(ro, truth, credits) if "GRPO" in credits else None}
+
+
+def noise_prompt_answers(stats_by_noise: Mapping[float, pd.DataFrame], *, start: float = 0.3) -> dict:
+    """What the noise slider's prediction block asks about, read off the views the slider computed.
+
+    ``stats_by_noise``: noise level -> ``noise_view(...)["stats"]`` (``luck_regression``'s table,
+    one row per method) for every level of the slider; ``start`` is the slider's start value (one
+    of those levels). Returns a dict: ``corr`` (DataFrame, method x noise: each method's
+    correlation with the exact advantage), ``ranking`` (Series: the methods at ``start``, best
+    first), ``best`` (the best method's name at ``start``), ``low`` / ``high`` (the smallest and
+    largest level) and ``leader_at_high`` (the best method at ``high``)."""
+    if not isinstance(stats_by_noise, Mapping) or not stats_by_noise:
+        raise ValueError("stats_by_noise: need a non-empty mapping noise -> luck_regression table")
+    levels = sorted(check_number("stats_by_noise", float(x), low=0.0, high=1.0) for x in stats_by_noise)
+    start = check_number("start", start, low=0.0, high=1.0)
+    if start not in levels:
+        raise ValueError(f"start: {start} is not one of the computed noise levels {levels}")
+    cols = {}
+    for x, stats in stats_by_noise.items():
+        if not isinstance(stats, pd.DataFrame) or not {"method", "corr_exact"} <= set(stats.columns):
+            raise ValueError(f"stats_by_noise: the table at noise {x} needs columns 'method' and 'corr_exact'")
+        cols[float(x)] = stats.set_index("method")["corr_exact"]
+    corr = pd.DataFrame(cols)[levels]
+    corr.columns.name = "noise"
+    ranking = corr[start].sort_values(ascending=False)
+    low, high = levels[0], levels[-1]
+    return {"corr": corr, "ranking": ranking, "best": str(ranking.index[0]), "low": low, "high": high,
+            "leader_at_high": str(corr[high].idxmax())}
 
 
 def noise_sweep(noises: Sequence[float] = (0.1, 0.3, 0.5), *, n_tasks: int = 16, group_size: int = 8,

@@ -249,6 +249,37 @@ def mixed_team_credit(*, sabotage: float = 0.5, catch: float = 0.8, p_plan: floa
     return game_credit(env, env.scripted_policies(strength), case="mixed")
 
 
+#: the mixed team's slider moves the prediction block asks about: (knob, from, to), the other knobs at their start
+MIXED_TEAM_MOVES = (("sabotage", 0.0, 1.0), ("catch", 0.0, 1.0), ("unchecked_pass", 0.0, 1.0))
+
+
+def mixed_team_moves(moves: Sequence[tuple[str, float, float]] = MIXED_TEAM_MOVES, **start) -> pd.DataFrame:
+    """The mixed team at both ends of each slider move: for each ``(knob, from, to)`` in ``moves``
+    (knob one of sabotage, catch, p_plan, unchecked_pass; the others at ``mixed_team_credit``'s
+    defaults unless given in ``start``), ``mixed_team_credit`` at ``from`` and at ``to``. One row
+    per (knob, value): ``v_full`` (the team's value v(N)), ``sum_shapley``, ``sum_loo`` (the two
+    credits added up), and the saboteur's and the checker's credit under each (``saboteur_shapley``,
+    ``saboteur_loo``, ``checker_shapley``, ``checker_loo``)."""
+    knobs = ("sabotage", "catch", "p_plan", "unchecked_pass")
+    for name in start:
+        check_choice("start", name, knobs)
+    rows = []
+    for move in moves:
+        if not isinstance(move, (tuple, list)) or len(move) != 3:
+            raise ValueError(f"moves: each move is (knob, from, to), got {move!r}")
+        knob = check_choice("moves", move[0], knobs)
+        for value in move[1:]:
+            value = check_number("moves", value, low=0.0, high=1.0)
+            df = mixed_team_credit(**{**start, knob: value}).set_index("agent")
+            rows.append({"knob": knob, "value": value, "v_full": float(df.v_full.iloc[0]),
+                         "sum_shapley": float(df.shapley.sum()), "sum_loo": float(df.loo.sum()),
+                         "saboteur_shapley": float(df.loc["saboteur", "shapley"]),
+                         "saboteur_loo": float(df.loc["saboteur", "loo"]),
+                         "checker_shapley": float(df.loc["checker", "shapley"]),
+                         "checker_loo": float(df.loc["checker", "loo"])})
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- sampled Shapley
 def sampled_shapley_error(values: torch.Tensor, budgets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
                           *, seeds: Sequence[int] = tuple(range(10)), antithetic: bool = False) -> pd.DataFrame:

@@ -200,6 +200,29 @@ def frontier_chart(data: pd.DataFrame, world: str = "chain_shared", horizon_inde
                                                   anchor="start"), width=460)
 
 
+def frontier_prompt_answers(data: pd.DataFrame) -> dict:
+    """What the frontier slider's prediction block asks about, read off ``frontier_data``'s table
+    (final success, mean over seeds). Returns a dict: ``budget`` (the largest budget, episode
+    equivalents), ``shared`` (DataFrame, estimator x horizon: the shared chain's arms at that
+    budget), ``tabular_grpo`` (DataFrame, budget x horizon: GRPO on the tabular chain at every
+    budget) and ``tabular_spread`` (the largest difference between two horizons of the tabular
+    GRPO at any one budget)."""
+    if not isinstance(data, pd.DataFrame) or not {"world", "horizon", "estimator", "budget", "metric",
+                                                  "mean"} <= set(data.columns):
+        raise ValueError("data: expected frontier_data's table (world, horizon, estimator, budget, metric, mean)")
+    success = data[data.metric == "success"]
+    for world in ("chain_shared", "chain"):
+        if not (success.world == world).any():
+            raise ValueError(f"data: holds no final success for the world {world!r}")
+    shared = success[success.world == "chain_shared"]
+    budget = float(shared.budget.max())
+    wide = shared[shared.budget == budget].pivot_table(index="estimator", columns="horizon", values="mean")
+    tab = success[(success.world == "chain") & (success.estimator == "grpo")]
+    tab = tab.pivot_table(index="budget", columns="horizon", values="mean")
+    spread = float((tab.max(axis=1) - tab.min(axis=1)).max())
+    return {"budget": budget, "shared": wide, "tabular_grpo": tab, "tabular_spread": spread}
+
+
 def _budget(b) -> str:
     return b if isinstance(b, str) else f"{b:,.0f}"
 

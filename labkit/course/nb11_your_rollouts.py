@@ -154,6 +154,51 @@ def disputed_heatmaps(dx: Diagnosis, a: str, b: str, *, rows: int = 6, width: in
     return chart, summary
 
 
+def disputed_prompt_answers(dx: Diagnosis, a: str = "grpo", b: str = "carl", *, rows: int = 6,
+                            others: tuple = ("reinforce", "tempo")) -> dict:
+    """What the disputed-trajectories prediction block asks about, read off a diagnosis.
+
+    For estimators ``a`` and ``b`` (both in ``dx.comparison.ran``): ``corr`` (their rank
+    correlation over the sample), ``rows`` (the ``rows`` trajectories they dispute most, most
+    disputed first), ``text`` (the most disputed trajectory's generated text, padding and
+    end-of-sequence left out), ``lone_failures`` (True when every one of those trajectories failed
+    while every other member of its group succeeded), ``entropy`` (mean per-token entropy of each
+    of those trajectories, nats; None when the file recorded none), ``max_abs_b`` (the largest
+    |credit| ``b`` gives any of their generated tokens), ``b_updates`` ("none", "some" or "all":
+    how many of those tokens ``b`` gives a non-zero credit), ``a_credit`` (``a``'s mean credit on the
+    most disputed trajectory) and ``a_min`` (the most negative credit ``a`` gives any token of the
+    sample). ``others``: for each name in ``others`` that ran, a dict with ``corr`` (its rank
+    correlation with ``a``), ``same_rows`` (whether its most disputed trajectories against ``a``
+    are the same ``rows``) and ``credit`` (its mean credit on the most disputed trajectory)."""
+    rows = check_int("rows", rows, low=1)
+    comp = dx.comparison
+    order = pair_disagreement(dx, a, b)   # checks both names
+    ro = comp.sample_rollouts
+    top = [int(r) for r in order["row"].head(rows)]
+    mask = ro.mask[top]
+    lone = all(float(ro.scores[r]) == 0.0
+               and float(ro.scores[ro.group_ids == ro.group_ids[r]].sum()) == int((ro.group_ids == ro.group_ids[r]).sum()) - 1
+               for r in top)
+    entropy = None
+    if ro.entropies is not None:
+        entropy = [float(ro.entropies[r][ro.mask[r]].double().mean()) for r in top]
+    text = None
+    if ro.text:
+        text = "".join(t for t, m in zip(ro.text[top[0]], ro.mask[top[0]].tolist()) if m).replace("<eos>", "")
+    credit_a, credit_b = comp.credit[a], comp.credit[b]
+    out = {"corr": float(comp.agreement.loc[a, b]), "rows": top, "text": text, "lone_failures": lone,
+           "entropy": entropy, "max_abs_b": float(credit_b[top][mask].abs().max()),
+           "b_updates": {0.0: "none", 1.0: "all"}.get(float((credit_b[top][mask] != 0).double().mean()), "some"),
+           "a_credit": float(credit_a[top[0]][ro.mask[top[0]]].double().mean()),
+           "a_min": float(credit_a[ro.mask].min()), "others": {}}
+    for name in others:
+        if name in comp.ran:
+            again = [int(r) for r in pair_disagreement(dx, a, name)["row"].head(rows)]
+            out["others"][name] = {"corr": float(comp.agreement.loc[a, name]), "same_rows": again == top,
+                                   "credit": float(comp.credit[name][top[0]][ro.mask[top[0]]].double().mean())}
+    return out
+
+
 # --------------------------------------------------------------------------- your own file
 def format_round_trip(rollouts: Rollouts) -> pd.DataFrame:
     """Write ``rollouts`` in every format labkit reads and read it back: JSONL and Parquet files in

@@ -153,6 +153,33 @@ def test_noise_view_depends_on_its_arguments_only():
     pd.testing.assert_frame_equal(first["stats"], again["stats"])
 
 
+def test_noise_prompt_answers_read_the_slider_views():
+    import pandas as pd
+
+    kw = dict(methods=["GRPO", "HCA, exact h", "CCPO, re-execution"], n_tasks=2, group_size=3, history_tasks=4,
+              show=2, n_continuations=1, n_files=3, max_turns=6)
+    stats = {x: lesson.noise_view(x, **kw)["stats"] for x in (0.0, 0.3, 0.5)}
+    ans = lesson.noise_prompt_answers(stats, start=0.3)
+    assert list(ans["corr"].columns) == [0.0, 0.3, 0.5] and list(ans["corr"].index) == kw["methods"]
+    for x, table in stats.items():
+        torch.testing.assert_close(torch.tensor(ans["corr"][x].to_numpy()), torch.tensor(table["corr_exact"].to_numpy()),
+                                   rtol=0, atol=0, equal_nan=True)
+    assert ans["ranking"].is_monotonic_decreasing and ans["best"] == ans["ranking"].index[0]
+    assert ans["corr"].loc[ans["best"], 0.3] == ans["corr"][0.3].max()
+    assert (ans["low"], ans["high"]) == (0.0, 0.5) and ans["leader_at_high"] == ans["corr"][0.5].idxmax()
+    # a hand-made table: the best and the leader are read off it, not computed again
+    fake = {0.1: pd.DataFrame({"method": ["a", "b"], "corr_exact": [0.2, 0.4]}),
+            0.4: pd.DataFrame({"method": ["a", "b"], "corr_exact": [0.9, 0.1]})}
+    out = lesson.noise_prompt_answers(fake, start=0.1)
+    assert out["best"] == "b" and out["leader_at_high"] == "a"
+    with pytest.raises(ValueError, match="start"):
+        lesson.noise_prompt_answers(fake, start=0.3)
+    with pytest.raises(ValueError, match="stats_by_noise"):
+        lesson.noise_prompt_answers({})
+    with pytest.raises(ValueError, match="stats_by_noise"):
+        lesson.noise_prompt_answers({0.1: pd.DataFrame({"method": ["a"]})}, start=0.1)
+
+
 # --------------------------------------------------------------------------- SWEET-RL and CriticSearch
 def test_privileged_critic_ranks_better_than_observation_critic():
     from labkit.course.nb08_hindsight_counterfactual import critic_ranking

@@ -74,6 +74,28 @@ def test_mixed_team_credit_survives_the_slider_extremes(knobs):
     assert df.set_index("agent").loc["free rider", "shapley"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_mixed_team_moves_are_the_slider_ends():
+    moves = lesson.mixed_team_moves()
+    assert list(zip(moves.knob, moves.value)) == [(k, v) for k, a, b in lesson.MIXED_TEAM_MOVES for v in (a, b)]
+    for row in moves.itertuples():
+        df = lesson.mixed_team_credit(**{row.knob: row.value}).set_index("agent")
+        assert row.v_full == df.v_full.iloc[0] and row.sum_loo == pytest.approx(df.loo.sum(), abs=1e-15)
+        assert row.checker_shapley == df.loc["checker", "shapley"] and row.saboteur_loo == df.loc["saboteur", "loo"]
+    # Shapley is efficient at every setting; a harmless saboteur gets nothing
+    assert (moves.sum_shapley - moves.v_full).abs().max() < 1e-12
+    off = moves[(moves.knob == "sabotage") & (moves.value == 0.0)].iloc[0]
+    assert off.saboteur_shapley == pytest.approx(0.0, abs=1e-12) and off.saboteur_loo == pytest.approx(0.0, abs=1e-12)
+    # the other knobs can start elsewhere
+    shifted = lesson.mixed_team_moves([("catch", 1.0, 1.0)], sabotage=1.0)
+    assert shifted.v_full.iloc[0] == pytest.approx(lesson.mixed_team_credit(sabotage=1.0, catch=1.0).v_full.iloc[0])
+    with pytest.raises(ValueError, match="moves"):
+        lesson.mixed_team_moves([("strength", 0.0, 1.0)])
+    with pytest.raises(ValueError, match="moves"):
+        lesson.mixed_team_moves([("catch", 0.0)])
+    with pytest.raises(ValueError, match="start"):
+        lesson.mixed_team_moves(moves=[], saboteur=1.0)
+
+
 def test_sampled_shapley_error_shrinks_with_the_budget():
     env = TeamTask()
     values = env.truth(env.scripted_policies(2.0)).values

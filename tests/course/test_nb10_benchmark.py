@@ -140,6 +140,25 @@ def _small_frontier():
     return _runs(rows)
 
 
+def test_frontier_prompt_answers_read_the_slider_data():
+    data = lesson.frontier_data()
+    ans = lesson.frontier_prompt_answers(data)
+    success = data[data.metric == "success"]
+    assert ans["budget"] == success[success.world == "chain_shared"].budget.max()
+    assert list(ans["shared"].columns) == lesson.horizons(data, "chain_shared")
+    assert set(ans["shared"].index) == {"grpo", *lesson.vine_arms()}
+    at = success[(success.world == "chain_shared") & (success.budget == ans["budget"])
+                 & (success.estimator == "vineppo_m1_k2") & (success.horizon == 200)]
+    assert ans["shared"].loc["vineppo_m1_k2", 200] == at["mean"].item()
+    tab = ans["tabular_grpo"]
+    assert list(tab.index) == sorted(set(success[success.world == "chain"].budget))
+    assert ans["tabular_spread"] == max(tab.loc[b].max() - tab.loc[b].min() for b in tab.index) >= 0
+    with pytest.raises(ValueError, match="^data"):
+        lesson.frontier_prompt_answers(data.drop(columns="metric"))
+    with pytest.raises(ValueError, match="^data"):
+        lesson.frontier_prompt_answers(data[data.world != "chain"])
+
+
 def test_time_to_success_table_gives_each_arm_and_horizon_its_first_budget_and_spread():
     t = lesson.time_to_success_table(_small_frontier())
     assert list(t.columns) == [10, 40] and list(t.index) == [("chain_shared", "grpo"), ("chain_shared", "vineppo_m5_k2"),

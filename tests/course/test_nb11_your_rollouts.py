@@ -88,3 +88,29 @@ def test_a_sample_is_refused_once_the_model_that_wrote_it_changed(monkeypatch):
     monkeypatch.setattr(cache, "file_sha256", lambda path: "0" * 64)
     with pytest.raises(ValueError, match=r"^name: .*stale.*python scripts/build_sample_rollouts\.py"):
         lesson.sample_path("arithmetic_lm")
+
+
+def test_disputed_prompt_answers_read_the_diagnosis():
+    dx = lesson.diagnosis("arithmetic_lm")
+    ans = lesson.disputed_prompt_answers(dx, "grpo", "carl", rows=3)
+    comp, ro = dx.comparison, dx.comparison.sample_rollouts
+    assert ans["corr"] == float(comp.agreement.loc["grpo", "carl"])
+    assert ans["rows"] == lesson.pair_disagreement(dx, "grpo", "carl")["row"].head(3).tolist()
+    top = ans["rows"][0]
+    assert ans["text"] and "<eos>" not in ans["text"] and "".join(ro.text[top]).startswith(ans["text"])
+    assert len(ans["entropy"]) == 3 and all(e >= 0 for e in ans["entropy"])
+    assert ans["a_min"] <= ans["a_credit"] and ans["max_abs_b"] >= 0
+    assert ans["b_updates"] in ("none", "some", "all") and (ans["b_updates"] == "none") == (ans["max_abs_b"] == 0)
+    if ans["lone_failures"]:   # a lone failure: its group's other members all succeeded
+        g = ro.group_ids == ro.group_ids[top]
+        assert float(ro.scores[top]) == 0 and float(ro.scores[g].sum()) == int(g.sum()) - 1
+    assert set(ans["others"]) == {"reinforce", "tempo"}
+    assert ans["others"]["tempo"]["corr"] == float(comp.agreement.loc["grpo", "tempo"])
+    assert ans["others"]["reinforce"]["credit"] == pytest.approx(float(ro.scores[top]))   # REINFORCE credit = reward
+    # an estimator against itself: correlation 1, nothing disputed
+    same = lesson.disputed_prompt_answers(dx, "grpo", "grpo", others=())
+    assert same["corr"] == pytest.approx(1.0) and same["others"] == {}
+    with pytest.raises(ValueError, match="^b"):
+        lesson.disputed_prompt_answers(dx, "grpo", "no_such_estimator")
+    with pytest.raises(ValueError, match="^rows"):
+        lesson.disputed_prompt_answers(dx, rows=0)
