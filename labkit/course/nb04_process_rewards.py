@@ -155,6 +155,44 @@ class Explorer:
             self._kept.popitem(last=False)
         return credit
 
+    def remember(self, name: str, credit: Credit, knobs: Knobs = Knobs()) -> None:
+        """Keep ``credit`` as the answer for ``name`` at ``knobs``: a credit the notebook already
+        computed with the same method and settings (``reasoning_methods`` at the same knobs, on
+        the same rollouts), so the explorer shows it without running the method again."""
+        if not isinstance(credit, Credit):
+            raise TypeError(f"credit: expected a Credit, got {type(credit).__name__}")
+        if credit.token.shape != self.rollouts.mask.shape:
+            raise ValueError(f"credit: computed on other rollouts (shape {tuple(credit.token.shape)})")
+        self._kept[(name, knobs_read(name, knobs))] = credit
+        self._kept.move_to_end((name, knobs_read(name, knobs)))
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+
+def prompt_answers(explorer: Explorer, settings: Sequence[tuple[str, Knobs]]) -> pd.DataFrame:
+    """What the explorer shows at each of ``settings`` ((method name, Knobs) pairs): one row per
+    setting, in order, with a label (``setting``: the method and the knobs it reads, such as
+    "SPO k=4 threshold=0.9"), the method, the knobs it reads (``k``, ``threshold``,
+    ``error_rate``; NaN where the method ignores one), and ``credit_quality``'s ``hit_rate``,
+    ``chance``, ``rank_corr_within`` and ``policy_forwards``. The credits come from the
+    explorer's memory where it holds them."""
+    if not isinstance(explorer, Explorer):
+        raise TypeError(f"explorer: expected an Explorer, got {type(explorer).__name__}")
+    settings = list(settings)
+    if not settings:
+        raise ValueError("settings: need at least one (method, Knobs) pair")
+    rows = []
+    for name, knobs in settings:
+        if not isinstance(knobs, Knobs):
+            raise TypeError(f"settings: expected (method name, Knobs) pairs, got a {type(knobs).__name__}")
+        read = dict(knobs_read(name, knobs))
+        q = credit_quality(explorer(name, knobs), explorer.rollouts)
+        label = " ".join([name] + [f"{k}={v:g}" for k, v in read.items() if k != "seed"])
+        rows.append({"setting": label, "method": name,
+                     **{k: read.get(k, float("nan")) for k in ("k", "threshold", "error_rate")},
+                     **{k: q[k] for k in ("hit_rate", "chance", "rank_corr_within", "policy_forwards")}})
+    return pd.DataFrame(rows)
+
 
 def bonus_landing(base: torch.Tensor, boosted: torch.Tensor, rollouts: Rollouts, *, threshold: float = 0.05) -> dict:
     """Where an additive credit bonus (HICRA's boosted minus base credit) lands, against the truth.

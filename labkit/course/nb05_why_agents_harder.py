@@ -100,6 +100,33 @@ def noise_horizon_sweep(noises: Iterable[float] = (0.0, 0.1, 0.2, 0.3, 0.4),
     return pd.DataFrame(rows)
 
 
+def slider_answers(settings: Iterable[tuple[float, int]], *, strength: float = NB05_AGENT_STRENGTH,
+                   n_tasks: int = 8, group_size: int = 8, seed: int = 0, known: dict | None = None) -> pd.DataFrame:
+    """What the noise-and-horizon dashboard shows at each (tool noise, max_turns) of ``settings``:
+    one row per setting, in order, with the exact success probability ``J``, the ``luck_share``
+    (``luck_summary``), and GRPO's ``grpo_corr`` and ``grpo_sign_agree`` with the exact advantage
+    (``credit_vs_truth`` on one seeded batch of ``n_tasks`` x ``group_size`` episodes of
+    ``scripted_policy(strength)``, as the dashboard runs it). ``known``: results of that same
+    ``credit_vs_truth`` call already in hand, by (noise, max_turns); those are read, not sampled again."""
+    known = dict(known or {})
+    rows = []
+    for noise, T in settings:
+        noise, T = check_number("settings", noise, low=0.0, high=1.0), check_int("settings", T, low=1)
+        if (noise, T) in known:
+            res = known[(noise, T)]
+        else:
+            world = noisy_world(noise=noise, max_turns=T)
+            res = credit_vs_truth(world, world.scripted_policy(strength), n_tasks=n_tasks, group_size=group_size,
+                                  seed=seed)
+        st = res["stats"].iloc[0]
+        rows.append({"noise": noise, "max_turns": T, "J": res["truth"].J,
+                     "luck_share": luck_summary(res["rollouts"], res["skill"], res["luck"])["luck_share"],
+                     "grpo_corr": st.corr_exact, "grpo_sign_agree": st.sign_agree})
+    if not rows:
+        raise ValueError("settings: need at least one (noise, max_turns) pair")
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- inside a turn: POAD
 def call_verbs(tokens: Rollouts) -> torch.Tensor:
     """(B, L) True on the verb token of every multi-token action (``open j``, ``edit j``)."""

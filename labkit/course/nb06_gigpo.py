@@ -50,6 +50,33 @@ def anchor_statistics(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: i
             "singleton_turn_share": float(hist.loc[hist["size"] == 1, "turns"].sum() / hist.turns.sum())}
 
 
+def anchor_answers(env: ToolWorld, settings: Sequence[tuple[int, float]], *, n_tasks: int = 8, seed: int = 0,
+                   known: dict | None = None) -> pd.DataFrame:
+    """What the anchor-group dashboard shows at each (episodes per task, agent skill) of
+    ``settings``: one row per setting, in order, with ``group_size``, ``strength`` (0: the uniform
+    agent ``env.make_policy()``, else ``env.scripted_policy(strength)``), the
+    ``singleton_share`` of groups and of turns (``singleton_turn_share``) and the mean
+    ``turns_per_episode`` of the batch (``anchor_statistics`` with ``n_tasks`` and ``seed``).
+    ``known``: ``anchor_statistics`` results already in hand, by (group_size, strength); those are
+    read, not sampled again."""
+    known = dict(known or {})
+    rows = []
+    for group_size, strength in settings:
+        group_size = check_int("settings", group_size, low=1)
+        strength = check_number("settings", strength, low=0.0)
+        if (group_size, strength) in known:
+            a = known[(group_size, strength)]
+        else:
+            agent = env.make_policy() if strength == 0 else env.scripted_policy(strength)
+            a = anchor_statistics(env, agent, n_tasks=n_tasks, group_size=group_size, seed=seed)
+        rows.append({"group_size": group_size, "strength": strength, "singleton_share": a["singleton_share"],
+                     "singleton_turn_share": a["singleton_turn_share"],
+                     "turns_per_episode": float(a["rollouts"].mask.sum(1).double().mean())})
+    if not rows:
+        raise ValueError("settings: need at least one (group_size, strength) pair")
+    return pd.DataFrame(rows)
+
+
 def gigpo_terms_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0,
                          omega: float = 1.0, gamma: float = 0.95, norm: str = "mean_norm") -> dict:
     """Correlation with the exact advantage of GiGPO's episode term, its step term and their sum,

@@ -314,6 +314,32 @@ def focus_run(env, start_policy, rule: str, share: float, *, seed: int = 0, iter
                           eval_every=eval_every, include_grpo=False, progress=False)
 
 
+def final_j(env, start_policy, curves: pd.DataFrame, settings: Sequence[tuple[str, float]], *, seed: int = 0,
+            iterations: int = 40, eval_every: int = 10) -> pd.DataFrame:
+    """The final exact J of seed ``seed``'s run at each (rule, share) of ``settings``, as the
+    focus dashboard shows it: one row per setting, in order (``rule``, ``share``, ``J``).
+
+    ``rule`` is a rule of ``focused_credit`` or "all" (plain GRPO, share 1). A run ``curves`` (from
+    ``focus_training`` with the same env, start policy, iterations and ``eval_every``) holds is
+    read from it; any other is trained (``focus_run``). CARL at share 1 keeps every turn, which
+    is GRPO's credit (``carl`` returns the base credit unchanged), so it is read from the GRPO run.
+    """
+    rows = []
+    for rule, share in settings:
+        share = check_number("settings", share, low=0.0, high=1.0, low_open=True)
+        if rule == "all" or (rule == "entropy" and share == 1.0):
+            run = curves[(curves.rule == "all") & (curves.seed == seed)]
+            if not len(run) or int(run.iteration.max()) != iterations:
+                raise ValueError(f"curves: hold no GRPO run of seed {seed} with {iterations} iterations")
+        else:
+            run = focus_run(env, start_policy, rule, share, seed=seed, iterations=iterations, eval_every=eval_every,
+                            done=curves)
+        rows.append({"rule": rule, "share": share, "J": float(run.dropna(subset=["success"]).success.iloc[-1])})
+    if not rows:
+        raise ValueError("settings: need at least one (rule, share) pair")
+    return pd.DataFrame(rows)
+
+
 def focus_summary(curves: pd.DataFrame) -> pd.DataFrame:
     """Final exact success per (rule, top_fraction) over seeds, next to the share of turns updated.
 

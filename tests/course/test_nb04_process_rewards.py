@@ -1,6 +1,7 @@
 """Notebook 04's runners (labkit.course.nb04_process_rewards): scoring credit against the Monte
 Carlo truth of the reference rollouts, and the cross-family table."""
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -339,3 +340,29 @@ def test_cached_family_hits_load_and_are_consistent():
     assert grpo.hit.tolist() == pytest.approx(grpo.chance.tolist())
     with pytest.raises(FileNotFoundError, match="^path"):
         lesson.load_family_hits("/nonexistent")
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_prompt_answers_read_the_explorer_and_what_it_was_told(lm_env, reference, light_models):
+    rows = reference.select([0, 7, 30, 1])
+    ex = lesson.Explorer(lm_env, light_models, rows)
+    hicra = lesson.explore(lm_env, light_models, rows, "HICRA", lesson.Knobs())
+    ex.remember("HICRA", hicra)   # a credit computed before: read, not run again
+    table = lesson.prompt_answers(ex, [("HICRA", lesson.Knobs(k=1)), ("CAPO", lesson.Knobs(error_rate=0.5)),
+                                       ("SPO", lesson.Knobs(k=1, threshold=0.5))])
+    assert ex.n_runs == 2
+    assert table.setting.tolist() == ["HICRA", "CAPO error_rate=0.5", "SPO k=1 threshold=0.5"]
+    assert math.isnan(table.k[0]) and table.error_rate[1] == 0.5 and table.k[2] == 1
+    for row, (name, knobs) in zip(table.itertuples(), [("HICRA", lesson.Knobs()), ("CAPO", lesson.Knobs(error_rate=0.5)),
+                                                       ("SPO", lesson.Knobs(k=1, threshold=0.5))]):
+        q = lesson.credit_quality(lesson.explore(lm_env, light_models, rows, name, knobs), rows)
+        assert (row.hit_rate, row.rank_corr_within, row.policy_forwards) == \
+            (q["hit_rate"], q["rank_corr_within"], q["policy_forwards"])
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.prompt_answers(ex, [])
+    with pytest.raises(TypeError, match="^settings: "):
+        lesson.prompt_answers(ex, [("SPO", {"k": 1})])
+    with pytest.raises(TypeError, match="^explorer: "):
+        lesson.prompt_answers(object(), [("SPO", lesson.Knobs())])
+    with pytest.raises(ValueError, match="^credit: "):
+        ex.remember("HICRA", lesson.explore(lm_env, light_models, reference.select([0, 1]), "HICRA"))

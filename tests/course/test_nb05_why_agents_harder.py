@@ -116,3 +116,21 @@ def test_token_credit_lesson():
     assert res["n_calls"] > 0 and len(lesson.token_labels(res["tokens"])) == 16
     with pytest.raises(ValueError, match="format_tokens"):
         lesson.call_length_sweep(env, env.scripted_policy(3.0), format_tokens=())
+
+
+def test_slider_answers_are_the_dashboards_numbers_and_reuse_a_known_batch():
+    world = noisy_world(noise=0.2, max_turns=8)
+    res = lesson.credit_vs_truth(world, world.scripted_policy(3.0), n_tasks=2, group_size=4, seed=0)
+    table = lesson.slider_answers([(0.2, 8), (0.0, 6)], n_tasks=2, group_size=4, known={(0.2, 8): res})
+    assert table[["noise", "max_turns"]].values.tolist() == [[0.2, 8], [0.0, 6]]
+    first = table.iloc[0]
+    assert first.J == res["truth"].J and first.grpo_corr == res["stats"].corr_exact[0]
+    assert first.luck_share == lesson.luck_summary(res["rollouts"], res["skill"], res["luck"])["luck_share"]
+    calm = noisy_world(noise=0.0, max_turns=6)
+    fresh = lesson.credit_vs_truth(calm, calm.scripted_policy(3.0), n_tasks=2, group_size=4, seed=0)
+    assert table.J[1] == fresh["truth"].J and table.grpo_sign_agree[1] == fresh["stats"].sign_agree[0]
+    assert table.luck_share[1] == 0.0   # no tool noise: no luck
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.slider_answers([])
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.slider_answers([(1.5, 10)])

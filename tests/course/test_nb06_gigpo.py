@@ -53,3 +53,18 @@ def test_grpo_vs_gigpo_runs_and_band():
     assert set(curves.label) == {"GRPO", "GiGPO"} and set(curves.seed) == {0, 1}
     band = lesson.env_step_band(curves, points=5)
     assert ((band["min"] <= band["mean"] + 1e-12) & (band["mean"] <= band["max"] + 1e-12)).all()
+
+
+def test_anchor_answers_are_the_dashboards_numbers_and_reuse_a_known_batch():
+    env = noisy_world(noise=0.2, max_turns=10, n_files=4)
+    known = lesson.anchor_statistics(env, env.make_policy(), n_tasks=2, group_size=4, seed=0)
+    table = lesson.anchor_answers(env, [(4, 0.0), (2, 3.0)], n_tasks=2, known={(4, 0.0): known})
+    assert table[["group_size", "strength"]].values.tolist() == [[4, 0.0], [2, 3.0]]
+    assert table.singleton_share[0] == known["singleton_share"]
+    sharp = lesson.anchor_statistics(env, env.scripted_policy(3.0), n_tasks=2, group_size=2, seed=0)
+    assert table.singleton_turn_share[1] == sharp["singleton_turn_share"]
+    assert table.turns_per_episode[1] == float(sharp["rollouts"].mask.sum(1).double().mean())
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.anchor_answers(env, [])
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.anchor_answers(env, [(0, 0.0)])

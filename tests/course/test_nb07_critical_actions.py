@@ -353,6 +353,30 @@ def test_focus_run_reuses_a_trained_run_and_it_is_the_same_run(setup):
         lesson.focus_run(env, policy, "entropy", 0.0)
 
 
+def test_final_j_reads_trained_runs_and_carl_at_every_turn_is_grpo(setup):
+    """The prompt of notebook 07's share slider: CARL at share 1 keeps every turn, so its run is
+    GRPO's run and is read from it (trained alone it is the same, to the last bit)."""
+    env, policy, _, _ = setup
+    done = lesson.focus_training(env, policy, {"entropy": (0.3,)}, seeds=(0,), iterations=3, eval_every=3,
+                                 progress=False)
+    table = lesson.final_j(env, policy, done, [("all", 1.0), ("entropy", 1.0), ("entropy", 0.3), ("random", 0.2)],
+                           iterations=3, eval_every=3)
+    assert table[["rule", "share"]].values.tolist() == [["all", 1.0], ["entropy", 1.0], ["entropy", 0.3],
+                                                        ["random", 0.2]]
+    grpo = done[done.rule == "all"].success.iloc[-1]
+    assert table.J[0] == table.J[1] == grpo
+    carl_alone = lesson.focus_run(env, policy, "entropy", 1.0, seed=0, iterations=3, eval_every=3)
+    assert carl_alone.success.iloc[-1] == grpo
+    assert table.J[2] == done[done.rule == "entropy"].success.iloc[-1]
+    assert table.J[3] == lesson.focus_run(env, policy, "random", 0.2, seed=0, iterations=3, eval_every=3).success.iloc[-1]
+    with pytest.raises(ValueError, match="^curves: "):
+        lesson.final_j(env, policy, done, [("all", 1.0)], iterations=5)
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.final_j(env, policy, done, [])
+    with pytest.raises(ValueError, match="^settings: "):
+        lesson.final_j(env, policy, done, [("entropy", 0.0)])
+
+
 @pytest.fixture(scope="module")
 def toolworld():
     from labkit.course import nb07_critical_actions as lesson
