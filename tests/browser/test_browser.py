@@ -52,6 +52,21 @@ COURSE_BUDGET_S = 600
 pytestmark = pytest.mark.browser
 
 
+def file_only_gate(blocked: list[str]):
+    """A playwright route handler for static pages: file: and data: requests go through, any other
+    is aborted and its URL appended to ``blocked`` (a page read offline must attempt none)."""
+
+    def gate(route):
+        url = route.request.url
+        if url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            blocked.append(url)
+            route.abort()
+
+    return gate
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

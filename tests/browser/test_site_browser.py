@@ -46,18 +46,12 @@ def site_pages(tmp_path_factory):
 
 def test_site_math_renders_and_reveals_open_with_no_csp_complaint(site_pages):
     from playwright.sync_api import sync_playwright
-    from test_browser import CHROMIUM_ARGS
+    from test_browser import CHROMIUM_ARGS, file_only_gate
 
     blocked: list[str] = []
     console: list[str] = []
 
-    def gate(route):
-        url = route.request.url
-        if url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort()
+    gate = file_only_gate(blocked)
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)

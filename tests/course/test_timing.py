@@ -200,34 +200,30 @@ def test_plan_markdown_renders_the_table(course):
     assert "Not in this plan" not in page
 
 
+# (plan asked for, the CSV's rows, what the error must say)
+BAD_PLANS = [
+    ("three-hour", ["three-hour,1,02,core,160,"], "^name:.*more than its 180"),
+    ("three-hour", ["three-hour,1,07,core,0,"], "no notebook 07"),
+    ("three-hour", ["three-hour,1,01,Missing,0,"], "part 'Missing'"),
+    ("three-hour", ["three-hour,1,02,exercise-only,0,"], "no exercise"),
+    ("full-day", ["three-hour,1,02,core,0,"], "no rows"),
+    ("full-day", ["half-day,1,02,core,0,"], "plan: must be one of"),
+    ("full-day", ["full-day,1,2,core,0,"], "notebook: expected two digits"),
+    ("full-day", ["full-day,1,02,core,5.5,"], "break_after: expected whole"),
+    ("full-day", ["full-day,1,02,core,0,", "full-day,1,01,core,0,"], "repeats order 1"),
+]
+
+
 def test_plan_errors_name_what_is_wrong(course, tmp_path):
     folder, plans = course
     with pytest.raises(ValueError, match="^name:"):
         plan("two-hour", folder=folder, plans=plans)
 
-    def with_rows(*rows):
+    for name, rows, match in BAD_PLANS:
         path = tmp_path / "p.csv"
         path.write_text("plan,order,notebook,what,break_after,note\n" + "\n".join(rows) + "\n")
-        return path
-
-    with pytest.raises(ValueError, match="^name:.*more than its 180"):
-        plan("three-hour", folder=folder, plans=with_rows("three-hour,1,02,core,160,"))
-    with pytest.raises(ValueError, match="no notebook 07"):
-        plan("three-hour", folder=folder, plans=with_rows("three-hour,1,07,core,0,"))
-    with pytest.raises(ValueError, match="part 'Missing'"):
-        plan("three-hour", folder=folder, plans=with_rows("three-hour,1,01,Missing,0,"))
-    with pytest.raises(ValueError, match="no exercise"):
-        plan("three-hour", folder=folder, plans=with_rows("three-hour,1,02,exercise-only,0,"))
-    with pytest.raises(ValueError, match="no rows"):
-        plan("full-day", folder=folder, plans=with_rows("three-hour,1,02,core,0,"))
-    with pytest.raises(ValueError, match="plan: must be one of"):
-        plan("full-day", folder=folder, plans=with_rows("half-day,1,02,core,0,"))
-    with pytest.raises(ValueError, match="notebook: expected two digits"):
-        plan("full-day", folder=folder, plans=with_rows("full-day,1,2,core,0,"))
-    with pytest.raises(ValueError, match="break_after: expected whole"):
-        plan("full-day", folder=folder, plans=with_rows("full-day,1,02,core,5.5,"))
-    with pytest.raises(ValueError, match="repeats order 1"):
-        plan("full-day", folder=folder, plans=with_rows("full-day,1,02,core,0,", "full-day,1,01,core,0,"))
+        with pytest.raises(ValueError, match=match):
+            plan(name, folder=folder, plans=path)
     short = tmp_path / "short.csv"
     short.write_text("plan,order\nthree-hour,1\n")
     with pytest.raises(ValueError, match="^path:.*columns"):

@@ -164,18 +164,12 @@ def test_pages_render_offline_in_chromium(built):
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (run .ci/install_browser.sh as root to install Debian's chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    from test_browser import CHROMIUM_ARGS
+    from test_browser import CHROMIUM_ARGS, file_only_gate
 
     out, pages = built
     blocked: list[str] = []
 
-    def gate(route):
-        url = route.request.url
-        if url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort()
+    gate = file_only_gate(blocked)
 
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
