@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,7 +121,7 @@ class Prediction:
 
     def html(self) -> str:
         """The block as static HTML: the question in view, the answer in a collapsed ``<details>``."""
-        return (f'<div class="prediction"><p><strong>Predict:</strong> {html.escape(self.question)}</p>'
+        return (f'<div class="prediction"><p><strong>Predict:</strong> {_inline(self.question)}</p>'
                 f'<details class="reveal"><summary>Guess first, then open: the answer computed in this notebook'
                 f'</summary>{_html_paragraphs(self.answer_text())}</details></div>')
 
@@ -133,7 +134,7 @@ class Prediction:
         return self._widget
 
     def _build_widget(self) -> W.Widget:
-        question = W.HTML(f"<b>Predict:</b> {html.escape(self.question)}")
+        question = W.HTML(f"<b>Predict:</b> {_inline(self.question)}")
         if self.choices is not None:
             control = W.ToggleButtons(options=list(self.choices), value=None, description="")
         else:
@@ -171,18 +172,23 @@ class Prediction:
         return bundle
 
 
+def _inline(text: str) -> str:
+    """Plain text as HTML, escaped, with `code spans` shown as code (the prompts name controls so)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def _html_paragraphs(text: str) -> str:
     """Plain text as HTML: each line a paragraph, a run of "* " lines a bullet list."""
     out, items = [], []
     for line in text.splitlines() + [""]:
         if line.startswith("* "):
-            items.append(f"<li>{html.escape(line[2:])}</li>")
+            items.append(f"<li>{_inline(line[2:])}</li>")
             continue
         if items:
             out.append("<ul>" + "".join(items) + "</ul>")
             items = []
         if line.strip():
-            out.append(f"<p>{html.escape(line)}</p>")
+            out.append(f"<p>{_inline(line)}</p>")
     return "".join(out)
 
 

@@ -217,27 +217,42 @@ def _title(cells: list[dict], stem: str) -> str:
     return stem
 
 
+def deep_dives(cells: list[dict]) -> list[str | None]:
+    """For each cell, the title of the deep dive it belongs to, or None on the core path (the
+    exercise included), by the marker convention above. Raises if two deep dives share a title."""
+    where, seen = [], set()
+    title = None
+    for cell in cells:
+        marker = _marker(cell)
+        if marker == DEEP_DIVE:
+            title = _deep_dive_title(cell, len(seen) + 1)
+            if title in seen:
+                raise ValueError(f"cells: two deep dives are titled {title!r}")
+            seen.add(title)
+        elif marker in (CORE, EXERCISE):
+            title = None
+        where.append(title)
+    return where
+
+
 def notebook_time(path) -> NotebookTime:
     """The rule's time for the notebook at ``path`` (a .ipynb file, read with its stored outputs)."""
     nb = _read(path)
     path = Path(path)
     core, optional, exercise, sections = Parts(), Parts(), Parts(), {}
-    where, title = "core", None
-    for cell in nb["cells"]:
-        marker = _marker(cell)
-        if marker == DEEP_DIVE:
-            where, title = "deep", _deep_dive_title(cell, len(sections) + 1)
-            if title in sections:
-                raise ValueError(f"path: {path.name} has two deep dives titled {title!r}")
-            sections[title] = Parts()
-        elif marker in (CORE, EXERCISE):
-            where = "exercise" if marker == EXERCISE else "core"
+    try:
+        where = deep_dives(nb["cells"])
+    except ValueError as err:
+        raise ValueError(f"path: {path.name}: {err}") from None
+    in_exercise = False
+    for cell, title in zip(nb["cells"], where):
+        in_exercise = (in_exercise or _marker(cell) == EXERCISE) and _marker(cell) != CORE
         parts = cell_parts(cell)
-        if where == "deep":
-            optional, sections[title] = optional + parts, sections[title] + parts
+        if title is not None:
+            optional, sections[title] = optional + parts, sections.get(title, Parts()) + parts
         else:
             core = core + parts
-            if where == "exercise":
+            if in_exercise:
                 exercise = exercise + parts
     c, o = round_up(core.minutes + COMPUTE_MIN), round_up(optional.minutes)
     return NotebookTime(notebook=path.stem[:2], title=_title(nb["cells"], path.stem), core=c, optional=o,

@@ -88,3 +88,10 @@ def test_a_choice_widget_asks_for_a_pick_before_locking():
     control.value = "b"
     button.click()
     assert p.guess == "b" and "right" in box.children[2].outputs[0]["data"]["text/html"]
+
+
+def test_code_spans_show_as_code_and_nothing_else_is_markup():
+    p = predict("Move `noise` to <b>0.5</b>?", 1, low=0, high=2, reveal="* `horizon` 2 & more")
+    page = p.html()
+    assert "<code>noise</code>" in page and "&lt;b&gt;0.5&lt;/b&gt;" in page
+    assert "<li><code>horizon</code> 2 &amp; more</li>" in page
