@@ -398,7 +398,8 @@ def noise_prompt_answers(stats_by_noise: Mapping[float, pd.DataFrame], *, start:
     of those levels). Returns a dict: ``corr`` (DataFrame, method x noise: each method's
     correlation with the exact advantage), ``ranking`` (Series: the methods at ``start``, best
     first), ``best`` (the best method's name at ``start``), ``low`` / ``high`` (the smallest and
-    largest level) and ``leader_at_high`` (the best method at ``high``)."""
+    largest level) and ``leader_at_high`` (the best method at ``high``). A method with no
+    correlation at a level (NaN: its credit was constant there) ranks last and never leads."""
     if not isinstance(stats_by_noise, Mapping) or not stats_by_noise:
         raise ValueError("stats_by_noise: need a non-empty mapping noise -> luck_regression table")
     levels = sorted(check_number("stats_by_noise", float(x), low=0.0, high=1.0) for x in stats_by_noise)
@@ -412,8 +413,12 @@ def noise_prompt_answers(stats_by_noise: Mapping[float, pd.DataFrame], *, start:
         cols[float(x)] = stats.set_index("method")["corr_exact"]
     corr = pd.DataFrame(cols)[levels]
     corr.columns.name = "noise"
-    ranking = corr[start].sort_values(ascending=False)
+    # a method whose credit is constant on a batch has no correlation (NaN): it ranks last
+    ranking = corr[start].sort_values(ascending=False, na_position="last")
     low, high = levels[0], levels[-1]
+    for x in (start, high):
+        if corr[x].isna().all():
+            raise ValueError(f"stats_by_noise: no method has a correlation at noise {x} (every credit constant)")
     return {"corr": corr, "ranking": ranking, "best": str(ranking.index[0]), "low": low, "high": high,
             "leader_at_high": str(corr[high].idxmax())}
 
