@@ -163,16 +163,25 @@ def decisive_noise(horizons: Iterable[int], estimators: Sequence[str] = ("reinfo
 DIAL_START = {"horizon": 30, "noise_std": 0.0, "slip": 0.0, "batch_size": 32}
 
 
-def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int = 0) -> pd.DataFrame:
-    """What the "Try it" dashboard reports at each of ``settings``, computed as its slider move does.
+def dial(horizon: int = 30, noise_std: float = 0.0, slip: float = 0.0, batch_size: int = 32, *,
+         n_batches: int = 50, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """One move of the "Try it" dashboard: ``gradient_sweep`` over the episode-level estimators at
+    these settings (``n_batches`` batches seeded ``seed``, the dashboard's 50 and 0). Returns the
+    sweep's table (one row per estimator: what the chart draws) and the summary the dashboard
+    prints, as a dict: the settings, J, best_cosine and best_estimator (the highest cosine of one
+    batch gradient to the exact one, and whose it is), reinforce_relative_variance."""
+    df = gradient_sweep("horizon", [horizon], noise_std=noise_std, slip=slip, batch_size=batch_size,
+                        n_batches=n_batches, seed=seed, progress=False)
+    best = df.loc[df.cosine.idxmax()]
+    return df, {"horizon": horizon, "noise_std": noise_std, "slip": slip, "batch_size": batch_size,
+                "J": float(df.J.iloc[0]), "best_cosine": float(best.cosine), "best_estimator": best.estimator,
+                "reinforce_relative_variance": float(df.set_index("estimator").relative_variance["reinforce"])}
 
-    Each setting is a mapping of some of ``horizon``, ``noise_std``, ``slip`` and ``batch_size``;
-    the others take the dashboard's start values (``DIAL_START``). For each, ``gradient_sweep``
-    over the episode-level estimators with ``n_batches`` batches (seeded ``seed``, the dashboard's
-    50 and 0). Returns one row per setting, in order: horizon, noise_std, slip, batch_size, J,
-    best_cosine and best_estimator (the highest cosine of one batch gradient to the exact one, and
-    whose it is), reinforce_relative_variance.
-    """
+
+def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int = 0) -> pd.DataFrame:
+    """What the "Try it" dashboard reports at each of ``settings`` (``dial``'s summary, one row
+    per setting, in order). Each setting is a mapping of some of ``horizon``, ``noise_std``,
+    ``slip`` and ``batch_size``; the others take the dashboard's start values (``DIAL_START``)."""
     settings = list(settings)
     if not settings:
         raise ValueError("settings: need at least one setting")
@@ -183,11 +192,5 @@ def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int 
         unknown = sorted(set(setting) - set(DIAL_START))
         if unknown:
             raise ValueError(f"settings: unknown control {unknown[0]!r}; the controls are {list(DIAL_START)}")
-        at = {**DIAL_START, **setting}
-        df = gradient_sweep("horizon", [at["horizon"]], noise_std=at["noise_std"], slip=at["slip"],
-                            batch_size=at["batch_size"], n_batches=n_batches, seed=seed, progress=False)
-        best = df.loc[df.cosine.idxmax()]
-        rows.append({**at, "J": float(df.J.iloc[0]), "best_cosine": float(best.cosine),
-                     "best_estimator": best.estimator,
-                     "reinforce_relative_variance": float(df.set_index("estimator").relative_variance["reinforce"])})
+        rows.append(dial(**{**DIAL_START, **setting}, n_batches=n_batches, seed=seed)[1])
     return pd.DataFrame(rows)

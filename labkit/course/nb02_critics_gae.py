@@ -220,7 +220,7 @@ def fork_values(env: BifurcationChain, truth: Truth, critic) -> pd.DataFrame:
 def dial_summary(critic_episodes: int = 64, critic_draw: int = 0, noise_std: float = NB02_CHAIN.noise_std, *,
                  lams: Sequence[float] = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0), n_batches: int = 30,
                  seed: int = 0) -> dict:
-    """What notebook 02's "Try it" dashboard shows at one setting, computed as its slider move does.
+    """What notebook 02's "Try it" dashboard shows at one setting: its slider move computes this.
 
     The critic fitted on ``critic_episodes`` episodes, draw ``critic_draw`` (its episodes seeded
     ``seed + 2 + critic_draw``), on the chain with reward noise ``noise_std``; every lambda in
@@ -228,20 +228,23 @@ def dial_summary(critic_episodes: int = 64, critic_draw: int = 0, noise_std: flo
     ``cosine`` (DataFrame indexed by lam, columns exact and learned: one batch's cosine to the
     exact gradient), ``best_lam`` and ``best_cosine`` (the learned critic's best lambda and its
     cosine), and ``fork_worth`` (DataFrame indexed by fork, columns learned and exact: V after
-    passing the fork minus V after failing it).
+    passing the fork minus V after failing it); and what the dashboard draws from: ``sweep`` (the
+    ``gae_critic_sweep`` table), ``forks`` (``fork_values``), ``env``, ``policy``, ``truth`` and
+    ``critic``.
     """
     critic_draw = check_int("critic_draw", critic_draw, low=0)
     df = gae_critic_sweep([critic_episodes], lams=sorted(set(lams)), n_critics=1, first_fit=critic_draw,
                           noise_std=noise_std, n_batches=n_batches, seed=seed, progress=False)
     cosine = df.pivot(index="lam", columns="critic", values="cosine")[["exact", "learned"]]
     cosine.columns.name = None
-    env, _, truth, critic = gae_chain_setup(critic_episodes, noise_std=noise_std, seed=seed,
-                                            critic_seed=seed + 2 + critic_draw)
+    env, policy, truth, critic = gae_chain_setup(critic_episodes, noise_std=noise_std, seed=seed,
+                                                 critic_seed=seed + 2 + critic_draw)
     forks = fork_values(env, truth, critic)
     worth = pd.DataFrame({"learned": forks["V passed (learned)"] - forks["V failed (learned)"],
                           "exact": forks["V passed (exact)"] - forks["V failed (exact)"]})
     return {"cosine": cosine, "best_lam": float(cosine.learned.idxmax()),
-            "best_cosine": float(cosine.learned.max()), "fork_worth": worth}
+            "best_cosine": float(cosine.learned.max()), "fork_worth": worth, "sweep": df, "forks": forks,
+            "env": env, "policy": policy, "truth": truth, "critic": critic}
 
 
 # --------------------------------------------------------------------------- the tiny LM (notebooks 02-03)

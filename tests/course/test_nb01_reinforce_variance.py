@@ -142,6 +142,10 @@ def test_dial_summary_reports_what_the_dashboard_shows_at_each_setting():
         assert row.best_cosine == df.cosine.max() and row.best_estimator == df.estimator[df.cosine.idxmax()]
         assert row.reinforce_relative_variance == df.set_index("estimator").relative_variance["reinforce"]
         assert row.J == df.J.iloc[0]
+    # one dashboard move: the sweep the chart draws, and the summary row above
+    df, at = lesson.dial(6, n_batches=5)
+    assert df.equals(lesson.gradient_sweep("horizon", [6], batch_size=32, n_batches=5, seed=0, progress=False))
+    assert at == got.iloc[0].to_dict()
     with pytest.raises(ValueError, match="^settings:"):
         lesson.dial_summary([])
     with pytest.raises(ValueError, match="^settings: unknown control 'gamma'"):

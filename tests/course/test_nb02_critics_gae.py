@@ -220,6 +220,8 @@ def test_dial_summary_is_the_dashboards_sweep_and_fork_worth():
     forks = lesson.fork_values(env, truth, critic)
     assert got["fork_worth"].learned.tolist() == (forks["V passed (learned)"] - forks["V failed (learned)"]).tolist()
     assert got["fork_worth"].exact.tolist() == (forks["V passed (exact)"] - forks["V failed (exact)"]).tolist()
+    # what the dashboard draws from is that same sweep and that same critic
+    assert got["sweep"].equals(df) and got["forks"].equals(forks)
     with pytest.raises(ValueError, match="^critic_draw"):
         lesson.dial_summary(16, -1)
     with pytest.raises(ValueError, match="^critic_episodes"):
