@@ -4,7 +4,7 @@ workshop plans built from its minutes.
 The rule reads a notebook's JSON with its stored outputs and adds up
 
     prose words / PROSE_WPM + printed words / OUTPUT_WPM + code words / CODE_WPM
-    + CHART_MIN per chart + PREDICTION_MIN per prediction block + EXERCISE_MIN per exercise
+    + CHART_MIN per chart + PREDICTION_MIN per prediction block + EXERCISE_MINUTES[kind] per exercise
 
 over the core path and over the deep dives separately, charges the compute time COMPUTE_MIN to
 the core path, and rounds each of the two UP to a multiple of ROUND_TO minutes; the total is
@@ -31,9 +31,14 @@ their sum. The constants, and why:
   (about 30 s), move the control 2-4 times and look at each redraw (about 1.5 minutes; a redraw
   itself is under 1 s, benchmarks/slider_latency.py), compare the reveal with the guess (about
   1 minute).
-* EXERCISE_MIN = 15 minutes per exercise (a Markdown cell starting with ``<!-- exercise -->``),
-  besides its words: write a short function and run the checker until it passes (one or two
-  hints). Every exercise of the course is one function of this size, so one constant serves.
+* EXERCISE_MINUTES per exercise (a Markdown cell starting with ``<!-- exercise ID -->``, ID the
+  exercise's id such as ``01b``), by its kind, besides its words:
+  implement 15 (write a short function from its formula and run the checker until it passes,
+  one or two hints); find the bug 10 (read a given function of 10-20 lines against its statement,
+  find the one planted mistake, fix a line or two, check); run and interpret 10 (run one cell at
+  the named settings, find the number or pattern asked for in its output, enter it; the run
+  itself is seconds); capstone 30 (write a loss or a training loop of 20-40 lines, pass its
+  checker, then train with it and read the result, a minute or two of it the run's).
 * COMPUTE_MIN = 0.5: the project holds every notebook to at most 30 s on two cores (timed with
   scripts/execute_notebooks.py; benchmarks/notebook_budget.py reports wall time and memory); the
   whole budget is charged, to the core path.
@@ -51,8 +56,10 @@ containing "Predict, then move".
 
 Core path and deep dives (the workshop's marker convention): a Markdown cell whose source starts
 with the line ``<!-- deep-dive -->`` opens a deep dive (its heading names it); it runs until the
-next Markdown cell starting with ``<!-- core -->`` or ``<!-- exercise -->``, or the notebook's
-end. Everything else is the core path, the exercise included.
+next Markdown cell starting with ``<!-- core -->`` or with the marker of an exercise on the core
+path, or the notebook's end. Everything else is the core path. An exercise on the core path
+(its registered ``path``) must sit there and a deep-dive exercise inside a deep dive; its own
+minutes run from its marker to the next marker of any kind.
 """
 from __future__ import annotations
 
@@ -73,11 +80,12 @@ OUTPUT_WPM = 240
 CODE_WPM = 120
 CHART_MIN = 1.0
 PREDICTION_MIN = 3.0
-EXERCISE_MIN = 15.0
+EXERCISE_MINUTES = {"implement": 15.0, "debug": 10.0, "interpret": 10.0, "capstone": 30.0}
 COMPUTE_MIN = 0.5
 ROUND_TO = 5
 
-DEEP_DIVE, CORE, EXERCISE = "<!-- deep-dive -->", "<!-- core -->", "<!-- exercise -->"
+DEEP_DIVE, CORE = "<!-- deep-dive -->", "<!-- core -->"
+_EXERCISE = re.compile(r"<!-- exercise (\d\d[a-z]) -->")
 PREDICT = "Predict, then move"
 PICTURES = ("image/png", "image/svg+xml", "application/vnd.jupyter.widget-view+json")
 # what scripts/execute_notebooks.py stores in place of a live chart or widget
@@ -112,6 +120,7 @@ class Parts:
     charts: int = 0
     predictions: int = 0
     exercises: int = 0
+    exercise_minutes: float = 0.0
 
     def __add__(self, other: Parts) -> Parts:
         return Parts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -119,7 +128,7 @@ class Parts:
     @property
     def minutes(self) -> float:
         return (self.prose_words / PROSE_WPM + self.output_words / OUTPUT_WPM + self.code_words / CODE_WPM
-                + self.charts * CHART_MIN + self.predictions * PREDICTION_MIN + self.exercises * EXERCISE_MIN)
+                + self.charts * CHART_MIN + self.predictions * PREDICTION_MIN + self.exercise_minutes)
 
 
 def round_up(minutes: float) -> int:
@@ -131,8 +140,9 @@ def round_up(minutes: float) -> int:
 class NotebookTime:
     """A notebook's time by the rule: ``core``, ``optional`` (the deep dives) and ``total``
     minutes (each of the first two rounded up to ROUND_TO), the counts behind them, each deep
-    dive's minutes by title (``sections``, rounded up alike) and the exercise's (``exercise``:
-    from the exercise cell to the next marker, rounded up)."""
+    dive's minutes by title (``sections``, rounded up alike), the core path's exercises'
+    (``exercise``: from each core exercise's marker to the next marker, summed, rounded up) and
+    each exercise's own by id (``exercises``: from its marker to the next marker, rounded up)."""
 
     notebook: str
     title: str
@@ -144,6 +154,7 @@ class NotebookTime:
     compute_minutes: float = COMPUTE_MIN
     sections: dict[str, int] = field(default_factory=dict)
     exercise: int = 0
+    exercises: dict[str, int] = field(default_factory=dict)
 
 
 def _text(source) -> str:
@@ -151,11 +162,27 @@ def _text(source) -> str:
 
 
 def _marker(cell: dict) -> str | None:
-    """The marker a Markdown cell starts with (deep-dive, core or exercise), else None."""
+    """The marker a Markdown cell starts with (deep-dive, core, or an exercise's: its id), else None."""
     if cell.get("cell_type") != "markdown":
         return None
     first = _text(cell.get("source", "")).lstrip("\n").split("\n", 1)[0].strip()
-    return first if first in (DEEP_DIVE, CORE, EXERCISE) else None
+    exercise = _EXERCISE.fullmatch(first)
+    return exercise.group(1) if exercise else first if first in (DEEP_DIVE, CORE) else None
+
+
+def exercise_marker(cell: dict) -> str | None:
+    """The id of the exercise whose marker a Markdown cell starts with, else None."""
+    marker = _marker(cell)
+    return None if marker in (None, DEEP_DIVE, CORE) else marker
+
+
+def _exercise(exercise_id: str):
+    """The registered exercise of a marker (imported here: the registry imports this rule)."""
+    from labkit.course.exercises import EXERCISES
+    if exercise_id not in EXERCISES:
+        raise ValueError(f"cells: the marker names exercise {exercise_id!r}, which is not registered "
+                         f"(known: {list(EXERCISES)})")
+    return EXERCISES[exercise_id]
 
 
 def _output_parts(output: dict) -> Parts:
@@ -176,8 +203,10 @@ def cell_parts(cell: dict) -> Parts:
     """What the rule counts in one notebook cell (its outputs included)."""
     source = _text(cell.get("source", ""))
     if cell.get("cell_type") == "markdown":
+        exercise = exercise_marker(cell)
         return Parts(prose_words=count_words(_COMMENT.sub("", source)), predictions=int(PREDICT in source),
-                     exercises=int(_marker(cell) == EXERCISE))
+                     exercises=int(exercise is not None),
+                     exercise_minutes=_exercise(exercise).minutes if exercise else 0.0)
     if cell.get("cell_type") != "code":
         return Parts()
     parts = Parts(code_words=count_words(source))
@@ -218,8 +247,9 @@ def _title(cells: list[dict], stem: str) -> str:
 
 
 def deep_dives(cells: list[dict]) -> list[str | None]:
-    """For each cell, the title of the deep dive it belongs to, or None on the core path (the
-    exercise included), by the marker convention above. Raises if two deep dives share a title."""
+    """For each cell, the title of the deep dive it belongs to, or None on the core path, by the
+    marker convention above. Raises if two deep dives share a title, or if a deep-dive exercise
+    sits on the core path."""
     where, seen = [], set()
     title = None
     for cell in cells:
@@ -229,8 +259,14 @@ def deep_dives(cells: list[dict]) -> list[str | None]:
             if title in seen:
                 raise ValueError(f"cells: two deep dives are titled {title!r}")
             seen.add(title)
-        elif marker in (CORE, EXERCISE):
+        elif marker == CORE:
             title = None
+        elif marker is not None:  # an exercise: a core one returns to the core path
+            if _exercise(marker).path == "core":
+                title = None
+            elif title is None:
+                raise ValueError(f"cells: exercise {marker} is a deep dive but sits on the core path "
+                                 f"(open a deep dive before it)")
         where.append(title)
     return where
 
@@ -244,21 +280,26 @@ def notebook_time(path) -> NotebookTime:
         where = deep_dives(nb["cells"])
     except ValueError as err:
         raise ValueError(f"path: {path.name}: {err}") from None
-    in_exercise = False
+    current, own = None, {}  # the exercise a cell belongs to; each exercise's parts
     for cell, title in zip(nb["cells"], where):
-        in_exercise = (in_exercise or _marker(cell) == EXERCISE) and _marker(cell) != CORE
+        marker = _marker(cell)
+        if marker is not None:
+            current = exercise_marker(cell)
         parts = cell_parts(cell)
+        if current is not None:
+            own[current] = own.get(current, Parts()) + parts
         if title is not None:
             optional, sections[title] = optional + parts, sections.get(title, Parts()) + parts
         else:
             core = core + parts
-            if in_exercise:
+            if current is not None:
                 exercise = exercise + parts
     c, o = round_up(core.minutes + COMPUTE_MIN), round_up(optional.minutes)
     return NotebookTime(notebook=path.stem[:2], title=_title(nb["cells"], path.stem), core=c, optional=o,
                         total=c + o, core_parts=core, optional_parts=optional,
                         sections={k: round_up(v.minutes) for k, v in sections.items()},
-                        exercise=round_up(exercise.minutes))
+                        exercise=round_up(exercise.minutes),
+                        exercises={k: round_up(v.minutes) for k, v in own.items()})
 
 
 def _notebooks(folder) -> list[Path]:
@@ -313,6 +354,28 @@ def time_line(t: NotebookTime) -> str:
     if not t.optional:
         return f"Time: about {t.total} minutes."
     return f"Time: about {t.total} minutes (core path {t.core} minutes; deep dives {t.optional} minutes)."
+
+
+def exercise_line(exercise_id: str, minutes: int) -> str:
+    """The line under an exercise's heading stating its kind, the rule's ``minutes`` for it and
+    its path, e.g. "*Find the bug · about 15 minutes · deep dive*"."""
+    from labkit.course.exercises import KINDS
+    ex = _exercise(exercise_id)
+    path = "core path" if ex.path == "core" else "deep dive"
+    return f"*{KINDS[ex.kind].capitalize()} \u00b7 about {minutes} minutes \u00b7 {path}*"
+
+
+_EXERCISE_LINE = re.compile(r"^\*[A-Z][a-z ]+ \u00b7 about \d+ minutes \u00b7 (core path|deep dive)\*$", re.M)
+
+
+def with_exercise_line(source: str, line: str) -> str:
+    """An exercise's marker cell ``source`` with its stated line replaced by ``line`` (or added
+    under the heading, the first line starting with #, when it has none)."""
+    if _EXERCISE_LINE.search(source):
+        return _EXERCISE_LINE.sub(line, source, count=1)
+    lines = source.split("\n")
+    at = next((i for i, x in enumerate(lines) if x.startswith("#")), 0)
+    return "\n".join(lines[: at + 1] + ["", line] + lines[at + 1:])
 
 
 def _clock(minutes: int) -> str:

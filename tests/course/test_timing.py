@@ -1,6 +1,8 @@
 """The timing rule (labkit.course.timing) on small synthetic notebooks, and the workshop plans."""
 import json
 
+from types import SimpleNamespace
+
 import pytest
 
 from labkit.course import timing as tm
@@ -46,10 +48,11 @@ def test_prose_words_are_read_at_the_prose_pace():
 
 
 def test_parts_add_up_with_their_constants():
-    p = Parts(1, 2, 3, 4, 5, 6) + Parts(1, 0, 0, 0, 0, 0)
-    assert p == Parts(2, 2, 3, 4, 5, 6)
+    p = Parts(1, 2, 3, 4, 5, 2, 25.0) + Parts(1, 0, 0, 0, 0, 0, 0.0)
+    assert p == Parts(2, 2, 3, 4, 5, 2, 25.0)
+    # the exercises count by the minutes of their kinds (here one implement and one find-the-bug)
     expected = (2 / tm.PROSE_WPM + 2 / tm.OUTPUT_WPM + 3 / tm.CODE_WPM + 4 * tm.CHART_MIN
-                + 5 * tm.PREDICTION_MIN + 6 * tm.EXERCISE_MIN)
+                + 5 * tm.PREDICTION_MIN + 25.0)
     assert p.minutes == pytest.approx(expected)
 
 
@@ -82,11 +85,12 @@ def test_outputs_text_charts_and_widgets(tmp_path):
 
 def test_predictions_and_exercise_are_counted(tmp_path):
     cells = [md("**Predict, then move.**\n* a\n* b"), code("predict(...)"),
-             md("<!-- exercise -->\n## Exercise: write it"), code("check(f, 1)", stream(words(24)))]
+             md("<!-- exercise 01a -->\n## Exercise: write it"), code("check(f, 1)", stream(words(24)))]
     t = notebook_time(write(tmp_path, "03_x.ipynb", cells))
     assert (t.core_parts.predictions, t.core_parts.exercises) == (1, 1)
-    exercise = Parts(prose_words=3, code_words=3, output_words=24, exercises=1)
-    assert t.exercise == round_up(exercise.minutes)
+    exercise = Parts(prose_words=3, code_words=3, output_words=24, exercises=1,
+                     exercise_minutes=tm.EXERCISE_MINUTES["implement"])
+    assert t.exercise == round_up(exercise.minutes) == t.exercises["01a"]
     assert t.core == round_up(t.core_parts.minutes + tm.COMPUTE_MIN)
 
 
@@ -96,10 +100,10 @@ def test_deep_dive_markers_split_core_and_optional(tmp_path):
              code("x", result({"image/png": "iVBOR"})),                                # a chart
              md("<!-- core -->\n## Back on the path\n" + words(236)),                  # core: 240 words
              md("<!-- deep-dive -->\n## Beyond (optional)\n" + words(238)),            # 240 words
-             md("<!-- exercise -->\n## Exercise: one function"),                       # ends the deep dive
+             md("<!-- exercise 01a -->\n## Exercise: one function"),                   # a core one ends the deep dive
              md("text after the exercise, core")]
     t = notebook_time(write(tmp_path, "04_x.ipynb", cells))
-    assert t.core_parts == Parts(prose_words=120 + 240 + 3 + 5, exercises=1)
+    assert t.core_parts == Parts(prose_words=120 + 240 + 3 + 5, exercises=1, exercise_minutes=15.0)
     assert t.optional_parts == Parts(prose_words=605 + 240, code_words=1, charts=1)
     assert t.sections == {"Noise sweep": round_up(605 / tm.PROSE_WPM + 1 / tm.CODE_WPM + tm.CHART_MIN),
                           "Beyond": 5}
@@ -164,7 +168,7 @@ def course(tmp_path):
     folder = tmp_path / "notebooks"
     folder.mkdir()
     # core: 1203 words (10 min) + the exercise (15) + compute (0.5): 30; the deep dive: 600 words, 5
-    write(folder, "01_a.ipynb", [md("# 01 · First\n" + words(1200)), md("<!-- exercise -->\n## Exercise"),
+    write(folder, "01_a.ipynb", [md("# 01 · First\n" + words(1200)), md("<!-- exercise 01a -->\n## Exercise"),
                                  md("<!-- deep-dive -->\n## Extra (optional)\n" + words(598))])
     write(folder, "02_b.ipynb", [md("# 02 · Second\n" + words(2400))])   # 20 min + compute: 25
     plans = tmp_path / "plans.csv"
@@ -274,3 +278,37 @@ def test_course_times_has_a_row_per_notebook():
     assert len(times) == len(list(tm.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
     assert {"notebook", "title", "core", "optional", "total"} <= set(times.columns)
     assert (times.total == times.core + times.optional).all() and (times.core % tm.ROUND_TO == 0).all()
+
+
+@pytest.fixture
+def deep_exercise(monkeypatch):
+    """A registered deep-dive exercise of the find-the-bug kind, under id 99z."""
+    from labkit.course.exercises import EXERCISES
+    fake = SimpleNamespace(id="99z", kind="debug", path="deep dive", minutes=tm.EXERCISE_MINUTES["debug"])
+    monkeypatch.setitem(EXERCISES, "99z", fake)
+    return fake
+
+
+def test_each_exercise_counts_the_minutes_of_its_kind_where_it_sits(tmp_path, deep_exercise):
+    cells = [md("# 05 · Title"), md("<!-- exercise 01a -->\n## Exercise 01a: one function"), code("check(f, 1)"),
+             md("<!-- deep-dive -->\n## More exercises"),
+             md("<!-- exercise 99z -->\n## Exercise 99z: a bug\n" + words(118)), code("check(g, 2)")]
+    t = notebook_time(write(tmp_path, "05_x.ipynb", cells))
+    assert t.core_parts.exercise_minutes == 15.0 and t.optional_parts.exercise_minutes == 10.0
+    assert t.exercises == {"01a": round_up(15 + 7 / tm.PROSE_WPM + 3 / tm.CODE_WPM),
+                           "99z": round_up(10 + 121 / tm.PROSE_WPM + 3 / tm.CODE_WPM)} == {"01a": 20, "99z": 15}
+    assert t.sections == {"More exercises": 15} and t.exercise == 20
+    line = tm.exercise_line("99z", 15)
+    assert line == "*Find the bug \u00b7 about 15 minutes \u00b7 deep dive*"
+    assert tm.with_exercise_line("## Exercise 99z: a bug\ntext", line) == f"## Exercise 99z: a bug\n\n{line}\ntext"
+    again = tm.with_exercise_line(f"## Exercise 99z: a bug\n\n{tm.exercise_line('99z', 5)}\ntext", line)
+    assert again == f"## Exercise 99z: a bug\n\n{line}\ntext"
+
+
+def test_a_deep_dive_exercise_on_the_core_path_or_an_unknown_one_is_refused(tmp_path, deep_exercise):
+    on_core = write(tmp_path, "06_x.ipynb", [md("# 06 · T"), md("<!-- exercise 99z -->\n## Exercise 99z: x")])
+    with pytest.raises(ValueError, match="exercise 99z is a deep dive but sits on the core path"):
+        notebook_time(on_core)
+    unknown = write(tmp_path, "07_x.ipynb", [md("# 07 · T"), md("<!-- exercise 98q -->\n## Exercise 98q: x")])
+    with pytest.raises(ValueError, match="'98q', which is not registered"):
+        notebook_time(unknown)

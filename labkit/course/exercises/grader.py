@@ -26,7 +26,9 @@ registers itself with ``register``.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import re
 import secrets
 import signal
 import textwrap
@@ -39,11 +41,19 @@ import torch
 
 from labkit.core.checks import check_bool, check_int, check_number
 
-__all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64", "WIDTH",
-           "SEED_ENV", "SEEDS", "check", "get_exercise", "list_exercises", "register", "copy_args", "close",
+__all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "KINDS", "PATHS", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64", "WIDTH",
+           "SEED_ENV", "SEEDS", "check", "check_exercise_fields", "get_exercise", "list_exercises", "register", "copy_args", "close",
            "not_finite", "all_zero", "sign_flipped", "draw_seed"]
 
 F64 = torch.float64
+
+#: What an exercise asks, and how the course names it: write a formula from its statement; fix a
+#: planted mistake in working-looking code; run an experiment at named settings and report what it
+#: measured; write a piece of the training machinery and run it (one per half of the course).
+KINDS = {"implement": "implement", "debug": "find the bug", "interpret": "run and interpret",
+         "capstone": "capstone"}
+#: Where an exercise sits in its notebook: on the core path every workshop plan runs, or in a deep dive.
+PATHS = ("core", "deep dive")
 
 #: Characters per printed line: JupyterLab's output column at 1366 px holds about 90 before it
 #: wraps a line itself, mid-word; the grader wraps first, between words.
@@ -160,7 +170,7 @@ class CheckResult:
     """What ``check`` found: ``passed``, the ``hint`` (None when passed), the failing ``case``
     (the smallest that breaks the hint's rule) and the reader's answer on it (``got``),
     ``n_cases`` graded, and the ``seed`` the random cases came from with its ``origin``
-    ("fresh", "given" or "env", see ``draw_seed``); ``again`` is the call that repeats the
+    ("fresh", "given" or "env", see ``draw_seed``; "reading" for a run-and-interpret answer); ``again`` is the call that repeats the
     attempt. The lab's answer on the case (``want``) is kept for tests and never shown: the
     printed result, its repr and its notebook display leave it out."""
 
@@ -186,6 +196,8 @@ class CheckResult:
             print(self)
 
     def __str__(self) -> str:
+        if self.passed and self.origin == "reading":
+            return _wrap(f"\u2713 {self.exercise}: your reading agrees with the lab's own run", "", "  ")
         if self.passed:
             return _wrap(f"\u2713 {self.exercise}: all {self.n_cases} cases pass{self._drawn()}", "", "  ")
         lines = [_wrap(f"\u2717 {self.exercise}: {self.hint}", "", "  ")]
@@ -329,17 +341,52 @@ class Exercise:
     tolerance: float = 1e-5
     output: str = "float"  # "float" or "bool"
     sign_note: str = ""
+    #: which of the notebook's exercises: "a", "b", ... (the id is notebook + letter, e.g. "01b")
+    letter: str = "a"
+    #: one of KINDS: "implement", "debug" (fix ``buggy``) or "capstone"; a reading is a ``Reading``
+    kind: str = "implement"
+    #: one of PATHS
+    path: str = "core"
+    #: kind "debug": the function with the planted mistake, written as the reader will see it (its
+    #: source, renamed to ``name``, is the template)
+    buggy: Callable | None = None
+    #: how the reader's function is called on a case's arguments and what of it is graded
+    #: (default: ``fn(*args.values())``, its return value); a capstone that grades what a training
+    #: step did to a model, say, calls it and returns the parameters
+    call: Callable[[Callable, dict], Any] | None = None
+
+    def __post_init__(self):
+        check_exercise_fields(self)
+        if self.kind == "interpret":
+            raise ValueError("kind: a run-and-interpret exercise is a Reading (labkit.course.exercises.reading)")
+        if (self.kind == "debug") != (self.buggy is not None):
+            raise ValueError("buggy: a 'debug' exercise needs the buggy function, and only it has one")
+
+    @property
+    def id(self) -> str:
+        return self.notebook + self.letter
 
     @property
     def key(self) -> str:
-        return f"{self.notebook} \u00b7 {self.title}"
+        return f"{self.id} \u00b7 {self.title}"
+
+    @property
+    def minutes(self) -> float:
+        """What the course's time rule charges for doing it (``labkit.course.timing``), besides its words."""
+        from labkit.course.timing import EXERCISE_MINUTES
+        return EXERCISE_MINUTES[self.kind]
 
     def __str__(self) -> str:
-        return f"Exercise {self.key}\n\n    {self.signature}\n\n{_reflow(self.prompt)}"
+        return (f"Exercise {self.key} ({KINDS[self.kind]}, {self.path})\n\n    {self.signature}\n\n"
+                f"{_reflow(self.prompt)}")
 
     @property
     def template(self) -> str:
-        """The empty function a notebook's exercise cell starts from (it runs, and fails the check)."""
+        """What a notebook's exercise cell starts from (it runs, and fails the check): an empty
+        function, or for a "debug" exercise the buggy one under the exercise's name."""
+        if self.buggy is not None:
+            source = textwrap.dedent(inspect.getsource(self.buggy))
+            return re.sub(rf"def {self.buggy.__name__}\(", f"def {self.name}(", source, count=1)
         head, _, returns = self.signature.partition(" -> ")
         return (f"def {head}:\n    \"\"\"{self.prompt.splitlines()[0]} Returns {returns}.\"\"\"\n"
                 f"    ...  # your code here\n")
@@ -359,7 +406,7 @@ class Exercise:
         name = getattr(fn, "__name__", "")
         name = name if name.isidentifier() else "fn"
         result.seed, result.origin = seed, origin
-        result.again = f"check({name}, {int(self.notebook)}, seed={seed})"
+        result.again = f'check({name}, "{self.id}", seed={seed})'
         if verbose:
             print(result)
             result.printed = True
@@ -371,7 +418,7 @@ class Exercise:
         exercise's own rules, which such an answer would trip by accident (a zero answer breaks
         the group-of-one rule too, yet that is not what is wrong). Then the exercise's rules, NaN,
         and the plain mismatch."""
-        where = f"get_exercise({int(self.notebook)}) shows the task again"
+        where = f'get_exercise("{self.id}") shows the task again'
         if self.output == "bool":
             first = (Rule(f"your answer is False everywhere, as a placeholder's would be: mark the entries the "
                           f"task asks for ({where}), starting with the case below", all_zero, always=True),)
@@ -422,7 +469,8 @@ class Exercise:
         try:
             with warnings.catch_warnings(), _time_limit(timeout):  # e.g. torch.std of one value: the hint says it shorter
                 warnings.simplefilter("ignore")
-                got = fn(*args.values())  # positionally, in the signature's order: any parameter names work
+                # positionally, in the signature's order: any parameter names work
+                got = fn(*args.values()) if self.call is None else self.call(fn, args)
         except _TookTooLong as stop:
             return fail(f"your function did not return within {timeout:g} s on this case: is there a loop "
                         f"that never ends (e.g. a while loop whose index never moves)?", error=stop)
@@ -470,55 +518,87 @@ class Exercise:
 
 
 # --------------------------------------------------------------------------- the registry
-#: notebook ("00" ... "11") -> its exercise, in the order the notebooks' modules registered them
-EXERCISES: dict[str, Exercise] = {}
+#: id ("00a", "01a", "01b", ...) -> the exercise (an ``Exercise`` or a ``Reading``), in the order
+#: the notebooks' modules registered them
+EXERCISES: dict[str, Any] = {}
+
+_LETTER = re.compile(r"[a-z]")
 
 
-def register(exercise: Exercise) -> Exercise:
-    """Add ``exercise`` to the registry under its notebook (each notebook's module calls it once)."""
-    if not isinstance(exercise, Exercise):
-        raise TypeError(f"exercise: expected an Exercise, got {type(exercise).__name__}")
-    EXERCISES[exercise.notebook] = exercise
+def check_exercise_fields(ex: Any) -> None:
+    """What every registered exercise must state: a notebook "00" ... "99", a one-letter
+    ``letter``, a ``kind`` of KINDS, a ``path`` of PATHS and an identifier ``name``."""
+    if not (isinstance(ex.notebook, str) and len(ex.notebook) == 2 and ex.notebook.isdigit()):
+        raise ValueError(f"notebook: expected two digits such as '01', got {ex.notebook!r}")
+    if not (isinstance(ex.letter, str) and _LETTER.fullmatch(ex.letter)):
+        raise ValueError(f"letter: expected one lower-case letter such as 'b', got {ex.letter!r}")
+    if ex.kind not in KINDS:
+        raise ValueError(f"kind: expected one of {list(KINDS)}, got {ex.kind!r}")
+    if ex.path not in PATHS:
+        raise ValueError(f"path: expected one of {list(PATHS)}, got {ex.path!r}")
+    if not (isinstance(ex.name, str) and ex.name.isidentifier()):
+        raise ValueError(f"name: expected a Python identifier (what the reader's function or answer is called), "
+                         f"got {ex.name!r}")
+
+
+def register(exercise: Any) -> Any:
+    """Add ``exercise`` (an ``Exercise`` or a ``Reading``) to the registry under its id; each
+    notebook's module calls it once per exercise. A second exercise with the same id or name is refused."""
+    if not callable(getattr(exercise, "check", None)) or not hasattr(exercise, "id"):
+        raise TypeError(f"exercise: expected an Exercise or a Reading, got {type(exercise).__name__}")
+    for ex in EXERCISES.values():
+        if ex is not exercise and (ex.id == exercise.id or ex.name == exercise.name):
+            raise ValueError(f"exercise: {exercise.id} ({exercise.name}) clashes with {ex.id} ({ex.name})")
+    EXERCISES[exercise.id] = exercise
     return exercise
 
 
-def get_exercise(exercise: Any) -> Exercise:
-    """The exercise named by ``exercise``: an ``Exercise``, a notebook number (1 or "01") or an
-    exercise name ("grpo_advantage")."""
-    if isinstance(exercise, Exercise):
+def get_exercise(exercise: Any) -> Any:
+    """The exercise named by ``exercise``: an exercise itself, an id ("01b"), a notebook number
+    (1 or "01": that notebook's first exercise) or an exercise name ("grpo_advantage")."""
+    if hasattr(exercise, "id") and callable(getattr(exercise, "check", None)):
         return exercise
     if isinstance(exercise, bool) or not isinstance(exercise, (int, str)):
-        raise TypeError(f"exercise: expected a notebook number or an exercise name, got {type(exercise).__name__}")
+        raise TypeError(f"exercise: expected an exercise id such as '01b', a notebook number or an exercise name, "
+                        f"got {type(exercise).__name__}")
     key = f"{exercise:02d}" if isinstance(exercise, int) else exercise.strip()
     if key.isdigit():
         key = f"{int(key):02d}"
+        first = [ex for ex in EXERCISES.values() if ex.notebook == key]
+        if first:
+            return first[0]
     if key in EXERCISES:
         return EXERCISES[key]
     for ex in EXERCISES.values():
         if ex.name == key:
             return ex
-    raise ValueError(f"exercise: unknown {exercise!r}; choose a notebook number {sorted(EXERCISES)} or a name "
+    raise ValueError(f"exercise: unknown {exercise!r}; choose an id {list(EXERCISES)} or a name "
                      f"{[e.name for e in EXERCISES.values()]}")
 
 
-def list_exercises() -> list[str]:
-    """One line per exercise: notebook, title and the signature to write."""
-    return [f"{ex.notebook}  {ex.title:<32} {ex.signature}" for ex in EXERCISES.values()]
+def list_exercises(notebook: Any = None) -> list[str]:
+    """One line per exercise (of ``notebook`` only, if given): id, kind, path, title and what to write."""
+    if notebook is not None:
+        notebook = get_exercise(notebook).notebook
+    return [f"{ex.id}  {KINDS[ex.kind]:<17} {ex.path:<9} {ex.title:<40} {ex.signature}"
+            for ex in EXERCISES.values() if notebook is None or ex.notebook == notebook]
 
 
-def check(fn: Callable, exercise: Any, *, seed: int | None = None, verbose: bool = True,
+def check(fn: Any, exercise: Any, *, seed: int | None = None, verbose: bool = True,
           timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
-    """Grade the reader's ``fn`` on ``exercise`` (an ``Exercise``, a notebook number or a name).
+    """Grade the reader's ``fn`` (their function; for a run-and-interpret exercise, the number or
+    choice they read) on ``exercise`` (an id such as "01b", a notebook number or a name).
 
-    Runs ``fn`` on the exercise's randomised cases and its degenerate ones, compares with the
-    lab's estimator within the exercise's tolerance, and returns a ``CheckResult`` (``.passed``,
+    A function is run on the exercise's randomised cases and its degenerate ones and compared with
+    the lab's estimator within the exercise's tolerance; a reading is compared with the lab's own
+    run at the settings the exercise names (``Reading``). Returns a ``CheckResult`` (``.passed``,
     ``.hint``, ``.case``, ``.got``, ``.seed``); with ``verbose`` (default) it also prints it: one
-    line on success (how many cases, and that they were fresh), otherwise the hint, the smallest
-    failing case, the reader's answer on it and the call that repeats the attempt; never the
-    lab's answer. The random cases come from a fresh seed each call (``seed=None``), or from
-    LABKIT_GRADER_SEED when that is set; ``seed=S`` repeats the cases of seed S.
-    An exception inside ``fn`` is reported with the case that raised it, not raised; a call that
-    takes longer than ``timeout`` seconds (default 10; None: no limit) is stopped and reported
-    (where SIGALRM exists, i.e. not on Windows, and in the main thread, where a kernel runs cells).
+    line on success, otherwise the hint, the smallest failing case, the reader's answer on it and
+    the call that repeats the attempt; never the lab's answer. The random cases come from a fresh
+    seed each call (``seed=None``), or from LABKIT_GRADER_SEED when that is set; ``seed=S`` repeats
+    the cases of seed S. An exception inside ``fn`` is reported with the case that raised it, not
+    raised; a call that takes longer than ``timeout`` seconds (default 10; None: no limit) is
+    stopped and reported (where SIGALRM exists, i.e. not on Windows, and in the main thread, where
+    a kernel runs cells).
     """
     return get_exercise(exercise).check(fn, seed=seed, verbose=verbose, timeout=timeout)

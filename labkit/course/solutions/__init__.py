@@ -1,7 +1,7 @@
-"""Reference solutions to the course's exercises (``labkit.course.exercises``), one per notebook.
+"""Reference solutions to the course's exercises that ask for a function (``labkit.course.exercises``).
 
 Kept apart from the chapters on purpose: try the exercise first, then compare. A reader sees one
-with ``reveal_solution(1)`` (``labkit.course.exercises``), which prints its source; nothing a
+with ``reveal_solution("01a")`` (``labkit.course.exercises``), which prints its source; nothing a
 notebook imports brings this package along. Each solution is written the way a reader would write
 it (a loop where a loop is clearer, the formula next to the code), not the way the lab's
 vectorised estimators are; ``check(solution, exercise)`` passes for every one, on every seed the
@@ -24,7 +24,8 @@ from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows
 __all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
            "carl_select", "hca_credit", "mixer_credit", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
 
-#: notebook -> its solution
-SOLUTIONS = {"00": reward_to_go, "01": grpo_advantage, "02": gae, "03": vineppo_advantage, "04": pure_min_form, "05": turn_returns,
-             "06": gigpo_step_term, "07": carl_select, "08": hca_credit, "09": mixer_credit, "10": rank_correlation,
-             "11": no_gradient_rows}
+#: exercise id -> its solution (a run-and-interpret exercise has none here: its solution is the
+#: lab's own run, ``Reading.measure``)
+SOLUTIONS = {"00a": reward_to_go, "01a": grpo_advantage, "02a": gae, "03a": vineppo_advantage, "04a": pure_min_form,
+             "05a": turn_returns, "06a": gigpo_step_term, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
+             "10a": rank_correlation, "11a": no_gradient_rows}

@@ -1,6 +1,6 @@
-"""Solution to exercise 00 (notebook 00_map): the reward-to-go.
+"""Solution to exercise 00a (notebook 00_map): the reward-to-go.
 
-Checked by ``check(reward_to_go, "00")``; the exercise is ``labkit.course.exercises.ex00_map``.
+Checked by ``check(reward_to_go, "00a")``; the exercise is ``labkit.course.exercises.ex00_map``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["reward_to_go"]
 
 
 def reward_to_go(rewards, mask, gamma):
-    """00 · Reward-to-go (Williams 1992): the credit an outcome reward gives each generated token.
+    """00a · Reward-to-go (Williams 1992): the credit an outcome reward gives each generated token.
 
     Inputs:
         rewards: (B, T) rewards, the outcome on the last generated token.
@@ -28,7 +28,7 @@ def reward_to_go(rewards, mask, gamma):
         a row with nothing generated gets all zeros; gamma = 0 leaves each token its own reward.
 
     Deviations from the reference:
-        none: equal to ``Rollouts.returns(gamma)`` (checked by ``check(reward_to_go, "00")``).
+        none: equal to ``Rollouts.returns(gamma)`` (checked by ``check(reward_to_go, "00a")``).
 
     Returns:
         (B, T) float64 reward-to-go, 0 off the mask.

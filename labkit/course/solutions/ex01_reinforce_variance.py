@@ -1,6 +1,6 @@
-"""Solution to exercise 01 (notebook 01_reinforce_variance): GRPO's group-relative advantage.
+"""Solution to exercise 01a (notebook 01_reinforce_variance): GRPO's group-relative advantage.
 
-Checked by ``check(grpo_advantage, "01")``; the exercise is ``labkit.course.exercises.ex01_reinforce_variance``.
+Checked by ``check(grpo_advantage, "01a")``; the exercise is ``labkit.course.exercises.ex01_reinforce_variance``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["grpo_advantage"]
 
 
 def grpo_advantage(scores, group_ids, eps=1e-6):
-    """01 · GRPO advantage (Shao et al. 2024, arXiv 2402.03300): each score against its group's.
+    """01a · GRPO advantage (Shao et al. 2024, arXiv 2402.03300): each score against its group's.
 
     Inputs:
         scores: (n,) one outcome score per trajectory.
@@ -26,7 +26,7 @@ def grpo_advantage(scores, group_ids, eps=1e-6):
         a group of one gets mean 0 and std 1 (its raw score / (1 + eps)); an all-equal group gets 0.
 
     Deviations from the reference:
-        none: equal to ``labkit.credit.grpo`` (checked by ``check(grpo_advantage, "01")``).
+        none: equal to ``labkit.credit.grpo`` (checked by ``check(grpo_advantage, "01a")``).
 
     Returns:
         (n,) float64 advantage, one per trajectory.

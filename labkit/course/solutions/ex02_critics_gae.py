@@ -1,6 +1,6 @@
-"""Solution to exercise 02 (notebook 02_critics_gae): GAE's backward loop.
+"""Solution to exercise 02a (notebook 02_critics_gae): GAE's backward loop.
 
-Checked by ``check(gae, "02")``; the exercise is ``labkit.course.exercises.ex02_critics_gae``.
+Checked by ``check(gae, "02a")``; the exercise is ``labkit.course.exercises.ex02_critics_gae``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["gae"]
 
 
 def gae(rewards, values, mask, gamma, lam):
-    """02 · GAE's backward loop (Schulman et al. 2016, arXiv 1506.02438): discounted TD errors.
+    """02a · GAE's backward loop (Schulman et al. 2016, arXiv 1506.02438): discounted TD errors.
 
     Inputs:
         rewards, mask: (B, T), as in exercise 00.

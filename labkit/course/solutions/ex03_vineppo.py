@@ -1,6 +1,6 @@
-"""Solution to exercise 03 (notebook 03_vineppo): VinePPO's step advantage from vine values.
+"""Solution to exercise 03a (notebook 03_vineppo): VinePPO's step advantage from vine values.
 
-Checked by ``check(vineppo_advantage, "03")``; the exercise is ``labkit.course.exercises.ex03_vineppo``.
+Checked by ``check(vineppo_advantage, "03a")``; the exercise is ``labkit.course.exercises.ex03_vineppo``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["vineppo_advantage"]
 
 
 def vineppo_advantage(vine_outcomes, rewards):
-    """03 · VinePPO step advantage (Kazemnejad et al. 2024, arXiv 2410.01679): values from vines.
+    """03a · VinePPO step advantage (Kazemnejad et al. 2024, arXiv 2410.01679): values from vines.
 
     Inputs:
         vine_outcomes: (S, K) the 0/1 outcomes of K vines forked before each of the S steps.

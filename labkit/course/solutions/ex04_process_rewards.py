@@ -1,6 +1,6 @@
-"""Solution to exercise 04 (notebook 04_process_rewards): PURE's min-form returns.
+"""Solution to exercise 04a (notebook 04_process_rewards): PURE's min-form returns.
 
-Checked by ``check(pure_min_form, "04")``; the exercise is ``labkit.course.exercises.ex04_process_rewards``.
+Checked by ``check(pure_min_form, "04a")``; the exercise is ``labkit.course.exercises.ex04_process_rewards``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["pure_min_form"]
 
 
 def pure_min_form(step_scores, outcome, temperature):
-    """04 · PURE min-form returns (Cheng et al. 2025, arXiv 2504.08662): a response is worth its worst step.
+    """04a · PURE min-form returns (Cheng et al. 2025, arXiv 2504.08662): a response is worth its worst step.
 
     Inputs:
         step_scores: (S,) the process reward model's probability that each step is right.

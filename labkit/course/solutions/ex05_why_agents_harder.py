@@ -1,6 +1,6 @@
-"""Solution to exercise 05 (notebook 05_why_agents_harder): returns discounted once per turn.
+"""Solution to exercise 05a (notebook 05_why_agents_harder): returns discounted once per turn.
 
-Checked by ``check(turn_returns, "05")``; the exercise is ``labkit.course.exercises.ex05_why_agents_harder``.
+Checked by ``check(turn_returns, "05a")``; the exercise is ``labkit.course.exercises.ex05_why_agents_harder``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["turn_returns"]
 
 
 def turn_returns(rewards, turn_ids, gamma):
-    """05 · Returns discounted per turn (POAD, Wen et al. 2024, arXiv 2405.15821; Turn-PPO, arXiv 2512.17008).
+    """05a · Returns discounted per turn (POAD, Wen et al. 2024, arXiv 2405.15821; Turn-PPO, arXiv 2512.17008).
 
     Inputs:
         rewards: (L,) the rewards of one episode's positions.

@@ -1,6 +1,6 @@
-"""Solution to exercise 06 (notebook 06_gigpo): GiGPO's anchor-group step term.
+"""Solution to exercise 06a (notebook 06_gigpo): GiGPO's anchor-group step term.
 
-Checked by ``check(gigpo_step_term, "06")``; the exercise is ``labkit.course.exercises.ex06_gigpo``.
+Checked by ``check(gigpo_step_term, "06a")``; the exercise is ``labkit.course.exercises.ex06_gigpo``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["gigpo_step_term"]
 
 
 def gigpo_step_term(turn_rewards, present, anchors, gamma):
-    """06 · GiGPO's step term (Feng et al. 2025, arXiv 2505.10978): a turn against its anchor group.
+    """06a · GiGPO's step term (Feng et al. 2025, arXiv 2505.10978): a turn against its anchor group.
 
     Inputs:
         turn_rewards: (B, N) each turn's summed reward, 0 where absent.

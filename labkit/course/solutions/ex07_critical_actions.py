@@ -1,6 +1,6 @@
-"""Solution to exercise 07 (notebook 07_critical_actions): CARL's critical-turn selection.
+"""Solution to exercise 07a (notebook 07_critical_actions): CARL's critical-turn selection.
 
-Checked by ``check(carl_select, "07")``; the exercise is ``labkit.course.exercises.ex07_critical_actions``.
+Checked by ``check(carl_select, "07a")``; the exercise is ``labkit.course.exercises.ex07_critical_actions``.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["carl_select"]
 
 
 def carl_select(entropies, present, fraction):
-    """07 · CARL's critical-turn selection (Shen et al. 2025, arXiv 2512.04949): the most uncertain turns.
+    """07a · CARL's critical-turn selection (Shen et al. 2025, arXiv 2512.04949): the most uncertain turns.
 
     Inputs:
         entropies: (B, N) the policy's entropy at every turn.

@@ -1,6 +1,6 @@
-"""Solution to exercise 08 (notebook 08_hindsight_counterfactual): HCA's hindsight ratio.
+"""Solution to exercise 08a (notebook 08_hindsight_counterfactual): HCA's hindsight ratio.
 
-Checked by ``check(hca_credit, "08")``; the exercise is ``labkit.course.exercises.ex08_hindsight_counterfactual``.
+Checked by ``check(hca_credit, "08a")``; the exercise is ``labkit.course.exercises.ex08_hindsight_counterfactual``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["hca_credit"]
 
 
 def hca_credit(pi, h, z):
-    """08 · HCA's hindsight ratio (Harutyunyan et al. 2019, arXiv 1912.02503): return-conditioned credit.
+    """08a · HCA's hindsight ratio (Harutyunyan et al. 2019, arXiv 1912.02503): return-conditioned credit.
 
     Inputs:
         pi: (N,) the policy's probability of each action taken.

@@ -1,6 +1,6 @@
-"""Solution to exercise 09 (notebook 09_multiagent): the mixer of a written credit function (QLLM).
+"""Solution to exercise 09a (notebook 09_multiagent): the mixer of a written credit function (QLLM).
 
-Checked by ``check(mixer_credit, "09")``; the exercise is ``labkit.course.exercises.ex09_multiagent``.
+Checked by ``check(mixer_credit, "09a")``; the exercise is ``labkit.course.exercises.ex09_multiagent``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["mixer_credit"]
 
 
 def mixer_credit(q, effects):
-    """09 · A QLLM-style mixer (Jiang et al. 2025, arXiv 2504.12961): credit = state weight x own utility.
+    """09a · A QLLM-style mixer (Jiang et al. 2025, arXiv 2504.12961): credit = state weight x own utility.
 
     Inputs:
         q: (n,) each agent's utility Q_i.

@@ -1,6 +1,6 @@
-"""Solution to exercise 10 (notebook 10_benchmark): Spearman's rank correlation, the benchmark's metric.
+"""Solution to exercise 10a (notebook 10_benchmark): Spearman's rank correlation, the benchmark's metric.
 
-Checked by ``check(rank_correlation, "10")``; the exercise is ``labkit.course.exercises.ex10_benchmark``.
+Checked by ``check(rank_correlation, "10a")``; the exercise is ``labkit.course.exercises.ex10_benchmark``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["rank_correlation"]
 
 
 def rank_correlation(credit, truth, mask):
-    """10 · The benchmark's rank correlation (Spearman 1904; the survey's benchmark, arXiv 2604.09459).
+    """10a · The benchmark's rank correlation (Spearman 1904; the survey's benchmark, arXiv 2604.09459).
 
     Inputs:
         credit, truth: (B, T) estimated and exact credit.

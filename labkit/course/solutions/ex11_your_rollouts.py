@@ -1,6 +1,6 @@
-"""Solution to exercise 11 (notebook 11_your_rollouts): the trajectories that give GRPO no gradient.
+"""Solution to exercise 11a (notebook 11_your_rollouts): the trajectories that give GRPO no gradient.
 
-Checked by ``check(no_gradient_rows, "11")``; the exercise is ``labkit.course.exercises.ex11_your_rollouts``.
+Checked by ``check(no_gradient_rows, "11a")``; the exercise is ``labkit.course.exercises.ex11_your_rollouts``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["no_gradient_rows"]
 
 
 def no_gradient_rows(scores, group_ids):
-    """11 · Trajectories GRPO learns nothing from (Shao et al. 2024, arXiv 2402.03300).
+    """11a · Trajectories GRPO learns nothing from (Shao et al. 2024, arXiv 2402.03300).
 
     Inputs:
         scores: (n,) one outcome score per trajectory.
@@ -26,7 +26,7 @@ def no_gradient_rows(scores, group_ids):
         a group of one is never marked (GRPO's group-of-one rule gives it its raw score).
 
     Deviations from the reference:
-        none: equal to ``labkit.core.stats.constant_groups`` (checked by ``check(no_gradient_rows, "11")``).
+        none: equal to ``labkit.core.stats.constant_groups`` (checked by ``check(no_gradient_rows, "11a")``).
 
     Returns:
         (n,) bool, True on a trajectory of a group of two or more whose scores are all equal to within 1e-9.

@@ -1,5 +1,5 @@
 """What the tests of every exercise check, written once (each tests/course/exercises/test_exNN_*.py
-calls these with its notebook and its own typical wrong answers): the exercise states what to
+calls these with its exercise's id and its own typical wrong answers): the exercise states what to
 write, its reference solution passes on every seed of SEEDS, its template fails cleanly, each
 typical wrong answer fails with the hint that names its mistake on every seed of SEEDS (the
 grader draws a fresh seed each attempt, so the fixed cases must catch it whatever the random
@@ -33,8 +33,8 @@ def as_float32(fn):
                               for a in args]).float()
 
 
-def assert_states_what_to_write(notebook: str) -> None:
-    ex = EXERCISES[notebook]
+def assert_states_what_to_write(exercise_id: str) -> None:
+    ex = EXERCISES[exercise_id]
     assert ex.name in ex.signature and "->" in ex.signature
     assert "arXiv" in ex.prompt or "1953" in ex.prompt
     assert ex.signature in str(ex)
@@ -45,27 +45,27 @@ def assert_states_what_to_write(notebook: str) -> None:
     assert [c.name for c in cases] == [c.name for c in again]
 
 
-def assert_solution_passes(notebook: str, seed: int, capsys) -> None:
-    result = check(SOLUTIONS[notebook], notebook, seed=seed)
+def assert_solution_passes(exercise_id: str, seed: int, capsys) -> None:
+    result = check(SOLUTIONS[exercise_id], exercise_id, seed=seed)
     assert result.passed, str(result)
     assert result.hint is None and bool(result) and result.seed == seed and result.origin == "given"
     out = capsys.readouterr().out
     assert out.startswith("\u2713") and f"all {result.n_cases} cases pass" in out and f"seed {seed}" in out
 
 
-def assert_solution_docstring_in_house_order(notebook: str) -> None:
-    doc = inspect.getdoc(SOLUTIONS[notebook])
+def assert_solution_docstring_in_house_order(exercise_id: str) -> None:
+    doc = inspect.getdoc(SOLUTIONS[exercise_id])
     lines = [line.strip() for line in doc.splitlines()]
     positions = [lines.index(h) for h in HOUSE_SECTIONS]
     assert positions == sorted(positions) and all(doc.count(h) == 1 for h in HOUSE_SECTIONS)
-    assert CITATION.search(doc.split("\n\n")[0]) and doc.startswith(notebook)
+    assert CITATION.search(doc.split("\n\n")[0]) and doc.startswith(exercise_id)
 
 
-def assert_template_fails_cleanly(notebook: str) -> None:
-    ex = EXERCISES[notebook]
+def assert_template_fails_cleanly(exercise_id: str) -> None:
+    ex = EXERCISES[exercise_id]
     space: dict = {}
     exec(ex.template, space)
-    result = check(space[ex.name], notebook, seed=0, verbose=False)
+    result = check(space[ex.name], exercise_id, seed=0, verbose=False)
     assert not result.passed and "should return a tensor" in result.hint
     # every main case fails alike: the smallest is the one shown, and the lab's answer is not
     main = [c for c in ex.cases(torch.Generator().manual_seed(0)) if not c.tags]
@@ -73,15 +73,15 @@ def assert_template_fails_cleanly(notebook: str) -> None:
     assert_the_lab_answer_is_not_shown(result, str(result))
 
 
-def assert_fails_with_hint(notebook: str, fn, hint: str, capsys, seed: int = 0) -> None:
-    result = check(fn, notebook, seed=seed)
+def assert_fails_with_hint(exercise_id: str, fn, hint: str, capsys, seed: int = 0) -> None:
+    result = check(fn, exercise_id, seed=seed)
     assert not result.passed
     assert hint in result.hint, f"{fn.__name__}, seed {seed}: got hint {result.hint!r}"
     # the failing case is shown, small, with the reader's answer and the call that repeats it
     out = capsys.readouterr().out
     words = " ".join(out.split())  # the printed lines are wrapped: compare word by word
     assert out.startswith("\u2717") and result.hint in words and f"case '{result.case.name}'" in words
-    assert f"check({fn.__name__}, {int(notebook)}, seed={seed}) repeats these cases" in words
+    assert f'check({fn.__name__}, "{exercise_id}", seed={seed}) repeats these cases' in words
     assert len(out) < 1200
     assert_the_lab_answer_is_not_shown(result, out)
 
@@ -103,23 +103,23 @@ def assert_the_lab_answer_is_not_shown(result, out: str) -> None:
             assert lab not in plain(text), text
 
 
-def zeros_answer(notebook: str):
+def zeros_answer(exercise_id: str):
     """A placeholder: the reference solution's answer replaced by zeros (False, for a selection)."""
     def placeholder(*args):
-        return torch.zeros_like(torch.as_tensor(SOLUTIONS[notebook](*args)))
+        return torch.zeros_like(torch.as_tensor(SOLUTIONS[exercise_id](*args)))
     return placeholder
 
 
-def sign_flipped_answer(notebook: str):
+def sign_flipped_answer(exercise_id: str):
     """The reference solution with its sign flipped."""
     def flipped(*args):
-        return -torch.as_tensor(SOLUTIONS[notebook](*args))
+        return -torch.as_tensor(SOLUTIONS[exercise_id](*args))
     return flipped
 
 
-def raising_on_edge_cases(notebook: str, fn, seed: int = 0):
+def raising_on_edge_cases(exercise_id: str, fn, seed: int = 0):
     """``fn``, except that it raises on every edge case (tagged case) of ``seed``."""
-    edges = [list(c.args.values()) for c in EXERCISES[notebook].cases(torch.Generator().manual_seed(seed)) if c.tags]
+    edges = [list(c.args.values()) for c in EXERCISES[exercise_id].cases(torch.Generator().manual_seed(seed)) if c.tags]
 
     def answer(*args):
         if any(len(args) == len(edge) and all(_equal(a, b) for a, b in zip(args, edge)) for edge in edges):
@@ -134,27 +134,27 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def assert_main_mistake_named_before_edge_failures(notebook: str, fn, hint: str, seed: int = 0) -> None:
-    alone = check(fn, notebook, seed=seed, verbose=False)
-    result = check(raising_on_edge_cases(notebook, fn, seed), notebook, seed=seed, verbose=False)
+def assert_main_mistake_named_before_edge_failures(exercise_id: str, fn, hint: str, seed: int = 0) -> None:
+    alone = check(fn, exercise_id, seed=seed, verbose=False)
+    result = check(raising_on_edge_cases(exercise_id, fn, seed), exercise_id, seed=seed, verbose=False)
     if not alone.case.tags:  # a mistake the main cases show: named first, whatever the edges do
         assert hint in result.hint and not result.case.tags, result.hint
     else:                    # a mistake only an edge case shows: the main cases pass, then the edges are graded
         assert "raised RuntimeError" in result.hint and result.case.tags, result.hint
 
 
-def assert_hint_does_not_depend_on_the_seed(notebook: str, fn, hint: str, seeds=SEEDS) -> None:
+def assert_hint_does_not_depend_on_the_seed(exercise_id: str, fn, hint: str, seeds=SEEDS) -> None:
     for seed in seeds:
-        result = check(fn, notebook, seed=seed, verbose=False)
+        result = check(fn, exercise_id, seed=seed, verbose=False)
         assert not result.passed and hint in result.hint, (fn.__name__, seed, result.hint)
 
 
 class ExerciseTests:
     """The tests every exercise gets. A test file subclasses it as ``TestExercise`` with its
-    notebook (``NOTEBOOK``) and its typical wrong answers (``WRONG``: (function, hint) pairs);
+    exercise (``EXERCISE``, its id) and its typical wrong answers (``WRONG``: (function, hint) pairs);
     ``wrong`` is parametrized over ``WRONG`` by this folder's conftest.py."""
 
-    NOTEBOOK: str = ""
+    EXERCISE: str = ""
     WRONG: list = []
     #: (function, hint) pairs: answers right on every main case and wrong on an edge case
     EDGE_WRONG: list = []
@@ -162,65 +162,65 @@ class ExerciseTests:
     ZEROS_HINT: str = ""
 
     def test_the_exercise_states_what_to_write(self):
-        assert_states_what_to_write(self.NOTEBOOK)
+        assert_states_what_to_write(self.EXERCISE)
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_the_solution_passes(self, seed, capsys):
-        assert_solution_passes(self.NOTEBOOK, seed, capsys)
+        assert_solution_passes(self.EXERCISE, seed, capsys)
 
     def test_the_solution_passes_on_a_fresh_seed(self, capsys, monkeypatch):
         monkeypatch.delenv("LABKIT_GRADER_SEED", raising=False)
-        result = check(SOLUTIONS[self.NOTEBOOK], self.NOTEBOOK)
+        result = check(SOLUTIONS[self.EXERCISE], self.EXERCISE)
         assert result.passed and result.origin == "fresh", str(result)
         assert "drawn fresh" in capsys.readouterr().out
 
     def test_the_solution_docstring_follows_the_house_order(self):
-        assert_solution_docstring_in_house_order(self.NOTEBOOK)
+        assert_solution_docstring_in_house_order(self.EXERCISE)
 
     def test_the_template_runs_and_fails_the_check(self):
-        assert_template_fails_cleanly(self.NOTEBOOK)
+        assert_template_fails_cleanly(self.EXERCISE)
 
     def test_there_are_at_least_three_typical_wrong_answers(self):
         assert len(self.WRONG) >= 3
 
     def test_a_typical_wrong_answer_fails_with_its_hint(self, wrong, capsys):
         for seed in (0, SEEDS[-1]):
-            assert_fails_with_hint(self.NOTEBOOK, *wrong, capsys, seed=seed)
+            assert_fails_with_hint(self.EXERCISE, *wrong, capsys, seed=seed)
 
     def test_the_hint_does_not_depend_on_the_seed(self, wrong):
-        assert_hint_does_not_depend_on_the_seed(self.NOTEBOOK, *wrong)
+        assert_hint_does_not_depend_on_the_seed(self.EXERCISE, *wrong)
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_an_answer_of_zeros_gets_the_placeholder_hint(self, seed):
-        ex = EXERCISES[self.NOTEBOOK]
+        ex = EXERCISES[self.EXERCISE]
         hint = self.ZEROS_HINT or ("your answer is False everywhere" if ex.output == "bool" else
                                    "your answer is 0 everywhere")
-        result = check(zeros_answer(self.NOTEBOOK), self.NOTEBOOK, seed=seed, verbose=False)
+        result = check(zeros_answer(self.EXERCISE), self.EXERCISE, seed=seed, verbose=False)
         assert not result.passed and hint in result.hint, result.hint
         assert not result.case.tags, "a placeholder is told on a main case"
         assert_the_lab_answer_is_not_shown(result, str(result))
 
     @pytest.mark.parametrize("seed", SEEDS)
     def test_a_flipped_sign_gets_the_sign_hint(self, seed):
-        if EXERCISES[self.NOTEBOOK].output == "bool":
+        if EXERCISES[self.EXERCISE].output == "bool":
             pytest.skip("a selection has no sign")
-        result = check(sign_flipped_answer(self.NOTEBOOK), self.NOTEBOOK, seed=seed, verbose=False)
+        result = check(sign_flipped_answer(self.EXERCISE), self.EXERCISE, seed=seed, verbose=False)
         assert not result.passed and "minus the expected one" in result.hint, result.hint
         assert not result.case.tags
 
     def test_an_edge_case_mistake_passes_the_main_cases_and_gets_its_hint(self, edge_wrong):
         fn, hint = edge_wrong
-        result = check(fn, self.NOTEBOOK, seed=0, verbose=False)
+        result = check(fn, self.EXERCISE, seed=0, verbose=False)
         assert not result.passed and hint in result.hint, result.hint
         assert result.case.tags, f"{fn.__name__} should fail on an edge case only"
         # on other seeds a random case may show the mistake first; the hint is the same
-        assert_hint_does_not_depend_on_the_seed(self.NOTEBOOK, fn, hint)
+        assert_hint_does_not_depend_on_the_seed(self.EXERCISE, fn, hint)
 
     def test_a_main_case_mistake_is_named_before_any_edge_case_failure(self, wrong):
         for seed in (0, SEEDS[-1]):
-            assert_main_mistake_named_before_edge_failures(self.NOTEBOOK, *wrong, seed=seed)
+            assert_main_mistake_named_before_edge_failures(self.EXERCISE, *wrong, seed=seed)
 
     def test_some_typical_mistakes_show_on_the_main_cases_and_some_on_the_edges(self):
-        tags = [check(fn, self.NOTEBOOK, seed=0, verbose=False).case.tags for fn, _ in self.WRONG]
+        tags = [check(fn, self.EXERCISE, seed=0, verbose=False).case.tags for fn, _ in self.WRONG]
         assert any(not t for t in tags)
         assert self.EDGE_WRONG

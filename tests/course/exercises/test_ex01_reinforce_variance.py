@@ -10,7 +10,7 @@ from labkit.course.exercises import check
 
 import exercise_checks as checks
 
-NOTEBOOK = "01"
+EXERCISE = "01a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -77,15 +77,15 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
 
 
 def test_the_nan_remark_is_made_only_for_a_nan_answer():
-    assert "NaN" in check(grpo_no_singleton_rule, NOTEBOOK, seed=0, verbose=False).hint
-    assert "NaN" not in check(grpo_singleton_zero, NOTEBOOK, seed=0, verbose=False).hint
+    assert "NaN" in check(grpo_no_singleton_rule, EXERCISE, seed=0, verbose=False).hint
+    assert "NaN" not in check(grpo_singleton_zero, EXERCISE, seed=0, verbose=False).hint
 
 
 def test_a_float32_wrong_answer_gets_the_same_hint():
-    assert "biased std" in check(checks.as_float32(grpo_biased_std), NOTEBOOK, seed=0, verbose=False).hint
+    assert "biased std" in check(checks.as_float32(grpo_biased_std), EXERCISE, seed=0, verbose=False).hint

@@ -8,7 +8,7 @@ import torch
 
 import exercise_checks as checks
 
-NOTEBOOK = "02"
+EXERCISE = "02a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -97,6 +97,6 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG

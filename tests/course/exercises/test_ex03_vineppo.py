@@ -8,7 +8,7 @@ import torch
 
 import exercise_checks as checks
 
-NOTEBOOK = "03"
+EXERCISE = "03a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -52,6 +52,6 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG

@@ -10,7 +10,7 @@ from labkit.course.exercises import check
 
 import exercise_checks as checks
 
-NOTEBOOK = "04"
+EXERCISE = "04a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -64,10 +64,10 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
 
 
 def test_a_float32_wrong_answer_gets_the_same_hint():
-    assert "sum form" in check(checks.as_float32(pure_sum_form), NOTEBOOK, seed=0, verbose=False).hint
+    assert "sum form" in check(checks.as_float32(pure_sum_form), EXERCISE, seed=0, verbose=False).hint

@@ -8,7 +8,7 @@ import torch
 
 import exercise_checks as checks
 
-NOTEBOOK = "05"
+EXERCISE = "05a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -73,6 +73,6 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG

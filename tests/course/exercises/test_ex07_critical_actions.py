@@ -9,7 +9,7 @@ import torch
 
 import exercise_checks as checks
 
-NOTEBOOK = "07"
+EXERCISE = "07a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -74,6 +74,6 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG

@@ -8,7 +8,7 @@ import torch
 
 import exercise_checks as checks
 
-NOTEBOOK = "08"
+EXERCISE = "08a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -47,6 +47,6 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG

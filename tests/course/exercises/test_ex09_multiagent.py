@@ -10,7 +10,7 @@ import exercise_checks as checks
 from labkit.course.exercises import check
 from labkit.course.solutions import mixer_credit
 
-NOTEBOOK = "09"
+EXERCISE = "09a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -62,7 +62,7 @@ EDGE_WRONG = [
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
 
@@ -78,4 +78,4 @@ def test_the_solution_is_the_mixer_the_written_rule_uses():
 
 
 def test_a_float_effects_answer_and_a_list_answer_pass():
-    assert check(lambda q, e: mixer_credit(q, e).tolist(), NOTEBOOK, seed=0, verbose=False).passed
+    assert check(lambda q, e: mixer_credit(q, e).tolist(), EXERCISE, seed=0, verbose=False).passed

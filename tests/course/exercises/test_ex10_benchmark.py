@@ -11,7 +11,7 @@ from labkit.course.exercises import EXERCISES, check
 
 import exercise_checks as checks
 
-NOTEBOOK = "10"
+EXERCISE = "10a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -99,24 +99,24 @@ def test_ranking_the_truth_without_averaging_its_ties_fails_on_every_seed():
     catches an answer that averages ties in the credit only and guards only a constant credit,
     whatever the random cases are; the constant-truth edge case is never reached before it."""
     for seed in TWENTY_SEEDS:
-        result = check(rank_ties_only_in_credit, NOTEBOOK, seed=seed, verbose=False)
+        result = check(rank_ties_only_in_credit, EXERCISE, seed=seed, verbose=False)
         assert not result.passed and "in the credit and in the truth" in result.hint, (seed, result.hint)
         assert not result.case.tags
-    ties = next(c for c in EXERCISES[NOTEBOOK].cases(torch.Generator().manual_seed(0)) if c.name == "ties in the truth")
-    assert abs(rank_ties_only_in_credit(**ties.args) - float(EXERCISES[NOTEBOOK].reference(**ties.args))) > 0.01
+    ties = next(c for c in EXERCISES[EXERCISE].cases(torch.Generator().manual_seed(0)) if c.name == "ties in the truth")
+    assert abs(rank_ties_only_in_credit(**ties.args) - float(EXERCISES[EXERCISE].reference(**ties.args))) > 0.01
 
 
 def test_guarding_only_a_constant_credit_fails_on_every_seed():
     for fn, hint in ((rank_guards_only_credit, 'return 0.0, not NaN'), (rank_constant_truth_is_one, 'guard both sides')):
         for seed in TWENTY_SEEDS:
-            result = check(fn, NOTEBOOK, seed=seed, verbose=False)
+            result = check(fn, EXERCISE, seed=seed, verbose=False)
             assert not result.passed and hint in result.hint, (fn.__name__, seed, result.hint)
             assert result.case.name == "constant truth", (fn.__name__, seed, result.case.name)
 
 
 def test_the_cases_hold_ties_in_the_truth_and_a_constant_truth():
     for seed in (0, 999_983):
-        cases = EXERCISES[NOTEBOOK].cases(torch.Generator().manual_seed(seed))
+        cases = EXERCISES[EXERCISE].cases(torch.Generator().manual_seed(seed))
         truths = [c.args["truth"][c.args["mask"]] for c in cases]
         assert any(len(t.unique()) < len(t) and len(t.unique()) > 1 for t in truths)
         assert any(len(t) > 1 and len(t.unique()) == 1 for t in truths)
@@ -124,6 +124,6 @@ def test_the_cases_hold_ties_in_the_truth_and_a_constant_truth():
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG

@@ -10,7 +10,7 @@ from labkit.course.exercises import EXERCISES, check
 
 import exercise_checks as checks
 
-NOTEBOOK = "11"
+EXERCISE = "11a"
 
 
 # --------------------------------------------------------------------------- typical wrong answers
@@ -109,30 +109,30 @@ def test_exact_equality_and_too_wide_tolerances_fail_on_every_seed():
                            (nograd_torch_isclose, 'not wider', "a spread of one in a million"),
                            (nograd_tolerance_1e8, 'not wider', "a spread of 1e-8")):
         for seed in TWENTY_SEEDS:
-            result = check(fn, NOTEBOOK, seed=seed, verbose=False)
+            result = check(fn, EXERCISE, seed=seed, verbose=False)
             assert not result.passed and hint in result.hint, (fn.__name__, seed, result.hint)
             assert result.case.name == case, (fn.__name__, seed, result.case.name)
 
 
 def test_a_std_threshold_fails_on_the_main_cases_on_every_seed():
     for seed in TWENTY_SEEDS:
-        result = check(nograd_std_threshold, NOTEBOOK, seed=seed, verbose=False)
+        result = check(nograd_std_threshold, EXERCISE, seed=seed, verbose=False)
         assert not result.passed and 'spread of the scores' in result.hint and not result.case.tags, (seed, result.hint)
 
 
 def test_a_tolerance_of_round_off_is_the_right_answer():
     for tol in (1e-12, 1e-9):
         for seed in TWENTY_SEEDS[:5]:
-            assert check(_spread_rule(tol), NOTEBOOK, seed=seed, verbose=False).passed
+            assert check(_spread_rule(tol), EXERCISE, seed=seed, verbose=False).passed
 
 
 def test_the_prompt_says_numerically_what_no_gradient_means():
-    prompt = EXERCISES[NOTEBOOK].prompt
+    prompt = EXERCISES[EXERCISE].prompt
     assert "max - min <= 1e-9" in prompt and "1e-6" in prompt
 
 
 # --------------------------------------------------------------------------- the tests
 class TestExercise(checks.ExerciseTests):
-    NOTEBOOK = NOTEBOOK
+    EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
