@@ -15,7 +15,7 @@ from typing import Any
 
 from labkit.course.exercises.grader import get_exercise
 
-__all__ = ["reveal_solution", "solution_source"]
+__all__ = ["reveal_solution", "solution_source", "solved_cell"]
 
 
 def _imports(module) -> list[str]:
@@ -48,3 +48,26 @@ def reveal_solution(exercise: Any) -> None:
     naming the known ones. Returns None: the solution is there to read and compare, not to hand
     to ``check``."""
     print(solution_source(exercise), end="")
+
+
+def solved_cell(exercise: Any, source: str) -> str:
+    """The notebook cell ``source`` that holds ``exercise``'s starting point (the empty or buggy
+    function, or the reading left open, then its ``check``), as a student who solved it would
+    have it: the function replaced by the reference solution, or the open reading by the lab's
+    run (its source, then the reading taken from it). Code before a reading's line (the run the
+    student makes) stays. For timing the course as a student who did every exercise
+    (benchmarks/notebook_budget.py --solutions). Returns the new source; raises ValueError if
+    ``source`` is not that exercise's cell."""
+    ex = get_exercise(exercise)
+    call = f'check({ex.name}, "{ex.id}")'
+    if call not in source:
+        raise ValueError(f"source: not exercise {ex.id}'s cell (no {call})")
+    body = solution_source(ex)
+    if ex.kind != "interpret":
+        return f"{body}\n\n{call}\n"
+    lines = source.splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith(f"{ex.name} = ...")]
+    if not at:
+        raise ValueError(f"source: exercise {ex.id}'s cell has no line '{ex.name} = ...'")
+    reading = [body.rstrip(), f"{ex.name} = {ex.measure.__name__}()"]
+    return "\n".join(lines[: at[0]] + reading + lines[at[0] + 1:]) + "\n"

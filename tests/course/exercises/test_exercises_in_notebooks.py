@@ -7,6 +7,7 @@ ending in ``check(name, "01b")``; and further on a Markdown cell pointing to
 never promises to show what was expected, and the notebook's last code cell is an exercise's."""
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from labkit.course import timing
 from labkit.course.exercises import EXERCISES, Reading
+from labkit.course.exercises.reveal import solved_cell
 
 NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
 
@@ -84,3 +86,22 @@ def test_the_page_never_shows_a_solution_nor_promises_the_expected_answer(notebo
     assert "expected" not in text.lower(), f"{path.name}: a failure never shows what was expected"
     last_code = [_source(c) for c in cells if c["cell_type"] == "code"][-1]
     assert re.search(r'check\(\w+, "\d\d[a-z]"\)\s*$', last_code), f"{path.name}: ends with no exercise"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_the_solved_cell_is_python_that_still_ends_in_the_check(exercise_id):
+    """What benchmarks/notebook_budget.py --solutions runs in place of the starting point."""
+    ex = EXERCISES[exercise_id]
+    path, cells, at = _where(exercise_id)
+    start = [_source(c) for i, c in enumerate(cells) if c["cell_type"] == "code" and i > at][1]
+    solved = solved_cell(exercise_id, start)
+    ast.parse(solved)
+    assert solved.rstrip().endswith(f'check({ex.name}, "{exercise_id}")')
+    assert "# your code here" not in solved and f"{ex.name} = ...  #" not in solved
+    if isinstance(ex, Reading):
+        assert f"{ex.name} = {ex.measure.__name__}()" in solved
+
+
+def test_a_cell_that_is_not_the_exercise_is_refused():
+    with pytest.raises(ValueError, match="source: not exercise 01a's cell"):
+        solved_cell("01a", "x = 1")

@@ -335,3 +335,52 @@ def test_no_exercise_module_imports_the_solutions_at_load_time():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any("solutions" in n for n in names), path.name
+
+
+# --------------------------------------------------------------------------- kinds: find the bug, a custom call
+def _double_buggy(x):
+    """Twice each entry."""
+    return x + x + 1
+
+
+def _cases_for_double(gen):
+    return [Case("three", dict(x=torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)))]
+
+
+def test_a_find_the_bug_exercise_starts_from_its_buggy_function_under_its_name():
+    ex = Exercise(notebook="97", name="double", title="Double", signature="double(x) -> tensor (n,)",
+                  prompt="Fix it: return 2 x.", cases=_cases_for_double, reference=lambda x: 2 * x,
+                  letter="b", kind="debug", path="deep dive", buggy=_double_buggy)
+    assert ex.template.startswith("def double(x):\n    \"\"\"Twice each entry.\"\"\"\n    return x + x + 1")
+    space: dict = {}
+    exec(ex.template, space)
+    assert not ex.check(space["double"], seed=0, verbose=False).passed
+    assert ex.check(lambda x: x + x, seed=0, verbose=False).passed
+    assert str(ex).startswith("Exercise 97b \u00b7 Double (find the bug, deep dive)")
+
+
+def test_an_exercise_can_grade_what_a_custom_call_returns():
+    # the reader's function fills a buffer; the grader calls it and grades the buffer
+    def fill(fn, args):
+        out = torch.zeros(3, dtype=torch.float64)
+        fn(args["x"], out)
+        return out
+
+    ex = Exercise(notebook="97", name="double_into", title="Double into", signature="double_into(x, out) -> None",
+                  prompt="Write 2 x into out.", cases=_cases_for_double, reference=lambda x: 2 * x, letter="c",
+                  call=fill)
+    assert ex.check(lambda x, out: out.copy_(2 * x), seed=0, verbose=False).passed
+    assert not ex.check(lambda x, out: out.copy_(x), seed=0, verbose=False).passed
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(kind="debug"), "buggy: a 'debug' exercise needs the buggy function"),
+    (dict(buggy=_double_buggy), "buggy: a 'debug' exercise needs the buggy function"),
+    (dict(kind="interpret"), "kind: a run-and-interpret exercise is a Reading"),
+    (dict(kind="essay"), "kind: expected one of"),
+    (dict(letter="ab"), "letter:"),
+])
+def test_a_malformed_exercise_is_refused_naming_the_field(kw, match):
+    with pytest.raises(ValueError, match=match):
+        Exercise(notebook="97", name="double", title="Double", signature="double(x) -> tensor (n,)",
+                 prompt="p", cases=_cases_for_double, reference=lambda x: 2 * x, **kw)
