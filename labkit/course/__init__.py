@@ -7,10 +7,10 @@ One runner module per notebook, named after it (``nb01_reinforce_variance`` ...
 by its lesson and a build script) in ``reasoning_roster``, and ``bands``: the notebook checks (exact numbers as text, learned ones within a
 measured band) and the thread setting the test matrix can override.
 
-``exercises`` holds one autograded exercise per notebook (``check(fn, "01")``): the grader and one
-module per notebook (``ex00_map`` ... ``ex11_your_rollouts``); ``solutions`` their reference
-solutions, one module per notebook likewise, kept apart from the chapters and shown to a reader
-only by ``exercises.reveal_solution(1)``. Neither is imported here (import them by name), so
+``exercises`` holds the autograded exercises, three or more per notebook (``check(fn, "01b")``):
+the grader and one module per notebook (``ex00_map`` ... ``ex11_your_rollouts``); ``solutions``
+their reference solutions, one module per notebook likewise, kept apart from the chapters and
+shown to a reader only by ``exercises.reveal_solution("01b")``. Neither is imported here (import them by name), so
 ``import labkit.course`` stays as light as it was.
 """
 from labkit.course.bands import NotebookChecks, tidy, use_threads

@@ -59,7 +59,8 @@ def test_the_task_and_the_starting_point_follow_the_marker(exercise_id):
     start = code[1][1]
     assert start.rstrip().endswith(f'check({ex.name}, "{exercise_id}")'), path.name
     if isinstance(ex, Reading):
-        assert start.startswith(ex.template.rstrip("\n").split("  #")[0]), path.name
+        # the run the student makes may come first; the reading itself is left open on its own line
+        assert re.search(rf"^{ex.name} = \.\.\.", start, re.M), path.name
         return
     assert f"def {ex.name}(" in start, path.name
     if ex.kind == "debug":  # the buggy function exactly as registered: the page and the grader agree
