@@ -1,16 +1,22 @@
-"""Exercise 11 (notebook 11_your_rollouts): the trajectories of a dump that give GRPO no gradient.
+"""Exercises of notebook 11_your_rollouts: 11a, the trajectories of a dump that give GRPO no
+gradient; 11b, REINFORCE++'s whitening with a planted bug; 11c, the agreement of two estimators
+when the diagnosis compares them on a small sample.
 
-Graded against ``labkit.core.stats.constant_groups``; ``reveal_solution(11)`` prints the reference
-solution, ``no_gradient_rows`` in labkit/course/solutions/ex11_your_rollouts.py.
+11a is graded against ``labkit.core.stats.constant_groups``, 11b against ``labkit.core.stats.whiten``;
+``reveal_solution("11a")`` / ``("11b")`` print the reference solutions
+(labkit/course/solutions/ex11_your_rollouts.py), ``reveal_solution("11c")`` the lab's run.
 """
 from __future__ import annotations
 
 import torch
 
-from labkit.core.stats import constant_groups
-from labkit.course.exercises.cases import group_members, rand, random_group_ids
+from labkit.core.paths import data_path
+from labkit.core.stats import constant_groups, whiten
+from labkit.course.exercises.cases import group_members, rand, random_group_ids, random_prefix_mask
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
-from labkit.course.exercises.mistakes import looks_like
+from labkit.course.exercises.mistakes import OFF_MASK, looks_like, wrong
+from labkit.course.exercises.reading import Misreading, Reading
+from labkit.diagnose import diagnose
 
 
 def _reference(scores, group_ids):
@@ -98,5 +104,132 @@ EXERCISE = register(Exercise(
              _marked_real_spread, frozenset({"close"})),
         Rule("compare the spread of the scores, max - min <= 1e-9, not their std against a threshold: a group "
              "whose scores differ still gives GRPO a gradient", _marked_real_spread, every=True),
+    ),
+))
+
+
+# --------------------------------------------------------------------------- 11b: find the bug in the whitening
+def _whiten_reference(credit, mask):
+    return whiten(credit.to(F64), mask, eps=1e-8)
+
+
+def _whiten_cases(gen):
+    cases = []
+    for i in range(5):
+        mask = random_prefix_mask(gen, (2, 3), (4, 8), shortest=2, tool_output=True)
+        B, T = mask.shape
+        credit = torch.round(torch.randn(B, T, generator=gen, dtype=F64), decimals=2)
+        if i >= 3:  # a per-trajectory credit (REINFORCE++'s reward on every token): ties within each row
+            credit = credit[:, :1].expand(B, T).clone()
+            credit[0, 0] += 0.5
+        credit = torch.where(mask, credit, 3.0 if i % 2 else -2.0)  # padding and tool output hold junk
+        cases.append(Case(f"random #{i}", dict(credit=credit, mask=mask)))
+    cases += [
+        Case("a tool's answer mid-turn", dict(credit=torch.tensor([[1.0, 0.0, 2.0, 3.0], [0.5, 0.5, 7.0, 7.0]], dtype=F64),
+                                             mask=torch.tensor([[True, False, True, True], [True, True, False, False]]))),
+        Case("padding holds zeros", dict(credit=torch.tensor([[1.0, 2.0, 0.0, 0.0], [3.0, 4.0, 5.0, 0.0]], dtype=F64),
+                                         mask=torch.tensor([[True, True, False, False], [True, True, True, False]]))),
+        # the edges, graded once the cases above pass
+        Case("one verdict for the whole batch", dict(credit=torch.tensor([[1.0, 1.0, 9.0], [1.0, 1.0, 1.0]], dtype=F64),
+                                                     mask=torch.tensor([[True, True, False], [True, True, True]])),
+             frozenset({"constant"})),
+        Case("nothing generated", dict(credit=torch.tensor([[0.3, 0.2], [0.1, 0.4]], dtype=F64),
+                                       mask=torch.zeros(2, 2, dtype=torch.bool)), frozenset({"empty"})),
+    ]
+    return cases
+
+
+def _whiten_variant(how):
+    def variant(credit, mask):
+        x = credit.to(F64)
+        if not bool(mask.any()):
+            return torch.zeros_like(x)
+        if how == "per_row":
+            out = torch.zeros_like(x)
+            for b in range(x.shape[0]):
+                out[b] = whiten(x[b:b + 1], mask[b:b + 1], eps=1e-8)[0]
+            return out
+        vals = x if how == "after" else x[mask]
+        mean = vals.mean()
+        var = vals.var(unbiased=how == "unbiased")
+        return torch.where(mask, (x - mean) / torch.sqrt(var + 1e-8), torch.zeros((), dtype=F64))
+    return variant
+
+
+def _buggy_whiten(credit, mask):
+    """REINFORCE++'s whitening of token credit over a batch: subtract the mean, divide by the
+    standard deviation (population variance, eps = 1e-8 inside the square root), both taken
+    over the generated tokens; padding and tool output get 0."""
+    mean = credit.mean()
+    var = ((credit - mean) ** 2).mean()
+    white = (credit - mean) / torch.sqrt(var + 1e-8)
+    return torch.where(mask, white, torch.zeros_like(white))
+
+
+EXERCISE_B = register(Exercise(
+    notebook="11", letter="b", kind="debug", path="deep dive", buggy=_buggy_whiten,
+    name="whiten_credit", title="Whitening with a planted bug",
+    signature="whiten_credit(credit, mask) -> tensor (B, T)",
+    prompt=(
+        "The function below should whiten token credit over a batch as REINFORCE++ does (Hu 2025,\n"
+        "arXiv 2501.03262; labkit.core.stats.whiten, which the diagnosis's reinforce_pp runs on your file):\n"
+        "  credit: (B, T) float tensor;  mask: (B, T) bool, the generated tokens (False: padding, tool output)\n"
+        "  out = (credit - mean) / sqrt(var + 1e-8) on the mask, 0 off it,\n"
+        "  mean and var (the population variance) taken over the entries where mask is True, the whole batch.\n"
+        "An empty mask gives all zeros. It has exactly one planted mistake of the kind people make.\n"
+        "Find it and fix it."),
+    cases=_whiten_cases, reference=_whiten_reference,
+    rules=(
+        OFF_MASK,
+        Rule("the mean and the variance must come from the generated tokens only: padding and tool output "
+             "leak into them when the mask is applied after normalising (nearly half the agent file is tool output)",
+             looks_like(_whiten_variant("after")), every=True),
+        Rule("REINFORCE++ divides by the population std (var with unbiased=False); the unbiased variance is "
+             "verl's masked_whiten", looks_like(_whiten_variant("unbiased")), every=True),
+        Rule("whiten over the whole batch's generated tokens, not each trajectory on its own (one mean and one "
+             "std for the batch)", looks_like(_whiten_variant("per_row")), every=True),
+        Rule("credit that is the same on every generated token whitens to 0 (0 / sqrt(1e-8)), not NaN: keep eps "
+             "inside the square root", wrong, frozenset({"constant"})),
+        Rule("an empty mask (nothing generated) gives all zeros, not NaN: NaN times a mask of 0 is still NaN",
+             wrong, frozenset({"empty"})),
+    ),
+))
+
+
+# --------------------------------------------------------------------------- 11c: agreement on a small sample
+ARITHMETIC_SAMPLE = data_path("sample_rollouts", "arithmetic_lm.jsonl")
+
+
+def _grpo_carl_on_64():
+    """The diagnosis of the shipped arithmetic sample with its estimator comparison run on 64
+    trajectories (``sample=64``, whole groups drawn with seed 0): the rank agreement of GRPO's
+    credit with CARL's."""
+    dx = diagnose(ARITHMETIC_SAMPLE, sample=64, seed=0, progress=False)
+    return float(dx.comparison.agreement.loc["grpo", "carl"])
+
+
+def _grpo_carl_whole_file():
+    return float(diagnose(ARITHMETIC_SAMPLE, progress=False).comparison.agreement.loc["grpo", "carl"])
+
+
+def _grpo_reinforce_on_64():
+    dx = diagnose(ARITHMETIC_SAMPLE, sample=64, seed=0, progress=False)
+    return float(dx.comparison.agreement.loc["grpo", "reinforce"])
+
+
+EXERCISE_C = register(Reading(
+    notebook="11", letter="c", name="grpo_carl_64", title="Agreement on a small sample",
+    prompt=(
+        "Run the diagnosis of the arithmetic sample (labkit.diagnose.diagnose) with its estimator comparison\n"
+        "on 64 trajectories instead of the whole file: sample=64 (seed 0, the default). Read the rank agreement\n"
+        "of GRPO (Shao et al. 2024, arXiv 2402.03300) with CARL (arXiv 2512.04949) in its agreement matrix.\n"
+        "Enter it to within 0.01."),
+    measure=_grpo_carl_on_64, tolerance=0.01,
+    hint="read the agreement matrix of the diagnosis run with sample=64: row grpo, column carl",
+    misreadings=(
+        Misreading(_grpo_carl_whole_file, "that is the whole file's agreement, printed above: run the diagnosis "
+                                          "with sample=64"),
+        Misreading(_grpo_reinforce_on_64, "that is REINFORCE's column: read the column carl"),
+        Misreading(lambda: 1 - _grpo_carl_on_64(), "that is 1 minus the agreement: enter the correlation itself"),
     ),
 ))

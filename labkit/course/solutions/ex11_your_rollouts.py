@@ -1,12 +1,14 @@
-"""Solution to exercise 11a (notebook 11_your_rollouts): the trajectories that give GRPO no gradient.
+"""Solutions to the exercises of notebook 11_your_rollouts: 11a, the trajectories that give GRPO no
+gradient; 11b, REINFORCE++'s whitening with its planted bug fixed.
 
-Checked by ``check(no_gradient_rows, "11a")``; the exercise is ``labkit.course.exercises.ex11_your_rollouts``.
+Checked by ``check(no_gradient_rows, "11a")`` and ``check(whiten_credit, "11b")``; the exercises are in
+``labkit.course.exercises.ex11_your_rollouts``.
 """
 from __future__ import annotations
 
 import torch
 
-__all__ = ["no_gradient_rows"]
+__all__ = ["no_gradient_rows", "whiten_credit"]
 
 
 def no_gradient_rows(scores, group_ids):
@@ -44,3 +46,39 @@ def no_gradient_rows(scores, group_ids):
         marked[members] = len(s) >= 2 and bool(s.max() - s.min() <= 1e-9)
     return marked
 
+
+def whiten_credit(credit, mask):
+    """11b · REINFORCE++'s whitening of token credit over a batch (Hu 2025, arXiv 2501.03262).
+
+    Inputs:
+        credit: (B, T) token credit.
+        mask: (B, T) bool, the generated tokens (False: padding and tool output).
+
+    Formula:
+        out = (credit - mean) / sqrt(var + 1e-8) where mask, 0 elsewhere;
+        mean, var = mean and population variance of credit[mask] (the whole batch)
+
+    Defaults:
+        eps = 1e-8, inside the square root (OpenRLHF's convention).
+
+    Degenerate input:
+        an empty mask gives all zeros; credit equal on every generated token gives 0 (0 / sqrt(eps)).
+
+    Deviations from the reference:
+        none: equal to ``labkit.core.stats.whiten`` (verl's masked_whiten uses the unbiased variance).
+
+    Returns:
+        (B, T) float64 whitened credit, 0 off the mask.
+
+    Cost:
+        none beyond two passes over the batch.
+    """
+    credit = torch.as_tensor(credit, dtype=torch.float64)
+    if not bool(mask.any()):
+        return torch.zeros_like(credit)
+    # the buggy version took these over every position: the mask must come before the statistics
+    generated = credit[mask]
+    mean = generated.mean()
+    var = ((generated - mean) ** 2).mean()
+    white = (credit - mean) / torch.sqrt(var + 1e-8)
+    return torch.where(mask, white, torch.zeros_like(white))

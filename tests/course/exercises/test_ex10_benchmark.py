@@ -1,13 +1,18 @@
-"""Exercise 10 (notebook 10_benchmark): the benchmark's rank correlation.
+"""Exercises of notebook 10_benchmark: 10a, the benchmark's rank correlation; 10b, recall@k with a planted
+bug; 10c, the reading of whose credit is best at equal compute.
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
-answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+For 10a and 10b the reference solution passes on every seed the tests try, the starting code fails cleanly,
+and each typical wrong answer (for 10b the planted bug among them) fails with the hint that names its
+mistake. For 10c the lab's reading passes, each misreading gets its hint, and no failure shows the answer."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from labkit.course import solutions
 from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.ex10_benchmark import _buggy_recall
+from labkit.course.solutions import recall_at_k
 
 import exercise_checks as checks
 
@@ -127,3 +132,115 @@ class TestExercise(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 10b: find the bug in recall@k
+def _recall(credit, mask, targets, *, signed=False, first_k=False, pooled=False, empty=None):
+    recalls, hits, total = [], 0.0, 0
+    for b in range(credit.shape[0]):
+        wanted = (targets[b] & mask[b])[mask[b]]
+        k = int(wanted.sum())
+        if k == 0:
+            if empty is not None:
+                recalls.append(empty)
+            continue
+        size = credit[b][mask[b]] if signed else credit[b][mask[b]].abs()
+        if first_k:
+            pick = torch.zeros(len(size), dtype=torch.float64)
+            pick[torch.sort(-size, stable=True).indices[:k]] = 1.0
+        else:
+            kth = torch.sort(size, descending=True).values[k - 1]
+            above, tied = size > kth, size == kth
+            pick = above.double()
+            pick[tied] = (k - int(above.sum())) / int(tied.sum())
+        recalls.append(float(pick[wanted].sum()) / k)
+        hits, total = hits + float(pick[wanted].sum()), total + k
+    return hits / total if pooled else sum(recalls) / len(recalls)
+
+
+def recall_signed(credit, mask, targets):
+    return _recall(credit, mask, targets, signed=True)
+
+
+def recall_topk_by_position(credit, mask, targets):
+    return _recall(credit, mask, targets, first_k=True)
+
+
+def recall_pooled(credit, mask, targets):
+    return _recall(credit, mask, targets, pooled=True)
+
+
+def recall_no_target_is_zero(credit, mask, targets):
+    return _recall(credit, mask, targets, empty=0.0)
+
+
+def recall_no_target_is_nan(credit, mask, targets):
+    return _recall(credit, mask, targets, empty=float("nan"))
+
+
+class TestExercise10b(checks.ExerciseTests):
+    EXERCISE = "10b"
+    WRONG = [
+        (_buggy_recall, "a mask applied after ranking comes too late"),
+        (recall_signed, "rank by |credit|"),
+        (recall_topk_by_position, "torch.topk breaks ties by position"),
+        (recall_pooled, "average the recall per trajectory"),
+    ]
+    EDGE_WRONG = [
+        (recall_no_target_is_zero, "left out of the average"),
+        (recall_no_target_is_nan, "left out of the average"),
+    ]
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug exercise starts from the buggy function itself: it runs and gets its bug's hint
+        ex = EXERCISES[self.EXERCISE]
+        space = {"torch": torch}
+        exec(ex.template, space)
+        result = check(space[ex.name], self.EXERCISE, seed=0, verbose=False)
+        assert not result.passed and "a mask applied after ranking" in result.hint
+        checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+
+def test_recall_is_the_library_metric_and_equal_credit_scores_chance():
+    from labkit.scoring import recall_at_k as library
+
+    gen = torch.Generator().manual_seed(2)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    targets = torch.zeros(3, 6, dtype=torch.bool)
+    targets[0, 2] = targets[1, [0, 3]] = targets[2, 5] = True
+    for _ in range(5):
+        credit = torch.randn(3, 6, generator=gen, dtype=torch.float64)
+        assert recall_at_k(credit, mask, targets) == pytest.approx(library(credit, mask, targets))
+    flat = torch.ones(3, 6, dtype=torch.float64)
+    assert recall_at_k(flat, mask, targets) == pytest.approx((1 / 6 + 2 / 4 + 1 / 6) / 3)
+
+
+# --------------------------------------------------------------------------- 10c: the reading
+READING = "10c"
+
+
+def test_the_lab_reading_is_c3_and_differs_from_the_best_learner():
+    from labkit.course.exercises.ex10_benchmark import _best_success_toolworld
+
+    assert EXERCISES[READING].lab_value() == "c3"
+    assert _best_success_toolworld() == "gigpo"
+    assert check("C3", READING, verbose=False).passed
+
+
+@pytest.mark.parametrize("answer, hint", [
+    ("gigpo", "best final SUCCESS"),
+    ("grpo", "read the credit-quality metric"),
+    ("vineppo", "read the credit-quality metric"),
+])
+def test_a_misreading_gets_its_hint_and_never_the_lab_answer(answer, hint, capsys):
+    result = check(answer, READING)
+    out = capsys.readouterr().out
+    assert not result.passed and hint in result.hint and "'c3'" not in out.lower()
+
+
+@pytest.mark.parametrize("answer, hint", [(..., "enter your reading"), (None, "enter your reading"),
+                                          (0.47, "answer with one of"), ("C3 PPO", "is not one of the choices")])
+def test_a_non_reading_gets_told_what_to_enter(answer, hint):
+    result = check(answer, READING, verbose=False)
+    assert not result.passed and hint in result.hint

@@ -1,12 +1,18 @@
-"""Exercise 11 (notebook 11_your_rollouts): the trajectories GRPO learns nothing from.
+"""Exercises of notebook 11_your_rollouts: 11a, the trajectories GRPO learns nothing from; 11b, REINFORCE++'s
+whitening with a planted bug; 11c, the reading of two estimators' agreement on a small sample.
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
-answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+For 11a and 11b the reference solution passes on every seed the tests try, the starting code fails cleanly,
+and each typical wrong answer (for 11b the planted bug among them) fails with the hint that names its
+mistake. For 11c the lab's reading passes, a reading just outside the tolerance and each misreading fail
+with their hints, and no failure shows the lab's value."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.ex11_your_rollouts import _buggy_whiten
+from labkit.course.solutions import whiten_credit
 
 import exercise_checks as checks
 
@@ -136,3 +142,110 @@ class TestExercise(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 11b: find the bug in the whitening
+def _whiten(credit, mask, *, unbiased=False, per_row=False, zero_off_mask=True):
+    if per_row:
+        return torch.cat([_whiten(credit[b:b + 1], mask[b:b + 1]) for b in range(credit.shape[0])])
+    if not bool(mask.any()):
+        return torch.zeros_like(credit)
+    vals = credit[mask]
+    white = (credit - vals.mean()) / torch.sqrt(vals.var(unbiased=unbiased) + 1e-8)
+    return torch.where(mask, white, torch.zeros_like(white)) if zero_off_mask else white
+
+
+def whiten_unbiased(credit, mask):
+    return _whiten(credit, mask, unbiased=True)
+
+
+def whiten_each_row(credit, mask):
+    return _whiten(credit, mask, per_row=True)
+
+
+def whiten_padding_kept(credit, mask):
+    return _whiten(credit, mask, zero_off_mask=False)
+
+
+def whiten_no_eps(credit, mask):
+    vals = credit[mask]
+    white = (credit - vals.mean()) / vals.std(unbiased=False)
+    return torch.where(mask, white, torch.zeros_like(white))
+
+
+def whiten_times_mask(credit, mask):
+    vals = credit[mask]
+    return (credit - vals.mean()) / torch.sqrt(vals.var(unbiased=False) + 1e-8) * mask
+
+
+class TestExercise11b(checks.ExerciseTests):
+    EXERCISE = "11b"
+    WRONG = [
+        (_buggy_whiten, "leak into them when the mask is applied after normalising"),
+        (whiten_unbiased, "population std"),
+        (whiten_each_row, "not each trajectory on its own"),
+        (whiten_padding_kept, "credit off the mask must be 0"),
+    ]
+    EDGE_WRONG = [
+        (whiten_no_eps, "keep eps inside the square root"),
+        (whiten_times_mask, "an empty mask"),
+    ]
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug exercise starts from the buggy function itself: it runs and gets its bug's hint
+        ex = EXERCISES[self.EXERCISE]
+        space = {"torch": torch}
+        exec(ex.template, space)
+        result = check(space[ex.name], self.EXERCISE, seed=0, verbose=False)
+        assert not result.passed and "applied after normalising" in result.hint
+        checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+
+def test_the_whitening_is_the_library_one():
+    from labkit.core.stats import whiten
+
+    gen = torch.Generator().manual_seed(4)
+    mask = torch.rand(3, 7, generator=gen) < 0.7
+    credit = torch.randn(3, 7, generator=gen, dtype=torch.float64)
+    assert torch.allclose(whiten_credit(credit, mask), whiten(credit, mask))
+    assert whiten_credit(credit, mask)[mask].mean().abs() < 1e-12
+
+
+# --------------------------------------------------------------------------- 11c: the reading
+READING = "11c"
+
+
+def test_the_lab_value_is_measured_on_the_shipped_sample():
+    # a seeded, deterministic rank correlation on the shipped file, measured at 0.5556
+    assert EXERCISES[READING].lab_value() == pytest.approx(0.5556080760119942, abs=1e-6)
+    assert check(EXERCISES[READING].lab_value(), READING, verbose=False).passed
+    assert check(round(EXERCISES[READING].lab_value(), 2), READING, verbose=False).passed
+
+
+def test_a_reading_just_outside_the_tolerance_gets_the_general_hint(capsys):
+    value = EXERCISES[READING].lab_value()
+    for answer in (value + 0.012, value - 0.012):
+        result = check(answer, READING)
+        out = capsys.readouterr().out
+        assert not result.passed and "row grpo, column carl" in result.hint
+        assert f"{value:.3f}" not in out
+
+
+@pytest.mark.parametrize("which, hint", [("whole", "whole file's agreement"), ("reinforce", "REINFORCE's column"),
+                                         ("complement", "1 minus the agreement")])
+def test_each_misreading_gets_its_hint(which, hint, capsys):
+    from labkit.course.exercises.ex11_your_rollouts import _grpo_carl_whole_file, _grpo_reinforce_on_64
+
+    value = EXERCISES[READING].lab_value()
+    answer = {"whole": _grpo_carl_whole_file, "reinforce": _grpo_reinforce_on_64,
+              "complement": lambda: 1 - value}[which]()
+    result = check(answer, READING)
+    out = capsys.readouterr().out
+    assert not result.passed and hint in result.hint and f"{value:.3f}" not in out
+
+
+@pytest.mark.parametrize("answer, hint", [(..., "enter your reading"), (None, "enter your reading"),
+                                          ("0.56", "answer with a number"), (float("nan"), "finite number")])
+def test_a_non_reading_gets_told_what_to_enter(answer, hint):
+    result = check(answer, READING, verbose=False)
+    assert not result.passed and hint in result.hint
