@@ -1,21 +1,26 @@
 """Exercises of notebook 11_your_rollouts: 11a, the trajectories of a dump that give GRPO no
-gradient; 11b, REINFORCE++'s whitening with a planted bug; 11c, the agreement of two estimators
-when the diagnosis compares them on a small sample.
+gradient; 11b, RLOO advantages of a dump's rows with a planted bug (the rows grouped by position,
+not by prompt); 11c, the agreement of two estimators when the diagnosis compares them on a small
+sample.
 
-11a is graded against ``labkit.core.stats.constant_groups``, 11b against ``labkit.core.stats.whiten``;
+11a is graded against ``labkit.core.stats.constant_groups``, 11b against ``labkit.credit``'s ``rloo``;
 ``reveal_solution("11a")`` / ``("11b")`` print the reference solutions
 (labkit/course/solutions/ex11_your_rollouts.py), ``reveal_solution("11c")`` the lab's run.
 """
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from labkit.core.paths import data_path
-from labkit.core.stats import constant_groups, whiten
-from labkit.course.exercises.cases import group_members, rand, random_group_ids, random_prefix_mask
+from labkit.core.rollouts import Rollouts
+from labkit.core.stats import constant_groups
+from labkit.course.exercises.cases import group_members, rand, random_group_ids
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, register
-from labkit.course.exercises.mistakes import OFF_MASK, looks_like, wrong
+from labkit.course.exercises.mistakes import looks_like, wrong
 from labkit.course.exercises.reading import Misreading, Reading
+from labkit.credit.episode import rloo
 from labkit.diagnose import diagnose
 
 
@@ -108,90 +113,114 @@ EXERCISE = register(Exercise(
 ))
 
 
-# --------------------------------------------------------------------------- 11b: find the bug in the whitening
-def _whiten_reference(credit, mask):
-    return whiten(credit.to(F64), mask, eps=1e-8)
+# --------------------------------------------------------------------------- 11b: find the bug in the grouping
+#: short prompts a case draws from (a case's prompts are distinct strings of this pool)
+PROMPTS = ("2+2", "7-3", "9*3", "5+8", "6/2", "4*4", "8-5", "3+9")
 
 
-def _whiten_cases(gen):
+def _prompt_ids(prompts):
+    """Group ids 0, 1, ... in order of first appearance: rows with the same prompt share one."""
+    ids = {p: i for i, p in enumerate(dict.fromkeys(prompts))}
+    return torch.tensor([ids[p] for p in prompts], dtype=torch.long)
+
+
+def _rloo_reference(scores, prompts):
+    # the library's estimator on the dump as the diagnosis reads it: one row per completion,
+    # its score as the reward of a one-token trajectory, the prompt as the group
+    s = torch.as_tensor(scores, dtype=F64)
+    ro = Rollouts(tokens=torch.zeros(len(s), 1, dtype=torch.long), mask=torch.ones(len(s), 1, dtype=torch.bool),
+                  rewards=s[:, None], group_ids=_prompt_ids(prompts))
+    return rloo(ro).values[:, 0]
+
+
+def _rloo_cases(gen):
     cases = []
     for i in range(5):
-        mask = random_prefix_mask(gen, (2, 3), (4, 8), shortest=2, tool_output=True)
-        B, T = mask.shape
-        credit = torch.round(torch.randn(B, T, generator=gen, dtype=F64), decimals=2)
-        if i >= 3:  # a per-trajectory credit (REINFORCE++'s reward on every token): ties within each row
-            credit = credit[:, :1].expand(B, T).clone()
-            credit[0, 0] += 0.5
-        credit = torch.where(mask, credit, 3.0 if i % 2 else -2.0)  # padding and tool output hold junk
-        cases.append(Case(f"random #{i}", dict(credit=credit, mask=mask)))
+        gids = random_group_ids(gen, 2, 4)
+        pool = [PROMPTS[int(j)] for j in torch.randperm(len(PROMPTS), generator=gen)]
+        if i % 2 == 0:
+            gids = gids[torch.randperm(len(gids), generator=gen)]  # a dump is not sorted by prompt
+        scores = (rand(gen, len(gids)) < 0.5).to(F64) if i < 3 else torch.round(rand(gen, len(gids)), decimals=2)
+        cases.append(Case(f"random #{i}", dict(scores=scores, prompts=[pool[int(g)] for g in gids])))
     cases += [
-        Case("a tool's answer mid-turn", dict(credit=torch.tensor([[1.0, 0.0, 2.0, 3.0], [0.5, 0.5, 7.0, 7.0]], dtype=F64),
-                                             mask=torch.tensor([[True, False, True, True], [True, True, False, False]]))),
-        Case("padding holds zeros", dict(credit=torch.tensor([[1.0, 2.0, 0.0, 0.0], [3.0, 4.0, 5.0, 0.0]], dtype=F64),
-                                         mask=torch.tensor([[True, True, False, False], [True, True, True, False]]))),
-        # the edges, graded once the cases above pass
-        Case("one verdict for the whole batch", dict(credit=torch.tensor([[1.0, 1.0, 9.0], [1.0, 1.0, 1.0]], dtype=F64),
-                                                     mask=torch.tensor([[True, True, False], [True, True, True]])),
-             frozenset({"constant"})),
-        Case("nothing generated", dict(credit=torch.tensor([[0.3, 0.2], [0.1, 0.4]], dtype=F64),
-                                       mask=torch.zeros(2, 2, dtype=torch.bool)), frozenset({"empty"})),
+        Case("rows not sorted by prompt", dict(scores=torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=F64),
+                                               prompts=["2+2", "7-3", "2+2", "7-3", "7-3"])),
+        Case("three completions and two", dict(scores=torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=F64),
+                                               prompts=["9*3", "9*3", "9*3", "5+8", "5+8"])),
+        # two logging steps in one file: the prompt sampled again at the second step is still one group
+        Case("a prompt again at a later step", dict(scores=torch.tensor([1.0, 0.0, 0.5, 0.5, 1.0, 1.0], dtype=F64),
+                                                    prompts=["4*4", "4*4", "6/2", "6/2", "4*4", "4*4"])),
+        # the edge, graded once the cases above pass
+        Case("a prompt with one completion", dict(scores=torch.tensor([1.0, 0.5, 0.0, 0.0], dtype=F64),
+                                                  prompts=["8-5", "3+9", "8-5", "8-5"]), frozenset({"single"})),
     ]
     return cases
 
 
-def _whiten_variant(how):
-    def variant(credit, mask):
-        x = credit.to(F64)
-        if not bool(mask.any()):
-            return torch.zeros_like(x)
-        if how == "per_row":
-            out = torch.zeros_like(x)
-            for b in range(x.shape[0]):
-                out[b] = whiten(x[b:b + 1], mask[b:b + 1], eps=1e-8)[0]
-            return out
-        vals = x if how == "after" else x[mask]
-        mean = vals.mean()
-        var = vals.var(unbiased=how == "unbiased")
-        return torch.where(mask, (x - mean) / torch.sqrt(var + 1e-8), torch.zeros((), dtype=F64))
+def _rloo_variant(how):
+    def variant(scores, prompts):
+        s = torch.as_tensor(scores, dtype=F64)
+        n = len(s)
+        if how == "runs":        # consecutive rows with one prompt (itertools.groupby on an unsorted file)
+            groups = [list(rows) for _, rows in itertools.groupby(range(n), key=lambda i: prompts[i])]
+        elif how == "blocks":    # blocks of n / (number of prompts) rows, as a trainer's rewards.view(-1, k)
+            k = n // len(set(prompts))
+            groups = [list(range(a, min(a + k, n))) for a in range(0, n, k)]
+        elif how == "batch":     # the whole file as one group
+            groups = [list(range(n))]
+        else:                    # by prompt, but the row itself left in its baseline
+            groups = [torch.nonzero(_prompt_ids(prompts) == g).flatten().tolist()
+                      for g in range(len(set(prompts)))]
+        out = torch.zeros(n, dtype=F64)
+        for rows in groups:
+            if len(rows) < 2:
+                continue
+            g = s[rows]
+            out[rows] = g - g.mean() if how == "with_self" else g - (g.sum() - g) / (len(rows) - 1)
+        return out
     return variant
 
 
-def _buggy_whiten(credit, mask):
-    """REINFORCE++'s whitening of token credit over a batch: subtract the mean, divide by the
-    standard deviation (population variance, eps = 1e-8 inside the square root), both taken
-    over the generated tokens; padding and tool output get 0."""
-    mean = credit.mean()
-    var = ((credit - mean) ** 2).mean()
-    white = (credit - mean) / torch.sqrt(var + 1e-8)
-    return torch.where(mask, white, torch.zeros_like(white))
+def _buggy_rloo(scores, prompts):
+    """RLOO advantages of a dump's rows: each completion's score minus the mean score of the
+    other completions of its prompt; a prompt with a single completion gets 0."""
+    adv = torch.zeros(len(scores), dtype=torch.float64)
+    for prompt, rows in itertools.groupby(range(len(scores)), key=lambda i: prompts[i]):
+        rows = list(rows)
+        if len(rows) < 2:
+            continue
+        group = scores[rows].double()
+        adv[rows] = group - (group.sum() - group) / (len(rows) - 1)
+    return adv
 
 
 EXERCISE_B = register(Exercise(
-    notebook="11", letter="b", kind="debug", path="deep dive", buggy=_buggy_whiten,
-    name="whiten_credit", title="Whitening with a planted bug",
-    signature="whiten_credit(credit, mask) -> tensor (B, T)",
+    notebook="11", letter="b", kind="debug", path="deep dive", buggy=_buggy_rloo,
+    name="rloo_by_prompt", title="RLOO on a dump, with a planted bug",
+    signature="rloo_by_prompt(scores, prompts) -> tensor (n,)",
     prompt=(
-        "The function below should whiten token credit over a batch as REINFORCE++ does (Hu 2025,\n"
-        "arXiv 2501.03262; labkit.core.stats.whiten, which the diagnosis's reinforce_pp runs on your file):\n"
-        "  credit: (B, T) float tensor;  mask: (B, T) bool, the generated tokens (False: padding, tool output)\n"
-        "  out = (credit - mean) / sqrt(var + 1e-8) on the mask, 0 off it,\n"
-        "  mean and var (the population variance) taken over the entries where mask is True, the whole batch.\n"
-        "An empty mask gives all zeros. It has exactly one planted mistake of the kind people make.\n"
-        "Find it and fix it."),
-    cases=_whiten_cases, reference=_whiten_reference,
+        "The function below should give each row of a rollout dump (TRL's completions table, a verl dump)\n"
+        "its RLOO advantage (Ahmadian et al. 2024, arXiv 2402.14740; labkit.credit's rloo, which the\n"
+        "diagnosis runs on your file):\n"
+        "  scores: (n,) float tensor, one row per completion, in the file's order\n"
+        "  prompts: list of n strings, the prompt each completion answered\n"
+        "  A_i = s_i - the mean of s_j over the OTHER rows j with the same prompt\n"
+        "A prompt with a single completion in the file gets 0: it has nothing to compare with.\n"
+        "It has exactly one planted mistake of the kind people make. Find it and fix it."),
+    cases=_rloo_cases, reference=_rloo_reference,
     rules=(
-        OFF_MASK,
-        Rule("the mean and the variance must come from the generated tokens only: padding and tool output "
-             "leak into them when the mask is applied after normalising (nearly half the agent file is tool output)",
-             looks_like(_whiten_variant("after")), every=True),
-        Rule("REINFORCE++ divides by the population std (var with unbiased=False); the unbiased variance is "
-             "verl's masked_whiten", looks_like(_whiten_variant("unbiased")), every=True),
-        Rule("whiten over the whole batch's generated tokens, not each trajectory on its own (one mean and one "
-             "std for the batch)", looks_like(_whiten_variant("per_row")), every=True),
-        Rule("credit that is the same on every generated token whitens to 0 (0 / sqrt(1e-8)), not NaN: keep eps "
-             "inside the square root", wrong, frozenset({"constant"})),
-        Rule("an empty mask (nothing generated) gives all zeros, not NaN: NaN times a mask of 0 is still NaN",
-             wrong, frozenset({"empty"})),
+        Rule("group the rows by their prompt, wherever they sit in the file: a dump is not sorted by prompt, "
+             "and itertools.groupby only joins rows that are next to each other",
+             looks_like(_rloo_variant("runs")), every=True),
+        Rule("group the rows by their prompt, not in blocks of consecutive rows: a prompt's completions need not "
+             "sit together, and prompts may have different numbers of them", looks_like(_rloo_variant("blocks")),
+             every=True),
+        Rule("the baseline is the mean of the other completions of the SAME prompt, not of the whole file",
+             looks_like(_rloo_variant("batch")), every=True),
+        Rule("leave the row itself out of its baseline: the mean of the n - 1 OTHER completions of its prompt, "
+             "so A_i = n / (n - 1) * (s_i - the prompt's mean)", looks_like(_rloo_variant("with_self")), every=True),
+        Rule("a prompt with one completion in the file has nothing to compare with: RLOO gives it 0 here "
+             "(verl's vectorised RLOO), not its raw score and not NaN", wrong, frozenset({"single"})),
     ),
 ))
 

@@ -19,15 +19,15 @@ from labkit.course.solutions.ex07_critical_actions import carl_select
 from labkit.course.solutions.ex08_hindsight_counterfactual import hca_credit
 from labkit.course.solutions.ex09_multiagent import mixer_credit, shapley_values
 from labkit.course.solutions.ex10_benchmark import rank_correlation, recall_at_k
-from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows, whiten_credit
+from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows, rloo_by_prompt
 
 __all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
            "carl_select", "hca_credit", "mixer_credit", "shapley_values", "rank_correlation", "recall_at_k", "no_gradient_rows",
-           "whiten_credit", "SOLUTIONS"]
+           "rloo_by_prompt", "SOLUTIONS"]
 
 #: exercise id -> its solution (a run-and-interpret exercise has none here: its solution is the
 #: lab's own run, ``Reading.measure``)
 SOLUTIONS = {"00a": reward_to_go, "01a": grpo_advantage, "02a": gae, "03a": vineppo_advantage, "04a": pure_min_form,
              "05a": turn_returns, "06a": gigpo_step_term, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
              "09b": shapley_values, "10a": rank_correlation, "10b": recall_at_k, "11a": no_gradient_rows,
-             "11b": whiten_credit}
+             "11b": rloo_by_prompt}

@@ -1,14 +1,14 @@
 """Solutions to the exercises of notebook 11_your_rollouts: 11a, the trajectories that give GRPO no
-gradient; 11b, REINFORCE++'s whitening with its planted bug fixed.
+gradient; 11b, RLOO advantages of a dump's rows with its planted bug fixed (grouped by prompt).
 
-Checked by ``check(no_gradient_rows, "11a")`` and ``check(whiten_credit, "11b")``; the exercises are in
+Checked by ``check(no_gradient_rows, "11a")`` and ``check(rloo_by_prompt, "11b")``; the exercises are in
 ``labkit.course.exercises.ex11_your_rollouts``.
 """
 from __future__ import annotations
 
 import torch
 
-__all__ = ["no_gradient_rows", "whiten_credit"]
+__all__ = ["no_gradient_rows", "rloo_by_prompt"]
 
 
 def no_gradient_rows(scores, group_ids):
@@ -47,38 +47,41 @@ def no_gradient_rows(scores, group_ids):
     return marked
 
 
-def whiten_credit(credit, mask):
-    """11b · REINFORCE++'s whitening of token credit over a batch (Hu 2025, arXiv 2501.03262).
+def rloo_by_prompt(scores, prompts):
+    """11b · RLOO advantages of a dump's rows (Ahmadian et al. 2024, arXiv 2402.14740).
 
     Inputs:
-        credit: (B, T) token credit.
-        mask: (B, T) bool, the generated tokens (False: padding and tool output).
+        scores: (n,) one outcome score per row (completion), in the file's order.
+        prompts: n strings, the prompt each row answered (any order, any number of rows each).
 
     Formula:
-        out = (credit - mean) / sqrt(var + 1e-8) where mask, 0 elsewhere;
-        mean, var = mean and population variance of credit[mask] (the whole batch)
+        A_i = s_i - mean_{j in group(i), j != i} s_j = n/(n-1) * (s_i - mean_group),
+        group(i) = every row of the file with the prompt of row i
 
     Defaults:
-        eps = 1e-8, inside the square root (OpenRLHF's convention).
+        none.
 
     Degenerate input:
-        an empty mask gives all zeros; credit equal on every generated token gives 0 (0 / sqrt(eps)).
+        a prompt with a single row gets 0 (nothing to compare with, verl's vectorised RLOO).
 
     Deviations from the reference:
-        none: equal to ``labkit.core.stats.whiten`` (verl's masked_whiten uses the unbiased variance).
+        none: equal to ``labkit.credit``'s ``rloo`` with the prompts as the groups.
 
     Returns:
-        (B, T) float64 whitened credit, 0 off the mask.
+        (n,) float64 advantages, in the rows' order.
 
     Cost:
-        none beyond two passes over the batch.
+        one pass over the rows.
     """
-    credit = torch.as_tensor(credit, dtype=torch.float64)
-    if not bool(mask.any()):
-        return torch.zeros_like(credit)
-    # the buggy version took these over every position: the mask must come before the statistics
-    generated = credit[mask]
-    mean = generated.mean()
-    var = ((generated - mean) ** 2).mean()
-    white = (credit - mean) / torch.sqrt(var + 1e-8)
-    return torch.where(mask, white, torch.zeros_like(white))
+    scores = torch.as_tensor(scores, dtype=torch.float64)
+    # collect each prompt's rows wherever they sit: the buggy version took runs of adjacent rows
+    rows_of = {}
+    for i, prompt in enumerate(prompts):
+        rows_of.setdefault(prompt, []).append(i)
+    adv = torch.zeros(len(scores), dtype=torch.float64)
+    for rows in rows_of.values():
+        if len(rows) < 2:
+            continue
+        group = scores[rows]
+        adv[rows] = group - (group.sum() - group) / (len(rows) - 1)
+    return adv

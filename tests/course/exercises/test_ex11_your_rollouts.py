@@ -1,5 +1,6 @@
-"""Exercises of notebook 11_your_rollouts: 11a, the trajectories GRPO learns nothing from; 11b, REINFORCE++'s
-whitening with a planted bug; 11c, the reading of two estimators' agreement on a small sample.
+"""Exercises of notebook 11_your_rollouts: 11a, the trajectories GRPO learns nothing from; 11b, RLOO advantages
+of a dump's rows with a planted bug (rows grouped by position, not by prompt); 11c, the reading of two
+estimators' agreement on a small sample.
 
 For 11a and 11b the reference solution passes on every seed the tests try, the starting code fails cleanly,
 and each typical wrong answer (for 11b the planted bug among them) fails with the hint that names its
@@ -7,12 +8,14 @@ mistake. For 11c the lab's reading passes, a reading just outside the tolerance 
 with their hints, and no failure shows the lab's value."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
 from labkit.course.exercises import EXERCISES, check
-from labkit.course.exercises.ex11_your_rollouts import _buggy_whiten
-from labkit.course.solutions import whiten_credit
+from labkit.course.exercises.ex11_your_rollouts import _buggy_rloo
+from labkit.course.solutions import rloo_by_prompt
 
 import exercise_checks as checks
 
@@ -144,71 +147,99 @@ class TestExercise(checks.ExerciseTests):
     EDGE_WRONG = EDGE_WRONG
 
 
-# --------------------------------------------------------------------------- 11b: find the bug in the whitening
-def _whiten(credit, mask, *, unbiased=False, per_row=False, zero_off_mask=True):
-    if per_row:
-        return torch.cat([_whiten(credit[b:b + 1], mask[b:b + 1]) for b in range(credit.shape[0])])
-    if not bool(mask.any()):
-        return torch.zeros_like(credit)
-    vals = credit[mask]
-    white = (credit - vals.mean()) / torch.sqrt(vals.var(unbiased=unbiased) + 1e-8)
-    return torch.where(mask, white, torch.zeros_like(white)) if zero_off_mask else white
+# --------------------------------------------------------------------------- 11b: find the bug in the grouping
+def _rloo_over(scores, groups, *, with_self=False):
+    adv = torch.zeros(len(scores), dtype=torch.float64)
+    for rows in groups:
+        if len(rows) > 1:
+            g = scores[rows].double()
+            adv[rows] = g - g.mean() if with_self else g - (g.sum() - g) / (len(rows) - 1)
+    return adv
 
 
-def whiten_unbiased(credit, mask):
-    return _whiten(credit, mask, unbiased=True)
+def _by_prompt(prompts):
+    rows_of = {}
+    for i, p in enumerate(prompts):
+        rows_of.setdefault(p, []).append(i)
+    return list(rows_of.values())
 
 
-def whiten_each_row(credit, mask):
-    return _whiten(credit, mask, per_row=True)
+def rloo_blocks(scores, prompts):
+    # a trainer's rewards.view(-1, group_size), with the group size read off the file
+    k = len(scores) // len(set(prompts))
+    return _rloo_over(scores, [list(range(a, min(a + k, len(scores)))) for a in range(0, len(scores), k)])
 
 
-def whiten_padding_kept(credit, mask):
-    return _whiten(credit, mask, zero_off_mask=False)
+def rloo_whole_file(scores, prompts):
+    return _rloo_over(scores, [list(range(len(scores)))])
 
 
-def whiten_no_eps(credit, mask):
-    vals = credit[mask]
-    white = (credit - vals.mean()) / vals.std(unbiased=False)
-    return torch.where(mask, white, torch.zeros_like(white))
+def rloo_row_in_its_baseline(scores, prompts):
+    return _rloo_over(scores, _by_prompt(prompts), with_self=True)
 
 
-def whiten_times_mask(credit, mask):
-    vals = credit[mask]
-    return (credit - vals.mean()) / torch.sqrt(vals.var(unbiased=False) + 1e-8) * mask
+def rloo_single_raw(scores, prompts):
+    # verl's scalar RLOO: a prompt with one completion keeps its raw score
+    adv = _rloo_over(scores, _by_prompt(prompts))
+    for rows in _by_prompt(prompts):
+        if len(rows) == 1:
+            adv[rows] = scores[rows].double()
+    return adv
+
+
+def rloo_single_nan(scores, prompts):
+    # the mean over no other row: 0 / 0
+    adv = torch.zeros(len(scores), dtype=torch.float64)
+    for rows in _by_prompt(prompts):
+        g = scores[rows].double()
+        adv[rows] = g - (g.sum() - g) / (len(rows) - 1) if len(rows) > 1 else torch.full_like(g, float("nan"))
+    return adv
 
 
 class TestExercise11b(checks.ExerciseTests):
     EXERCISE = "11b"
     WRONG = [
-        (_buggy_whiten, "leak into them when the mask is applied after normalising"),
-        (whiten_unbiased, "population std"),
-        (whiten_each_row, "not each trajectory on its own"),
-        (whiten_padding_kept, "credit off the mask must be 0"),
+        (_buggy_rloo, "itertools.groupby only joins rows that are next to each other"),
+        (rloo_blocks, "not in blocks of consecutive rows"),
+        (rloo_whole_file, "not of the whole file"),
+        (rloo_row_in_its_baseline, "leave the row itself out of its baseline"),
     ]
     EDGE_WRONG = [
-        (whiten_no_eps, "keep eps inside the square root"),
-        (whiten_times_mask, "an empty mask"),
+        (rloo_single_raw, "a prompt with one completion"),
+        (rloo_single_nan, "a prompt with one completion"),
     ]
 
     def test_the_template_runs_and_fails_the_check(self):
         # a find-the-bug exercise starts from the buggy function itself: it runs and gets its bug's hint
         ex = EXERCISES[self.EXERCISE]
-        space = {"torch": torch}
+        space = {"torch": torch, "itertools": itertools}
         exec(ex.template, space)
         result = check(space[ex.name], self.EXERCISE, seed=0, verbose=False)
-        assert not result.passed and "applied after normalising" in result.hint
+        assert not result.passed and "next to each other" in result.hint and not result.case.tags
         checks.assert_the_lab_answer_is_not_shown(result, str(result))
 
 
-def test_the_whitening_is_the_library_one():
-    from labkit.core.stats import whiten
+def test_the_planted_bug_is_right_on_a_file_sorted_by_prompt():
+    scores = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.5], dtype=torch.float64)
+    prompts = ["9*3", "9*3", "9*3", "5+8", "5+8"]
+    assert torch.equal(_buggy_rloo(scores, prompts), rloo_by_prompt(scores, prompts))
+    shuffled = [4, 0, 3, 2, 1]
+    assert not torch.equal(_buggy_rloo(scores[shuffled], [prompts[i] for i in shuffled]),
+                           rloo_by_prompt(scores, prompts)[shuffled])
 
-    gen = torch.Generator().manual_seed(4)
-    mask = torch.rand(3, 7, generator=gen) < 0.7
-    credit = torch.randn(3, 7, generator=gen, dtype=torch.float64)
-    assert torch.allclose(whiten_credit(credit, mask), whiten(credit, mask))
-    assert whiten_credit(credit, mask)[mask].mean().abs() < 1e-12
+
+def test_the_reference_is_the_library_rloo():
+    from labkit.core.rollouts import Rollouts
+    from labkit.credit.episode import rloo
+
+    scores = torch.tensor([1.0, 0.0, 0.5, 1.0, 0.0, 0.25], dtype=torch.float64)
+    prompts = ["a", "b", "a", "c", "b", "a"]
+    ro = Rollouts(tokens=torch.zeros(6, 1, dtype=torch.long), mask=torch.ones(6, 1, dtype=torch.bool),
+                  rewards=scores[:, None], group_ids=torch.tensor([0, 1, 0, 2, 1, 0]))
+    want = rloo(ro).values[:, 0]
+    assert torch.allclose(rloo_by_prompt(scores, prompts), want, atol=1e-12)
+    assert torch.allclose(EXERCISES["11b"].reference(scores=scores, prompts=prompts), want, atol=1e-12)
+    assert rloo_by_prompt(scores, prompts)[3] == 0  # the prompt answered once
 
 
 # --------------------------------------------------------------------------- 11c: the reading
