@@ -6,28 +6,34 @@ notebook imports brings this package along. Each solution is written the way a r
 it (a loop where a loop is clearer, the formula next to the code), not the way the lab's
 vectorised estimators are; ``check(solution, exercise)`` passes for every one, on every seed the
 tests try (tests/course/exercises/). One module per notebook, named like its exercise's module
-(``ex00_map`` ... ``ex11_your_rollouts``); every solution is re-exported here for the tests.
+(``ex00_map`` ... ``ex11_your_rollouts``); every solution is
+re-exported here for the tests, and ``SOLUTIONS`` finds each by the exercise id its docstring
+opens with ("01b · ..."), so a new solution needs no second entry here.
 """
-from labkit.course.solutions.ex00_map import reward_to_go
-from labkit.course.solutions.ex01_reinforce_variance import grpo_advantage
-from labkit.course.solutions.ex02_critics_gae import gae
-from labkit.course.solutions.ex03_vineppo import vineppo_advantage
-from labkit.course.solutions.ex04_process_rewards import pure_min_form
-from labkit.course.solutions.ex05_why_agents_harder import turn_returns
-from labkit.course.solutions.ex06_gigpo import gigpo_step_term
-from labkit.course.solutions.ex07_critical_actions import carl_select
-from labkit.course.solutions.ex08_hindsight_counterfactual import hca_credit
-from labkit.course.solutions.ex09_multiagent import mixer_credit, shapley_values
-from labkit.course.solutions.ex10_benchmark import rank_correlation, recall_at_k
-from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows, rloo_by_prompt
+from labkit.course.solutions import (
+    ex00_map,
+    ex01_reinforce_variance,
+    ex02_critics_gae,
+    ex03_vineppo,
+    ex04_process_rewards,
+    ex05_why_agents_harder,
+    ex06_gigpo,
+    ex07_critical_actions,
+    ex08_hindsight_counterfactual,
+    ex09_multiagent,
+    ex10_benchmark,
+    ex11_your_rollouts,
+)
 
-__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
-           "carl_select", "hca_credit", "mixer_credit", "shapley_values", "rank_correlation", "recall_at_k", "no_gradient_rows",
-           "rloo_by_prompt", "SOLUTIONS"]
+_MODULES = (ex00_map, ex01_reinforce_variance, ex02_critics_gae, ex03_vineppo, ex04_process_rewards,
+            ex05_why_agents_harder, ex06_gigpo, ex07_critical_actions, ex08_hindsight_counterfactual,
+            ex09_multiagent, ex10_benchmark, ex11_your_rollouts)
 
-#: exercise id -> its solution (a run-and-interpret exercise has none here: its solution is the
-#: lab's own run, ``Reading.measure``)
-SOLUTIONS = {"00a": reward_to_go, "01a": grpo_advantage, "02a": gae, "03a": vineppo_advantage, "04a": pure_min_form,
-             "05a": turn_returns, "06a": gigpo_step_term, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
-             "09b": shapley_values, "10a": rank_correlation, "10b": recall_at_k, "11a": no_gradient_rows,
-             "11b": rloo_by_prompt}
+#: exercise id -> its solution: each module's public functions (its ``__all__``), by the id their
+#: docstring opens with (a run-and-interpret exercise has none here: its solution is the lab's own
+#: run, ``Reading.measure``)
+SOLUTIONS = {fn.__doc__.split()[0]: fn for module in _MODULES for fn in (getattr(module, n) for n in module.__all__)}
+SOLUTIONS = dict(sorted(SOLUTIONS.items()))
+globals().update({fn.__name__: fn for fn in SOLUTIONS.values()})
+
+__all__ = [fn.__name__ for fn in SOLUTIONS.values()] + ["SOLUTIONS"]

@@ -1,6 +1,8 @@
-"""Solution to exercise 07a (notebook 07_critical_actions): CARL's critical-turn selection.
+"""Solutions to the exercises of notebook 07_critical_actions that ask for a function: CARL's
+critical-turn selection (07a) and IGPO's information-gain credit with its mistake fixed (07b).
 
-Checked by ``check(carl_select, "07a")``; the exercise is ``labkit.course.exercises.ex07_critical_actions``.
+Checked by ``check(carl_select, "07a")`` and ``check(igpo_credit, "07b")``; the exercises are in
+``labkit.course.exercises.ex07_critical_actions``.
 """
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import math
 
 import torch
 
-__all__ = ["carl_select"]
+__all__ = ["carl_select", "igpo_credit"]
 
 
 def carl_select(entropies, present, fraction):
@@ -46,3 +48,42 @@ def carl_select(entropies, present, fraction):
         keep[b, k] = True
     return keep
 
+
+def igpo_credit(p, outcome, gamma):
+    """07b · IGPO's information-gain credit (Wang et al. 2025, arXiv 2510.14967), one trajectory, the bug fixed.
+
+    Inputs:
+        p: (N + 1,) the chance of success, p[0] before the first turn, p[k + 1] after turn k.
+        outcome: the trajectory's 0/1 outcome.
+        gamma: the discount over turns, in [0, 1].
+
+    Formula:
+        r_k = p[k + 1] - p[k] for every turn but the last, which gets r = outcome;
+        A_k = sum_(j >= k) gamma^(j - k) r_j
+
+    Defaults:
+        none: gamma is an argument (IGPO's reference code uses 1).
+
+    Degenerate input:
+        one turn: its credit is the outcome; gamma = 0: each turn keeps its own reward.
+
+    Deviations from the reference:
+        none: equal to ``labkit.credit.igpo`` with normalize=False (no group normalisation).
+
+    Returns:
+        (N,) float64 credit of every turn.
+
+    Cost:
+        none beyond the success probabilities (the paper's teacher-forced passes).
+    """
+    n = len(p) - 1
+    rewards = torch.zeros(n, dtype=torch.float64)
+    for k in range(n - 1):
+        rewards[k] = p[k + 1] - p[k]   # the chance after turn k minus the chance before it (the fix)
+    rewards[n - 1] = outcome
+    credit = torch.zeros(n, dtype=torch.float64)
+    running = 0.0
+    for k in reversed(range(n)):
+        running = rewards[k] + gamma * running
+        credit[k] = running
+    return credit

@@ -1,13 +1,19 @@
-"""Exercise 07 (notebook 07_critical_actions): CARL's critical-turn selection.
+"""Exercises of notebook 07_critical_actions: CARL's critical-turn selection (07a), IGPO's credit with a
+planted mistake (07b), IGPO's agreement at gamma = 0.8 (07c, a reading).
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
-answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+For 07a and 07b the reference solution passes on every seed the tests try, the template fails cleanly, and
+each typical wrong answer (written the way a reader would get it wrong) fails with the hint that names its
+mistake; for 07b the planted bug is one of them. For 07c the lab's value passes, a reading just outside the
+tolerance and each misreading get their hints, and no failure shows the lab's value."""
 from __future__ import annotations
 
 import math
+
 import torch
 
 import exercise_checks as checks
+from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.ex07_critical_actions import buggy_igpo_credit
 
 EXERCISE = "07a"
 
@@ -77,3 +83,136 @@ class TestExercise(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 07b: find the bug in IGPO's credit
+def _discounted(rewards, gamma):
+    credit = torch.zeros(len(rewards), dtype=torch.float64)
+    running = 0.0
+    for k in reversed(range(len(rewards))):
+        running = rewards[k] + gamma * running
+        credit[k] = running
+    return credit
+
+
+def igpo_shifted(p, outcome, gamma):
+    n = len(p) - 1
+    rewards = torch.zeros(n, dtype=torch.float64)
+    for k in range(n - 1):
+        rewards[k] = p[k] - p[k - 1]   # p[-1] wraps round for k = 0
+    rewards[n - 1] = outcome
+    return _discounted(rewards, gamma)
+
+
+def igpo_gain_on_last(p, outcome, gamma):
+    return _discounted(p[1:] - p[:-1], gamma)   # the last turn paid its gain, not the outcome
+
+
+def igpo_gain_plus_outcome(p, outcome, gamma):
+    rewards = (p[1:] - p[:-1]).clone()
+    rewards[-1] += outcome
+    return _discounted(rewards, gamma)
+
+
+def igpo_undiscounted(p, outcome, gamma):
+    rewards = (p[1:] - p[:-1]).clone()
+    rewards[-1] = outcome
+    return rewards.flip(0).cumsum(0).flip(0)
+
+
+def igpo_earlier_turns(p, outcome, gamma):
+    rewards = (p[1:] - p[:-1]).clone()
+    rewards[-1] = outcome
+    return _discounted(rewards.flip(0), gamma).flip(0)   # sums the turns before k, not after
+
+
+def igpo_divides_by_gamma(p, outcome, gamma):
+    rewards = (p[1:] - p[:-1]).clone()
+    rewards[-1] = outcome
+    powers = gamma ** torch.arange(len(rewards), dtype=torch.float64)
+    return (powers * rewards).flip(0).cumsum(0).flip(0) / powers   # 0 / 0 at gamma = 0
+
+
+IGPO_WRONG = [
+    (buggy_igpo_credit, "the chance AFTER the turn minus the chance before it"),
+    (igpo_shifted, "not p[k] - p[k - 1]"),
+    (igpo_gain_on_last, "the outcome itself, not its information gain"),
+    (igpo_gain_plus_outcome, "the outcome alone"),
+    (igpo_undiscounted, "discount the later rewards"),
+    (igpo_earlier_turns, "from turn k ON"),
+]
+
+IGPO_EDGE_WRONG = [
+    (igpo_divides_by_gamma, "with gamma = 0 nothing is carried back"),
+]
+
+
+class TestExercise07b(checks.ExerciseTests):
+    EXERCISE = "07b"
+    WRONG = IGPO_WRONG
+    EDGE_WRONG = IGPO_EDGE_WRONG
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug template is the buggy function itself: it runs, returns numbers, and gets the hint
+        # that names its planted mistake, on a main case
+        ex = EXERCISES[self.EXERCISE]
+        space: dict = {"torch": torch}
+        exec(ex.template, space)
+        for seed in checks.SEEDS:
+            result = check(space[ex.name], self.EXERCISE, seed=seed, verbose=False)
+            assert not result.passed and "the chance AFTER the turn" in result.hint, result.hint
+            assert not result.case.tags
+            checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+    def test_the_planted_bug_is_one_line_away_from_the_solution(self):
+        ex = EXERCISES[self.EXERCISE]
+        fixed = ex.template.replace("p[k] - p[k + 1]", "p[k + 1] - p[k]")
+        space: dict = {"torch": torch}
+        exec(fixed, space)
+        assert check(space[ex.name], self.EXERCISE, seed=0, verbose=False).passed
+
+
+# --------------------------------------------------------------------------- 07c: a reading
+def assert_reading_graded(exercise_id, capsys):
+    """What every reading's grader must do: the lab's value passes; a value just outside the tolerance and
+    any non-reading get their hints; each misreading its own; the lab's value is never printed."""
+    ex = EXERCISES[exercise_id]
+    lab = ex.lab_value()
+    assert check(lab, exercise_id).passed
+    assert check(lab + 0.9 * ex.tolerance, exercise_id, verbose=False).passed
+    shown = f"{lab:.3f}"
+    misread = [m.value() for m in ex.misreadings]
+    # just outside the tolerance, on each side where that is no known misreading (which has its own hint)
+    outside = [x for x in (lab + 1.5 * ex.tolerance, lab - 1.5 * ex.tolerance)
+               if all(abs(x - v) > ex.tolerance for v in misread)]
+    assert outside
+    for answer in outside:
+        result = check(answer, exercise_id)
+        assert not result.passed and result.hint == ex.hint, result.hint
+    for m, value in zip(ex.misreadings, misread):
+        assert abs(value - lab) > ex.tolerance, m.hint
+        result = check(value, exercise_id)
+        assert not result.passed and result.hint == m.hint, (m.hint, result.hint)
+    for answer, hint in ((..., "enter your reading"), (None, "enter your reading"), ("0.5", "answer with a number"),
+                         (float("nan"), "answer with a finite number")):
+        result = check(answer, exercise_id)
+        assert not result.passed and hint in result.hint, result.hint
+    out = capsys.readouterr().out
+    assert out.count("\u2713") == 1 and shown not in out.replace(f"{lab + 0.9 * ex.tolerance:.3f}", "")
+
+
+def test_07c_the_reading_is_graded(capsys):
+    assert_reading_graded("07c", capsys)
+
+
+def test_07c_the_measured_value():
+    # IGPO at gamma = 0.8 on notebook 07's seeded float64 batch: between 0.9's 0.409 and 0.7's 0.638 as the
+    # notebook prints them; a band, not a pin, because the warm-up trains the policy
+    assert 0.53 <= EXERCISES["07c"].lab_value() <= 0.56
+
+
+def test_07c_states_settings_and_tolerance():
+    ex = EXERCISES["07c"]
+    assert ex.kind == "interpret" and ex.path == "deep dive" and ex.letter == "c"
+    assert "gamma = 0.8" in ex.prompt and "within 0.01" in ex.prompt and ex.tolerance == 0.01
+    assert "expected" not in ex.prompt.lower()

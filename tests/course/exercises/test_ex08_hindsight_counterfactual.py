@@ -1,12 +1,18 @@
-"""Exercise 08 (notebook 08_hindsight_counterfactual): HCA's hindsight ratio.
+"""Exercises of notebook 08_hindsight_counterfactual: HCA's hindsight ratio (08a), a leave-one-out baseline with
+a planted mistake (08b), GRPO's sign agreement at tool noise 0.2 (08c, a reading).
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
-answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+For 08a and 08b the reference solution passes on every seed the tests try, the template fails cleanly, and
+each typical wrong answer (written the way a reader would get it wrong) fails with the hint that names its
+mistake; for 08b the planted bug is one of them. For 08c the lab's value passes, a reading just outside the
+tolerance and each misreading get their hints, and no failure shows the lab's value."""
 from __future__ import annotations
 
 import torch
 
 import exercise_checks as checks
+from labkit.course import nb08_hindsight_counterfactual as lesson
+from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.ex08_hindsight_counterfactual import buggy_loo_credit
 
 EXERCISE = "08a"
 
@@ -50,3 +56,115 @@ class TestExercise(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 08b: find the bug in a leave-one-out baseline
+def loo_divides_by_n(returns, group_ids):
+    credit = torch.zeros(len(returns), dtype=torch.float64)
+    for i in range(len(returns)):
+        same = group_ids == group_ids[i]
+        n = int(same.sum())
+        if n > 1:
+            credit[i] = returns[i] - (returns[same].sum() - returns[i]) / n
+    return credit
+
+
+def loo_whole_batch(returns, group_ids):
+    n = len(returns)
+    return returns - (returns.sum() - returns) / (n - 1)
+
+
+def loo_nan_for_one(returns, group_ids):
+    credit = torch.zeros(len(returns), dtype=torch.float64)
+    for i in range(len(returns)):
+        same = group_ids == group_ids[i]
+        n = int(same.sum())
+        credit[i] = returns[i] - (returns[same].sum() - returns[i]) / (n - 1)   # 0 / 0 for a context of one
+    return credit
+
+
+LOO_WRONG = [
+    (buggy_loo_credit, "leave the alternative out of its own baseline"),
+    (loo_divides_by_n, "not by n"),
+    (loo_whole_batch, "not with the whole batch"),
+    (loo_nan_for_one, "a context with one alternative gets credit 0"),
+]
+
+LOO_EDGE_WRONG = [
+    (loo_nan_for_one, "a context with one alternative gets credit 0"),
+]
+
+
+class TestExercise08b(checks.ExerciseTests):
+    EXERCISE = "08b"
+    WRONG = LOO_WRONG
+    EDGE_WRONG = LOO_EDGE_WRONG
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug template is the buggy function itself: it runs, returns numbers, and gets the hint
+        # that names its planted mistake, on a main case
+        ex = EXERCISES[self.EXERCISE]
+        space: dict = {"torch": torch}
+        exec(ex.template, space)
+        for seed in checks.SEEDS:
+            result = check(space[ex.name], self.EXERCISE, seed=seed, verbose=False)
+            assert not result.passed and "leave the alternative out of its own baseline" in result.hint, result.hint
+            assert not result.case.tags
+            checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+    def test_the_planted_bug_is_one_line_away_from_the_solution(self):
+        ex = EXERCISES[self.EXERCISE]
+        fixed = ex.template.replace("returns[same_context].mean()",
+                                    "(returns[same_context].sum() - returns[i]) / (n - 1)")
+        assert fixed != ex.template
+        space: dict = {"torch": torch}
+        exec(fixed, space)
+        assert check(space[ex.name], self.EXERCISE, seed=0, verbose=False).passed
+
+
+# --------------------------------------------------------------------------- 08c: a reading
+def assert_reading_graded(exercise_id, capsys):
+    """What every reading's grader must do: the lab's value passes; a value just outside the tolerance and
+    any non-reading get their hints; each misreading its own; the lab's value is never printed."""
+    ex = EXERCISES[exercise_id]
+    lab = ex.lab_value()
+    assert check(lab, exercise_id).passed
+    assert check(lab + 0.9 * ex.tolerance, exercise_id, verbose=False).passed
+    shown = f"{lab:.3f}"
+    misread = [m.value() for m in ex.misreadings]
+    # just outside the tolerance, on each side where that is no known misreading (which has its own hint)
+    outside = [x for x in (lab + 1.5 * ex.tolerance, lab - 1.5 * ex.tolerance)
+               if all(abs(x - v) > ex.tolerance for v in misread)]
+    assert outside
+    for answer in outside:
+        result = check(answer, exercise_id)
+        assert not result.passed and result.hint == ex.hint, result.hint
+    for m, value in zip(ex.misreadings, misread):
+        assert abs(value - lab) > ex.tolerance, m.hint
+        result = check(value, exercise_id)
+        assert not result.passed and result.hint == m.hint, (m.hint, result.hint)
+    for answer, hint in ((..., "enter your reading"), (None, "enter your reading"), ("0.5", "answer with a number"),
+                         (float("nan"), "answer with a finite number")):
+        result = check(answer, exercise_id)
+        assert not result.passed and hint in result.hint, result.hint
+    out = capsys.readouterr().out
+    assert out.count("\u2713") == 1 and shown not in out
+
+
+def test_08c_the_reading_is_graded(capsys):
+    assert_reading_graded("08c", capsys)
+
+
+def test_08c_the_measured_value_is_the_lessons():
+    # exact counts on a seeded batch (no training): pinned, and equal to what the notebook's cell runs
+    value = EXERCISES["08c"].lab_value()
+    assert abs(value - 363 / 520) < 1e-9
+    sweep = lesson.noise_sweep((0.2,), methods=["GRPO"], n_tasks=16, group_size=8, history_tasks=256, seed=2)
+    assert abs(float(sweep.set_index("method").sign_agree["GRPO"]) - value) < 1e-12
+
+
+def test_08c_states_settings_and_tolerance():
+    ex = EXERCISES["08c"]
+    assert ex.kind == "interpret" and ex.path == "deep dive" and ex.letter == "c"
+    assert "tool noise 0.2" in ex.prompt and "within 0.005" in ex.prompt and ex.tolerance == 0.005
+    assert "expected" not in ex.prompt.lower()
