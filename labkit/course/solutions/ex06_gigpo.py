@@ -1,12 +1,14 @@
-"""Solution to exercise 06a (notebook 06_gigpo): GiGPO's anchor-group step term.
+"""Solutions to notebook 06_gigpo's exercises: 06a GiGPO's anchor-group step term, 06b GiGPO's
+std-normalised advantage (the bug fixed), 06c a PPO-clip policy loss with both aggregations.
 
-Checked by ``check(gigpo_step_term, "06a")``; the exercise is ``labkit.course.exercises.ex06_gigpo``.
+Checked by ``check(gigpo_step_term, "06a")``, ``check(gigpo_advantage, "06b")`` and
+``check(policy_loss, "06c")``; the exercises are ``labkit.course.exercises.ex06_gigpo``.
 """
 from __future__ import annotations
 
 import torch
 
-__all__ = ["gigpo_step_term"]
+__all__ = ["gigpo_step_term", "gigpo_advantage", "policy_loss"]
 
 
 def gigpo_step_term(turn_rewards, present, anchors, gamma):
@@ -58,3 +60,53 @@ def gigpo_step_term(turn_rewards, present, anchors, gamma):
             out[b, k] = R[b, k] - mean
     return out
 
+
+
+def gigpo_advantage(turn_rewards, present, anchors, gamma, omega):
+    """06b · GiGPO's turn advantage, norm "mean_std_norm" (Feng et al. 2025, arXiv 2505.10978).
+
+    Inputs:
+        turn_rewards: (B, N) each turn's reward, 0 where absent; B >= 2 episodes of one task.
+        present: (B, N) bool, which turns exist.
+        anchors: (B, N) integer key of the observation each turn starts from.
+        gamma: the discount per turn;  omega: the weight of the step term.
+
+    Formula:
+        A^E_i = (s_i - mean s) / (std s + 1e-6),   s_i = sum of episode i's rewards
+        R_k = r_k + gamma R_{k+1},   A^S_k = (R_k - mean R) / (std R + 1e-6) over the anchor group
+        A_k = A^E_i + omega A^S_k
+
+    Defaults:
+        unbiased stds, eps = 1e-6, as verl-agent.
+
+    Degenerate input:
+        the bug was here: an anchor group of one has an undefined (NaN) unbiased std; it gets step
+        term 0, nothing to compare with. A group of equal values gets 0 (0 / (0 + 1e-6)).
+
+    Deviations from the reference:
+        none: equal to ``labkit.credit.gigpo(..., norm="mean_std_norm")`` for one task group.
+
+    Returns:
+        (B, N) float64 advantage, 0 where no turn is present.
+
+    Cost:
+        none beyond the batch.
+    """
+    B, N = turn_rewards.shape
+    present = present.bool()
+    r = torch.where(present, turn_rewards.double(), 0.0)
+    R = torch.zeros_like(r)
+    running = torch.zeros(B, dtype=torch.float64)
+    for k in reversed(range(N)):
+        running = r[:, k] + gamma * running
+        R[:, k] = running
+    scores = r.sum(1)
+    episode = (scores - scores.mean()) / (scores.std() + 1e-6)
+    step = torch.zeros_like(R)
+    for key in anchors[present].unique():
+        members = present & (anchors == key)
+        returns = R[members]
+        if len(returns) < 2:
+            continue  # the fix: a group of one has no std and nothing to compare with
+        step[members] = (returns - returns.mean()) / (returns.std() + 1e-6)
+    return torch.where(present, episode[:, None] + omega * step, 0.0)

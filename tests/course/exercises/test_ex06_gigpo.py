@@ -1,12 +1,15 @@
-"""Exercise 06 (notebook 06_gigpo): GiGPO's anchor-group step term.
+"""Notebook 06_gigpo's exercises: 06a GiGPO's anchor-group step term, 06b GiGPO's std-normalised
+advantage (find the bug), 06c a PPO-clip policy loss with both aggregations (capstone).
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
+For each, the reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
 answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
 from __future__ import annotations
 
 import torch
 
 import exercise_checks as checks
+from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.ex06_gigpo import gigpo_advantage_buggy
 
 EXERCISE = "06a"
 
@@ -74,7 +77,78 @@ EDGE_WRONG = [
 
 
 # --------------------------------------------------------------------------- the tests
-class TestExercise(checks.ExerciseTests):
+class TestExercise06a(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 06b: find the bug
+def _advantage(turn_rewards, present, anchors, gamma, omega, *, unbiased=True, eps=1e-6, std_episode=True,
+               use_omega=True):
+    """GiGPO's mean_std_norm advantage, groups of one handled, with the switches a reader gets wrong."""
+    present = present.bool()
+    B, N = turn_rewards.shape
+    R = _turn_returns(turn_rewards, present, gamma)
+    scores = torch.where(present, turn_rewards.double(), 0.0).sum(1)
+    centred = scores - scores.mean()
+    episode = centred / (scores.std(unbiased=unbiased) + eps) if std_episode else centred
+    step = torch.zeros(B, N, dtype=torch.float64)
+    for key in anchors[present].unique():
+        members = present & (anchors == key)
+        vals = R[members]
+        if len(vals) > 1:
+            step[members] = (vals - vals.mean()) / (vals.std(unbiased=unbiased) + eps)
+    return torch.where(present, episode[:, None] + (omega if use_omega else 1.0) * step, 0.0)
+
+
+def gigpo_advantage(turn_rewards, present, anchors, gamma, omega):
+    """The buggy function as the notebook shows it."""
+    return gigpo_advantage_buggy(turn_rewards, present, anchors, gamma, omega)
+
+
+def gigpo_biased_std(turn_rewards, present, anchors, gamma, omega):
+    # "fixes" the NaN by switching to the biased std, which is defined for one value
+    return _advantage(turn_rewards, present, anchors, gamma, omega, unbiased=False)
+
+
+def gigpo_episode_centred_only(turn_rewards, present, anchors, gamma, omega):
+    return _advantage(turn_rewards, present, anchors, gamma, omega, std_episode=False)
+
+
+def gigpo_omega_ignored(turn_rewards, present, anchors, gamma, omega):
+    return _advantage(turn_rewards, present, anchors, gamma, omega, use_omega=False)
+
+
+def gigpo_no_eps(turn_rewards, present, anchors, gamma, omega):
+    return _advantage(turn_rewards, present, anchors, gamma, omega, eps=0.0)
+
+
+class TestExercise06b(checks.ExerciseTests):
+    EXERCISE = "06b"
+    WRONG = [
+        (gigpo_advantage, "a turn alone in its anchor group gets NaN"),
+        (gigpo_biased_std, "use the unbiased std"),
+        (gigpo_episode_centred_only, "the episode term is divided by the std of the scores too"),
+        (gigpo_omega_ignored, "weight the step term by omega"),
+    ]
+    EDGE_WRONG = [
+        (gigpo_no_eps, "divide by (std + 1e-6)"),
+    ]
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug template is the buggy function: it runs, and fails with the hint naming its bug
+        ex = EXERCISES[self.EXERCISE]
+        space: dict = {}
+        exec(ex.template, {"torch": torch}, space)
+        assert ex.template.startswith("def gigpo_advantage(")
+        for seed in checks.SEEDS:
+            result = check(space[ex.name], self.EXERCISE, seed=seed, verbose=False)
+            assert not result.passed and "a turn alone in its anchor group gets NaN" in result.hint, result.hint
+            checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+    def test_the_prompt_says_what_to_compute_not_where_the_bug_is(self):
+        ex = EXERCISES[self.EXERCISE]
+        assert "exactly one planted mistake" in ex.prompt and "expected" not in ex.prompt.lower()
+        assert "bug" not in ex.template.lower() and "#" not in ex.template.split("torch.where(present, episode")[0]\
+            .split("for key in")[1]
