@@ -14,18 +14,18 @@ from labkit.course.solutions.ex02_critics_gae import gae
 from labkit.course.solutions.ex03_vineppo import vineppo_advantage
 from labkit.course.solutions.ex04_process_rewards import pure_min_form
 from labkit.course.solutions.ex05_why_agents_harder import turn_returns
-from labkit.course.solutions.ex06_gigpo import gigpo_advantage, gigpo_step_term
+from labkit.course.solutions.ex06_gigpo import gigpo_advantage, gigpo_step_term, policy_loss
 from labkit.course.solutions.ex07_critical_actions import carl_select
 from labkit.course.solutions.ex08_hindsight_counterfactual import hca_credit
 from labkit.course.solutions.ex09_multiagent import mixer_credit
 from labkit.course.solutions.ex10_benchmark import rank_correlation
 from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows
 
-__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term", "gigpo_advantage",
+__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term", "gigpo_advantage", "policy_loss",
            "carl_select", "hca_credit", "mixer_credit", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
 
 #: exercise id -> its solution (a run-and-interpret exercise has none here: its solution is the
 #: lab's own run, ``Reading.measure``)
 SOLUTIONS = {"00a": reward_to_go, "01a": grpo_advantage, "02a": gae, "03a": vineppo_advantage, "04a": pure_min_form,
-             "05a": turn_returns, "06a": gigpo_step_term, "06b": gigpo_advantage, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
+             "05a": turn_returns, "06a": gigpo_step_term, "06b": gigpo_advantage, "06c": policy_loss, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
              "10a": rank_correlation, "11a": no_gradient_rows}

@@ -110,3 +110,49 @@ def gigpo_advantage(turn_rewards, present, anchors, gamma, omega):
             continue  # the fix: a group of one has no std and nothing to compare with
         step[members] = (returns - returns.mean()) / (returns.std() + 1e-6)
     return torch.where(present, episode[:, None] + omega * step, 0.0)
+
+
+def policy_loss(logp, old_logp, advantages, mask, aggregation):
+    """06c · The clipped PPO policy loss (Schulman et al. 2017, arXiv 1707.06347), two aggregations.
+
+    Inputs:
+        logp, old_logp: (B, T) log-probabilities of the sampled tokens, now and at sampling.
+        advantages: (B, T) credit per token.
+        mask: (B, T) bool, the generated tokens.
+        aggregation: "token-mean" or "seq-mean-token-mean".
+
+    Formula:
+        rho = exp(logp - old_logp),   l_t = -min(rho A_t, clip(rho, 1 - eps, 1 + eps) A_t)
+        token-mean:           sum of l_t over generated tokens / their number
+        seq-mean-token-mean:  mean over sequences with tokens of (sum of l_t in the row / its tokens)
+
+    Defaults:
+        eps = 0.2, no KL term (as Dr. GRPO and DAPO).
+
+    Degenerate input:
+        a row with no generated token is no sequence; a batch with none has loss 0 (gradient 0).
+
+    Deviations from the reference:
+        none: equal to ``labkit.learn.loop.policy_loss`` with kind "ppo_clip" (token-mean) or
+        "grpo" (seq-mean-token-mean), whose log-ratio is also clamped at 20 against overflow.
+
+    Returns:
+        0-d tensor, differentiable with respect to logp.
+
+    Cost:
+        O(B T).
+    """
+    eps = 0.2
+    m = mask.to(logp.dtype)
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - eps, 1 + eps) * advantages
+    per_token = -torch.minimum(unclipped, clipped) * m  # 0 on padding and tool output
+    if aggregation == "token-mean":
+        return per_token.sum() / m.sum().clamp(min=1)
+    if aggregation == "seq-mean-token-mean":
+        lengths = m.sum(1)
+        has = lengths > 0  # a row with no generated token is no sequence
+        per_sequence = per_token.sum(1)[has] / lengths[has]
+        return per_sequence.sum() / has.sum().clamp(min=1)
+    raise ValueError(f"aggregation: expected 'token-mean' or 'seq-mean-token-mean', got {aggregation!r}")
