@@ -198,17 +198,17 @@ def your_loss_runs(env: ToolWorld, policy_loss, *, seeds: Sequence[int] = (0, 1)
 
 def gap_table(yours: pd.DataFrame, lab: dict, budgets: Sequence[float]) -> pd.DataFrame:
     """GiGPO - GRPO at each budget and aggregation: the reader's short runs (``yours``, from
-    ``your_loss_runs``), one column per seed, beside the lab's long version (``lab``: aggregation
-    -> the notebook's curves of that loss) as mean, min and max over its seeds."""
+    ``your_loss_runs``), one column per seed ("yours s0", ...), beside the lab's long version (``lab``: aggregation
+    -> the notebook's curves of that loss) as mean, min and max over its ``lab n`` seeds."""
     rows = []
     for aggregation in AGGREGATIONS:
         mine = budget_gaps(yours[yours.aggregation == aggregation], budgets)
         theirs = budget_gaps(lab[aggregation], budgets)
         for budget in budgets:
             row = {"aggregation": aggregation, "env steps": budget}
-            row.update({f"your gap, seed {s}": g for s, g in mine[mine.env_steps == budget].set_index("seed").gap.items()})
+            row.update({f"yours s{s}": g for s, g in mine[mine.env_steps == budget].set_index("seed").gap.items()})
             at = theirs[theirs.env_steps == budget].gap
-            row.update({"lab gap mean": at.mean(), "lab min": at.min(), "lab max": at.max(), "lab seeds": len(at)})
+            row.update({"lab mean": at.mean(), "lab min": at.min(), "lab max": at.max(), "lab n": len(at)})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -229,7 +229,11 @@ def train_with_your_loss(policy_loss, env: ToolWorld, lab: dict, *, budgets: Seq
     yours = your_loss_runs(env, policy_loss, seeds=seeds, iterations=iterations)
     table = gap_table(yours, lab, budgets)
     longest = max(int(curves.iteration.max()) for curves in lab.values())
-    print(f"GiGPO - GRPO in success J: your loss ({len(seeds)} seed{'s' * (len(seeds) != 1)}, up to {int(yours.iteration.max())} iterations) "
-          f"beside the lab's long runs ({longest} iterations):")
-    print(table.round(3).to_string(index=False))
+    print(f"GiGPO - GRPO in J at equal env steps. yours: your loss, {len(seeds)} seed{'s' * (len(seeds) != 1)}, "
+          f"up to {int(yours.iteration.max())} iterations;\nlab: the notebook's runs above, {longest} iterations, "
+          f"mean / min / max over its n seeds.")
+    shown = table.copy()
+    numbers = shown.columns[2:]
+    shown[numbers] = shown[numbers].round(3) + 0.0  # + 0.0: no "-0.000" on the page
+    print(shown.to_string(index=False))
     return table

@@ -256,13 +256,16 @@ register(Exercise(
         "task (Feng et al. 2025, arXiv 2505.10978) with norm 'mean_std_norm', the paper's variant that\n"
         "divides both terms by their std. It has exactly one planted mistake, of the kind people make in\n"
         "real RL code: fix it so the check passes.\n"
-        "  turn_rewards: (B, N) float tensor, the reward of each turn;  present: (B, N) bool (turns played)\n"
-        "  anchors: (B, N) long tensor, the observation each turn starts from;  gamma, omega: floats\n"
+        "  turn_rewards: (B, N) float tensor, the reward of each turn\n"
+        "  present: (B, N) bool, the turns played\n"
+        "  anchors: (B, N) long tensor, the observation each turn starts from\n"
+        "  gamma, omega: floats\n"
         "What it should return, (B, N), 0 on absent turns:\n"
-        "  s_i = sum of episode i's rewards;  A^E_i = (s_i - mean s) / (std s + 1e-6)  (unbiased std)\n"
-        "  R_k = r_k + gamma * R_{k+1};  A^S_k = (R_k - mean R) / (std R + 1e-6) over the present turns\n"
-        "          with the same anchor (any episode); an anchor group of one gets A^S = 0\n"
-        "  A_k = A^E + omega * A^S_k"),
+        "  s_i = sum of episode i's rewards;  A^E_i = (s_i - mean s) / (std s + 1e-6)\n"
+        "  R_k = r_k + gamma * R_{k+1};  A^S_k = (R_k - mean R) / (std R + 1e-6)\n"
+        "  with mean and std over the present turns with the same anchor (any episode);\n"
+        "  an anchor group of one gets A^S = 0\n"
+        "  A_k = A^E + omega * A^S_k;  both stds unbiased (n - 1)"),
     cases=_advantage_cases, reference=_reference_advantage, tolerance=1e-4,
     rules=(
         Rule("absent turns (padding) must get 0", nonzero_where_false("present")),
