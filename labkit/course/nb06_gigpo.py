@@ -233,7 +233,7 @@ def train_with_your_loss(policy_loss, env: ToolWorld, lab: dict, *, budgets: Seq
           f"up to {int(yours.iteration.max())} iterations;\nlab: the notebook's runs above, {longest} iterations, "
           f"mean / min / max over its n seeds.")
     shown = table.copy()
-    numbers = shown.columns[2:]
+    numbers = shown.columns[2:-1]  # the gaps; the last column counts seeds
     shown[numbers] = shown[numbers].round(3) + 0.0  # + 0.0: no "-0.000" on the page
     print(shown.to_string(index=False))
     return table
