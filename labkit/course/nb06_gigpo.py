@@ -115,11 +115,13 @@ def success_at_budget(curves: pd.DataFrame, budget: float) -> pd.DataFrame:
 
 def grpo_vs_gigpo_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2, 3, 4), iterations: int = 60,
                        lr: float = 0.1, n_tasks: int = 8, group_size: int = 8, eval_every: int = 5,
-                       kind: str = "grpo", gigpo_kwargs: dict | None = None, progress: bool = True) -> pd.DataFrame:
+                       kind: str = "grpo", gigpo_kwargs: dict | None = None, progress: bool = True,
+                       loss_fn=None) -> pd.DataFrame:
     """GRPO and GiGPO from the same uniform agent, same seeds, same batch shape and loss ``kind``
     (``train``'s: "grpo" averages within each episode then over episodes, "ppo_clip" over all
     turns of the batch); stacked curves. Compare them against ``env_steps``: GiGPO's shorter
-    episodes sample fewer steps per batch."""
+    episodes sample fewer steps per batch. ``loss_fn``: a loss of one's own,
+    ``(logp, old_logp, advantages, mask) -> scalar``, minimised in place of ``kind``'s (``train``)."""
     runs = {"GRPO": get_estimator("grpo"),
             "GiGPO": partial(get_estimator("gigpo"), **(gigpo_kwargs or {}))}
     curves = []
@@ -128,7 +130,7 @@ def grpo_vs_gigpo_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2, 3, 4)
         for s in seeds:
             learner = ToolLearner(env, env.make_policy(), n_tasks=n_tasks, group_size=group_size)
             curves.append(train(learner, est, iterations=iterations, kind=kind, lr=lr, eval_every=eval_every,
-                                seed=s, label=label, progress=False))
+                                seed=s, label=label, progress=False, loss_fn=loss_fn))
             bar.update()
     bar.close()
     return pd.concat(curves, ignore_index=True)
@@ -146,3 +148,92 @@ def env_step_band(curves: pd.DataFrame, *, points: int = 20) -> pd.DataFrame:
         out.append(pd.DataFrame({"label": label, "env_steps": grid.round(), "mean": ys.mean(0),
                                  "min": ys.min(0), "max": ys.max(0)}))
     return pd.concat(out, ignore_index=True)
+
+
+
+# --------------------------------------------------------------------------- the capstone: your loss in the loop
+#: the capstone's aggregations (exercise 06c) and the lab's loss kind that computes each
+AGGREGATIONS = {"seq-mean-token-mean": "grpo", "token-mean": "ppo_clip"}
+
+
+def budget_gaps(curves: pd.DataFrame, budgets: Sequence[float]) -> pd.DataFrame:
+    """GiGPO's success minus GRPO's, per seed, at each env-step budget (``success_at_budget``):
+    columns ``env_steps``, ``seed``, ``gap`` (NaN where a run stopped short of the budget)."""
+    rows = []
+    for budget in budgets:
+        at = success_at_budget(curves, budget).pivot(index="seed", columns="label", values="success")
+        rows += [{"env_steps": budget, "seed": int(seed), "gap": float(g)} for seed, g in (at["GiGPO"] - at["GRPO"]).items()]
+    return pd.DataFrame(rows, columns=["env_steps", "seed", "gap"])
+
+
+#: iterations that carry both runs of each aggregation past 40,000 env steps (on the seeds
+#: 0 and 1: the seq-mean runs keep longer episodes, so they get there sooner)
+LIVE_ITERATIONS = {"seq-mean-token-mean": 30, "token-mean": 42}
+
+
+def your_loss_runs(env: ToolWorld, policy_loss, *, seeds: Sequence[int] = (0, 1), iterations: dict | int | None = None,
+                   lr: float = 0.1, progress: bool = False) -> pd.DataFrame:
+    """GRPO and GiGPO (``grpo_vs_gigpo_runs``) trained with the reader's
+    ``policy_loss(logp, old_logp, advantages, mask, aggregation)`` under each of ``AGGREGATIONS``,
+    for ``iterations`` (one number, or one per aggregation; default ``LIVE_ITERATIONS``); the
+    stacked curves gain an ``aggregation`` column. With a loss equal to the lab's, seed s gives
+    the first iterations of the lab's run of seed s."""
+    if not callable(policy_loss):
+        raise TypeError(f"policy_loss: expected the function you wrote, got {type(policy_loss).__name__}")
+    iterations = LIVE_ITERATIONS if iterations is None else iterations
+    if not isinstance(iterations, dict):
+        iterations = dict.fromkeys(AGGREGATIONS, iterations)
+    if set(iterations) != set(AGGREGATIONS):
+        raise ValueError(f"iterations: expected one number or one per aggregation {list(AGGREGATIONS)}, "
+                         f"got {sorted(iterations)}")
+    curves = []
+    for aggregation, kind in AGGREGATIONS.items():
+        def loss_fn(logp, old_logp, advantages, mask, aggregation=aggregation):
+            return policy_loss(logp, old_logp, advantages, mask, aggregation)
+        runs = grpo_vs_gigpo_runs(env, seeds=seeds, iterations=iterations[aggregation], lr=lr, kind=kind,
+                                  progress=progress, loss_fn=loss_fn)
+        curves.append(runs.assign(aggregation=aggregation))
+    return pd.concat(curves, ignore_index=True)
+
+
+def gap_table(yours: pd.DataFrame, lab: dict, budgets: Sequence[float]) -> pd.DataFrame:
+    """GiGPO - GRPO at each budget and aggregation: the reader's short runs (``yours``, from
+    ``your_loss_runs``), one column per seed ("yours s0", ...), beside the lab's long version (``lab``: aggregation
+    -> the notebook's curves of that loss) as mean, min and max over its ``lab n`` seeds."""
+    rows = []
+    for aggregation in AGGREGATIONS:
+        mine = budget_gaps(yours[yours.aggregation == aggregation], budgets)
+        theirs = budget_gaps(lab[aggregation], budgets)
+        for budget in budgets:
+            row = {"aggregation": aggregation, "env steps": budget}
+            row.update({f"yours s{s}": g for s, g in mine[mine.env_steps == budget].set_index("seed").gap.items()})
+            at = theirs[theirs.env_steps == budget].gap
+            row.update({"lab mean": at.mean(), "lab min": at.min(), "lab max": at.max(), "lab n": len(at)})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def train_with_your_loss(policy_loss, env: ToolWorld, lab: dict, *, budgets: Sequence[float] = (20_000, 40_000),
+                         seeds: Sequence[int] = (0, 1), iterations: dict | int | None = None, exercise: str = "06c"):
+    """The capstone's run: once ``policy_loss`` passes ``check(policy_loss, exercise)``, train
+    GRPO and GiGPO with it under each aggregation (``your_loss_runs``) and print the GiGPO - GRPO
+    gap at ``budgets`` beside the lab's long version (``gap_table``). Until it passes, print one
+    line saying so and train nothing. Returns the table, or None when it did not train."""
+    from labkit.course.exercises import check  # the course's grader: this lesson's own exercise
+
+    name = getattr(policy_loss, "__name__", "policy_loss")
+    if not callable(policy_loss) or not check(policy_loss, exercise, verbose=False).passed:
+        print(f"Not training yet: {name} does not pass check({name}, \"{exercise}\"); fix it in the exercise "
+              f"cell above (the check says what is wrong), then run this cell again.")
+        return None
+    yours = your_loss_runs(env, policy_loss, seeds=seeds, iterations=iterations)
+    table = gap_table(yours, lab, budgets)
+    longest = max(int(curves.iteration.max()) for curves in lab.values())
+    print(f"GiGPO - GRPO in J at equal env steps. yours: your loss, {len(seeds)} seed{'s' * (len(seeds) != 1)}, "
+          f"up to {int(yours.iteration.max())} iterations;\nlab: the notebook's runs above, {longest} iterations, "
+          f"mean / min / max over its n seeds.")
+    shown = table.copy()
+    numbers = shown.columns[2:-1]  # the gaps; the last column counts seeds
+    shown[numbers] = shown[numbers].round(3) + 0.0  # + 0.0: no "-0.000" on the page
+    print(shown.to_string(index=False))
+    return table

@@ -198,7 +198,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
           clip_eps: float = 0.2, max_grad_norm: float | None = 1.0, optimizer: str = "adam",
           critic=None, eval_every: int = 5,
           seed: int = 0, progress: bool = True, label: str | None = None, staleness: int = 0,
-          ratio_level: str = "token", renorm: str | None = None) -> pd.DataFrame:
+          ratio_level: str = "token", renorm: str | None = None,
+          loss_fn: Callable[..., torch.Tensor] | None = None) -> pd.DataFrame:
     """Train ``learner``'s policy for ``iterations`` batches with credit from ``estimator``.
 
     ``estimator``: a registered name (``"grpo"``) or a callable ``rollouts -> Credit`` (use a
@@ -215,6 +216,15 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     is); every iteration still samples (and is charged) one fresh batch. ``ratio_level`` and
     ``renorm`` go to ``policy_loss``. With any of the three set, the curve also has ``staleness``
     (the age of the batch trained on), ``out_frac`` and ``scale`` columns.
+
+    Your own loss: ``loss_fn(logp, old_logp, advantages, mask) -> scalar loss`` (the four (B, T)
+    tensors of a minibatch, ``logp`` differentiable, ``mask`` boolean) is minimised in place of
+    ``policy_loss(..., kind)``; everything else (sampling, credit, optimiser, clipping of the
+    gradient norm) is unchanged, and ``clip_frac`` / ``approx_kl`` are still measured the lab's
+    way (``policy_loss`` of ``kind`` with ``clip_eps`` on the same minibatch), so a curve says how
+    far the loss moved the policy whatever it computes. The curve's ``kind`` column then reads
+    ``"loss_fn"``. It cannot be combined with ``ratio_level`` / ``renorm`` (switches of
+    ``policy_loss``). A ``loss_fn`` equal to ``policy_loss(..., kind)`` gives ``kind``'s curve.
 
     Training schedules (``labkit.learn.schedules``: PilotRL, PRS): an ``estimator`` with a
     ``for_iteration(it)`` method is asked for iteration it's estimator every iteration, and the
@@ -238,6 +248,13 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     if renorm not in RENORMS:
         raise ValueError(f"renorm: expected one of {RENORMS}, got {renorm!r}")
     off_policy = staleness > 0 or ratio_level != "token" or renorm is not None
+    if loss_fn is not None:
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn: expected a callable (logp, old_logp, advantages, mask) -> scalar loss, "
+                            f"got {type(loss_fn).__name__}")
+        if ratio_level != "token" or renorm is not None:
+            raise ValueError("loss_fn: replaces policy_loss, so policy_loss's switches ratio_level and renorm "
+                             "do not apply; leave them at their defaults")
     if max_grad_norm is not None:
         max_grad_norm = check_number("max_grad_norm", max_grad_norm, low=0.0, low_open=True)
     if isinstance(estimator, str):
@@ -277,9 +294,12 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
             order = torch.randperm(B, generator=shuffle)
             for rows_idx in order.chunk(min(minibatches, B)):
                 logp = learner.logprobs(rollouts, rows_idx)
-                loss, st = policy_loss(logp, old[rows_idx], advantages[rows_idx], mask[rows_idx], kind,
+                lab_logp = logp if loss_fn is None else logp.detach()  # with loss_fn: the lab's stats only
+                loss, st = policy_loss(lab_logp, old[rows_idx], advantages[rows_idx], mask[rows_idx], kind,
                                        clip_eps=clip_eps, ratio_level=ratio_level, renorm=renorm,
                                        turn_ids=None if rollouts.turn_ids is None else rollouts.turn_ids[rows_idx])
+                if loss_fn is not None:
+                    loss = _custom_loss(loss_fn, logp, old[rows_idx], advantages[rows_idx], mask[rows_idx])
                 optimizer.zero_grad()
                 loss.backward()
                 norm = (torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if max_grad_norm is not None
@@ -314,8 +334,25 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
                             scale=sum(s.get("scale", 1.0) for s in stats) / len(stats))
     out = pd.DataFrame(rows)
     out.insert(0, "label", label)
-    out["kind"], out["seed"] = kind, seed
+    out["kind"], out["seed"] = (kind if loss_fn is None else "loss_fn"), seed
     return out
+
+
+def _custom_loss(loss_fn: Callable[..., torch.Tensor], logp: torch.Tensor, old_logp: torch.Tensor,
+                 advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``train``'s ``loss_fn`` on one minibatch (copies of the inputs it must not change, the old
+    log-probabilities and advantages detached), checked: one finite number that depends on
+    ``logp``. Returns it as a 0-d tensor."""
+    loss = loss_fn(logp, old_logp.detach().clone(), advantages.detach().clone(), mask.clone())
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"loss_fn: expected it to return a scalar tensor, got {type(loss).__name__}")
+    if loss.numel() != 1:
+        raise ValueError(f"loss_fn: expected it to return one number (a scalar tensor), got shape {tuple(loss.shape)}")
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise ValueError(f"loss_fn: returned a non-finite loss ({float(loss.detach().reshape(()))})")
+    if not loss.requires_grad:
+        raise ValueError("loss_fn: its loss does not depend on logp (no gradient flows back to the policy)")
+    return loss.reshape(())
 
 
 def compare(make_learner: Callable[[int], Learner], runs: dict[str, Callable[[Learner], dict]], *,

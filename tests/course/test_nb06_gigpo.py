@@ -68,3 +68,53 @@ def test_anchor_answers_are_the_dashboards_numbers_and_reuse_a_known_batch():
         lesson.anchor_answers(env, [])
     with pytest.raises(ValueError, match="^settings: "):
         lesson.anchor_answers(env, [(0, 0.0)])
+
+
+# --------------------------------------------------------------------------- the capstone's run (exercise 06c)
+def _template_loss(logp, old_logp, advantages, mask, aggregation):
+    ...
+
+
+def test_train_with_your_loss_refuses_in_one_line_until_the_check_passes(capsys, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained a loss that does not pass")
+    monkeypatch.setattr(lesson, "your_loss_runs", no_training)
+    env = noisy_world(0.2, 10, n_files=3)
+    for loss in (_template_loss, lambda logp, old_logp, advantages, mask, aggregation: -(logp * advantages).sum(), "x"):
+        assert lesson.train_with_your_loss(loss, env, {}) is None
+        out = capsys.readouterr().out
+        assert out.startswith("Not training yet: ") and out.count("\n") == 1 and 'check(' in out and "06c" in out
+    lesson.train_with_your_loss(_template_loss, env, {})
+    assert "_template_loss does not pass check(_template_loss, \"06c\")" in capsys.readouterr().out
+
+
+def test_your_loss_runs_are_the_labs_runs_when_the_loss_is_the_labs():
+    from labkit.course.solutions import policy_loss
+    env = noisy_world(0.2, 10, n_files=3)
+    yours = lesson.your_loss_runs(env, policy_loss, seeds=(0,), iterations=3)
+    assert set(yours.aggregation) == set(lesson.AGGREGATIONS) and (yours.kind == "loss_fn").all()
+    cols = ["label", "iteration", "success", "train_reward", "clip_frac", "env_steps"]
+    for aggregation, kind in lesson.AGGREGATIONS.items():
+        lab = lesson.grpo_vs_gigpo_runs(env, seeds=(0,), iterations=3, kind=kind, progress=False)
+        mine = yours[yours.aggregation == aggregation].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine[cols], lab[cols], check_exact=False, rtol=1e-9)
+    with pytest.raises(ValueError, match="^iterations: "):
+        lesson.your_loss_runs(env, policy_loss, iterations={"token-mean": 2})
+    with pytest.raises(TypeError, match="^policy_loss: "):
+        lesson.your_loss_runs(env, "policy_loss")
+
+
+def test_gap_table_sets_the_live_seeds_beside_the_labs_spread(capsys):
+    from labkit.course.solutions import policy_loss
+    env = noisy_world(0.2, 10, n_files=3)
+    lab = {a: lesson.grpo_vs_gigpo_runs(env, seeds=(0, 1), iterations=4, eval_every=2, kind=k, progress=False)
+           for a, k in lesson.AGGREGATIONS.items()}
+    table = lesson.train_with_your_loss(policy_loss, env, lab, budgets=(100, 200), seeds=(0,), iterations=2)
+    out = capsys.readouterr().out
+    assert out.startswith("GiGPO - GRPO in J") and "your loss, 1 seed, up to 2 iterations" in out
+    assert "4 iterations" in out and max(len(line) for line in out.splitlines()) <= 88
+    assert list(table.columns) == ["aggregation", "env steps", "yours s0", "lab mean", "lab min", "lab max", "lab n"]
+    assert len(table) == 4 and (table["lab n"] == 2).all()
+    assert ((table["lab min"] <= table["lab mean"] + 1e-12) & (table["lab mean"] <= table["lab max"] + 1e-12)).all()
+    gaps = lesson.budget_gaps(lab["token-mean"], (100,))
+    assert list(gaps.seed) == [0, 1] and list(gaps.columns) == ["env_steps", "seed", "gap"]

@@ -311,3 +311,44 @@ def test_offpolicy_comparison_runs_every_arm():
     curves = offpolicy_comparison(_learner, staleness=2, seeds=(0,), kind="grpo", iterations=3, eval_every=3)
     table = summarise(curves)
     assert len(table) == 4 and (table.seeds == 1).all()
+
+
+# --------------------------------------------------------------------------- a loss of one's own
+def test_a_loss_fn_equal_to_the_labs_loss_gives_the_labs_curve():
+    def grpo_loss(logp, old_logp, advantages, mask):
+        return policy_loss(logp, old_logp, advantages, mask, "grpo")[0]
+
+    kw = dict(kind="grpo", iterations=4, eval_every=2, epochs=2, minibatches=2, seed=3, progress=False)
+    lab = train(chain_learner(seed=1), "grpo", **kw)
+    own = train(chain_learner(seed=1), "grpo", loss_fn=grpo_loss, **kw)
+    cols = ["train_reward", "success", "loss", "grad_norm", "entropy", "clip_frac", "approx_kl", "env_steps"]
+    assert own[cols].equals(lab[cols])
+    assert (own.kind == "loss_fn").all() and (lab.kind == "grpo").all()
+    assert own.clip_frac.iloc[1:].gt(0).any()  # two epochs: the second one clips, measured the lab's way
+    # the other aggregation is another curve
+    token = train(chain_learner(seed=1), "grpo", loss_fn=lambda *a: policy_loss(*a, "ppo_clip")[0], **kw)
+    assert not token.loss.equals(own.loss)
+
+
+def test_a_loss_fn_is_used_and_checked():
+    seen = []
+
+    def zero_step(logp, old_logp, advantages, mask):
+        seen.append((tuple(logp.shape), mask.dtype, logp.requires_grad))
+        return 0.0 * logp[mask].sum()
+
+    learner = chain_learner()
+    before = learner.policy.logits.detach().clone()
+    cur = train(learner, "grpo", iterations=2, loss_fn=zero_step, optimizer="sgd", progress=False)
+    assert seen and seen[0] == ((32, 12), torch.bool, True)
+    assert torch.equal(learner.policy.logits.detach(), before)  # a zero loss moves nothing
+    assert cur.loss.iloc[1:].eq(0).all()
+    with pytest.raises(TypeError, match="^loss_fn: "):
+        train(chain_learner(), "grpo", iterations=1, loss_fn="grpo", progress=False)
+    with pytest.raises(ValueError, match="^loss_fn: .*renorm"):
+        train(chain_learner(), "grpo", iterations=1, loss_fn=zero_step, renorm="sorl", progress=False)
+    for bad, match in ((lambda lp, o, a, m: lp.sum(1), "one number"), (lambda lp, o, a, m: 1.0, "scalar tensor"),
+                       (lambda lp, o, a, m: torch.tensor(0.0), "does not depend on logp"),
+                       (lambda lp, o, a, m: lp.sum() * float("nan"), "non-finite")):
+        with pytest.raises((TypeError, ValueError), match=f"^loss_fn: .*{match}"):
+            train(chain_learner(), "grpo", iterations=1, loss_fn=bad, progress=False)

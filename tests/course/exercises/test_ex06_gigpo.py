@@ -1,12 +1,15 @@
-"""Exercise 06 (notebook 06_gigpo): GiGPO's anchor-group step term.
+"""Notebook 06_gigpo's exercises: 06a GiGPO's anchor-group step term, 06b GiGPO's std-normalised
+advantage (find the bug), 06c a PPO-clip policy loss with both aggregations (capstone).
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
+For each, the reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
 answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
 from __future__ import annotations
 
 import torch
 
 import exercise_checks as checks
+from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.ex06_gigpo import gigpo_advantage_buggy
 
 EXERCISE = "06a"
 
@@ -74,7 +77,190 @@ EDGE_WRONG = [
 
 
 # --------------------------------------------------------------------------- the tests
-class TestExercise(checks.ExerciseTests):
+class TestExercise06a(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 06b: find the bug
+def _advantage(turn_rewards, present, anchors, gamma, omega, *, unbiased=True, eps=1e-6, std_episode=True,
+               use_omega=True):
+    """GiGPO's mean_std_norm advantage, groups of one handled, with the switches a reader gets wrong."""
+    present = present.bool()
+    B, N = turn_rewards.shape
+    R = _turn_returns(turn_rewards, present, gamma)
+    scores = torch.where(present, turn_rewards.double(), 0.0).sum(1)
+    centred = scores - scores.mean()
+    episode = centred / (scores.std(unbiased=unbiased) + eps) if std_episode else centred
+    step = torch.zeros(B, N, dtype=torch.float64)
+    for key in anchors[present].unique():
+        members = present & (anchors == key)
+        vals = R[members]
+        if len(vals) > 1:
+            step[members] = (vals - vals.mean()) / (vals.std(unbiased=unbiased) + eps)
+    return torch.where(present, episode[:, None] + (omega if use_omega else 1.0) * step, 0.0)
+
+
+def gigpo_advantage(turn_rewards, present, anchors, gamma, omega):
+    """The buggy function as the notebook shows it."""
+    return gigpo_advantage_buggy(turn_rewards, present, anchors, gamma, omega)
+
+
+def gigpo_biased_std(turn_rewards, present, anchors, gamma, omega):
+    # "fixes" the NaN by switching to the biased std, which is defined for one value
+    return _advantage(turn_rewards, present, anchors, gamma, omega, unbiased=False)
+
+
+def gigpo_episode_centred_only(turn_rewards, present, anchors, gamma, omega):
+    return _advantage(turn_rewards, present, anchors, gamma, omega, std_episode=False)
+
+
+def gigpo_omega_ignored(turn_rewards, present, anchors, gamma, omega):
+    return _advantage(turn_rewards, present, anchors, gamma, omega, use_omega=False)
+
+
+def gigpo_no_eps(turn_rewards, present, anchors, gamma, omega):
+    return _advantage(turn_rewards, present, anchors, gamma, omega, eps=0.0)
+
+
+class TestExercise06b(checks.ExerciseTests):
+    EXERCISE = "06b"
+    WRONG = [
+        (gigpo_advantage, "a turn alone in its anchor group gets NaN"),
+        (gigpo_biased_std, "use the unbiased std"),
+        (gigpo_episode_centred_only, "the episode term is divided by the std of the scores too"),
+        (gigpo_omega_ignored, "weight the step term by omega"),
+    ]
+    EDGE_WRONG = [
+        (gigpo_no_eps, "divide by (std + 1e-6)"),
+    ]
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug template is the buggy function: it runs, and fails with the hint naming its bug
+        ex = EXERCISES[self.EXERCISE]
+        space: dict = {}
+        exec(ex.template, {"torch": torch}, space)
+        assert ex.template.startswith("def gigpo_advantage(")
+        for seed in checks.SEEDS:
+            result = check(space[ex.name], self.EXERCISE, seed=seed, verbose=False)
+            assert not result.passed and "a turn alone in its anchor group gets NaN" in result.hint, result.hint
+            checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+    def test_the_prompt_says_what_to_compute_not_where_the_bug_is(self):
+        ex = EXERCISES[self.EXERCISE]
+        assert "exactly one planted mistake" in ex.prompt and "expected" not in ex.prompt.lower()
+        assert "bug" not in ex.template.lower() and "#" not in ex.template.split("torch.where(present, episode")[0]\
+            .split("for key in")[1]
+
+
+# --------------------------------------------------------------------------- 06c: capstone, the policy loss
+EPS = 0.2
+
+
+def _per_token(logp, old_logp, advantages, *, clip="min"):
+    ratio = torch.exp(logp - old_logp)
+    unclipped, clipped = ratio * advantages, torch.clamp(ratio, 1 - EPS, 1 + EPS) * advantages
+    if clip == "none":
+        return -unclipped
+    if clip == "ratio_only":
+        return -clipped
+    if clip == "max":
+        return -torch.maximum(unclipped, clipped)
+    return -torch.minimum(unclipped, clipped)
+
+
+def _token_mean(per_token, m):
+    return (per_token * m).sum() / m.sum().clamp(min=1)
+
+
+def _seq_mean(per_token, m):
+    lengths = m.sum(1)
+    has = lengths > 0
+    return ((per_token * m).sum(1)[has] / lengths[has]).sum() / has.sum().clamp(min=1)
+
+
+def _aggregate(per_token, mask, aggregation):
+    m = mask.double()
+    return _token_mean(per_token, m) if aggregation == "token-mean" else _seq_mean(per_token, m)
+
+
+def loss_over_all_positions(logp, old_logp, advantages, mask, aggregation):
+    per_token = _per_token(logp, old_logp, advantages) * mask
+    return per_token.mean() if aggregation == "token-mean" else per_token.mean(1)[mask.any(1)].mean()
+
+
+def loss_sequence_sum(logp, old_logp, advantages, mask, aggregation):
+    per_token = _per_token(logp, old_logp, advantages) * mask
+    if aggregation == "token-mean":
+        return per_token.sum() / mask.sum()
+    return per_token.sum(1)[mask.any(1)].mean()
+
+
+def loss_no_clipping(logp, old_logp, advantages, mask, aggregation):
+    return _aggregate(_per_token(logp, old_logp, advantages, clip="none"), mask, aggregation)
+
+
+def loss_clipped_ratio_without_min(logp, old_logp, advantages, mask, aggregation):
+    return _aggregate(_per_token(logp, old_logp, advantages, clip="ratio_only"), mask, aggregation)
+
+
+def loss_max_not_min(logp, old_logp, advantages, mask, aggregation):
+    return _aggregate(_per_token(logp, old_logp, advantages, clip="max"), mask, aggregation)
+
+
+def loss_ignores_aggregation(logp, old_logp, advantages, mask, aggregation):
+    return _aggregate(_per_token(logp, old_logp, advantages), mask, "token-mean")
+
+
+def loss_empty_rows_averaged_in(logp, old_logp, advantages, mask, aggregation):
+    per_token = _per_token(logp, old_logp, advantages) * mask
+    if aggregation == "token-mean":
+        return per_token.sum() / mask.sum().clamp(min=1)
+    return (per_token.sum(1) / mask.sum(1).clamp(min=1)).mean()
+
+
+def loss_unguarded(logp, old_logp, advantages, mask, aggregation):
+    per_token = _per_token(logp, old_logp, advantages) * mask
+    if aggregation == "token-mean":
+        return per_token.sum() / mask.sum()
+    has = mask.any(1)
+    return (per_token.sum(1)[has] / mask.sum(1)[has]).sum() / has.sum()
+
+
+class TestExercise06c(checks.ExerciseTests):
+    EXERCISE = "06c"
+    WRONG = [
+        (loss_over_all_positions, "average over the generated tokens only"),
+        (loss_sequence_sum, "take the MEAN over its generated tokens, not the sum"),
+        (loss_no_clipping, "no clipping"),
+        (loss_clipped_ratio_without_min, "clipping the ratio alone is not PPO"),
+        (loss_max_not_min, "not the max"),
+        (loss_ignores_aggregation, "your loss ignores aggregation"),
+        (loss_empty_rows_averaged_in, "a row with no generated token must not count as a sequence"),
+    ]
+    EDGE_WRONG = [
+        (loss_unguarded, "a batch with no generated token has loss 0"),
+    ]
+
+    def test_the_loss_and_its_gradient_are_graded(self):
+        from labkit.course.exercises.ex06_gigpo import graded_loss
+        from labkit.course.solutions import policy_loss
+        case = EXERCISES["06c"].cases(torch.Generator().manual_seed(0))[0]
+        got = graded_loss(policy_loss, dict(case.args))
+        B, T = case.args["mask"].shape
+        assert got.shape == (1 + B * T,) and got.dtype == torch.float64
+        grad = got[1:].reshape(B, T)
+        assert bool((grad[~case.args["mask"]] == 0).all()) and bool(grad[case.args["mask"]].ne(0).any())
+        assert not case.args["logp"].requires_grad  # the case itself is left as it was
+        # a loss right in value but detached from logp has gradient 0: it fails
+        def detached(logp, old_logp, advantages, mask, aggregation):
+            return policy_loss(logp.detach(), old_logp, advantages, mask, aggregation)
+        result = check(detached, "06c", seed=0, verbose=False)
+        assert not result.passed and "does not carry logp's gradient" in result.hint
+
+    def test_a_loss_of_the_wrong_shape_is_named(self):
+        def per_token(logp, old_logp, advantages, mask, aggregation):
+            return -torch.exp(logp - old_logp) * advantages
+        result = check(per_token, "06c", seed=0, verbose=False)
+        assert not result.passed and "one number (a 0-d tensor)" in result.hint
