@@ -14,10 +14,10 @@ import functools
 import torch
 
 from labkit.core.stats import constant_groups
+from labkit.course import presets
 from labkit.course.exercises.cases import group_members, rand, randint, random_group_ids, random_prefix_mask
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, not_finite, register
 from labkit.course.exercises.mistakes import OFF_MASK, looks_like
-from labkit.course import presets
 from labkit.course.exercises.reading import Misreading, Reading
 from labkit.course.exercises.references import one_token_rollouts
 from labkit.credit import episode, get_estimator

@@ -10,7 +10,7 @@ tests try (tests/course/exercises/). One module per notebook, named like its exe
 """
 from labkit.course.solutions.ex00_map import buffer_returns, reward_to_go
 from labkit.course.solutions.ex01_reinforce_variance import grpo_advantage, reinforce_pp_advantage
-from labkit.course.solutions.ex02_critics_gae import gae
+from labkit.course.solutions.ex02_critics_gae import gae, padded_gae
 from labkit.course.solutions.ex03_vineppo import vineppo_advantage
 from labkit.course.solutions.ex04_process_rewards import pure_min_form
 from labkit.course.solutions.ex05_why_agents_harder import turn_returns
@@ -21,11 +21,13 @@ from labkit.course.solutions.ex09_multiagent import mixer_credit
 from labkit.course.solutions.ex10_benchmark import rank_correlation
 from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows
 
-__all__ = ["reward_to_go", "buffer_returns", "grpo_advantage", "reinforce_pp_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
-           "carl_select", "hca_credit", "mixer_credit", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
+__all__ = ["reward_to_go", "buffer_returns", "grpo_advantage", "reinforce_pp_advantage", "gae", "padded_gae",
+           "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term", "carl_select", "hca_credit",
+           "mixer_credit", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
 
 #: exercise id -> its solution (a run-and-interpret exercise has none here: its solution is the
 #: lab's own run, ``Reading.measure``)
-SOLUTIONS = {"00a": reward_to_go, "00b": buffer_returns, "01a": grpo_advantage, "01b": reinforce_pp_advantage, "02a": gae, "03a": vineppo_advantage, "04a": pure_min_form,
+SOLUTIONS = {"00a": reward_to_go, "00b": buffer_returns, "01a": grpo_advantage, "01b": reinforce_pp_advantage,
+             "02a": gae, "02b": padded_gae, "03a": vineppo_advantage, "04a": pure_min_form,
              "05a": turn_returns, "06a": gigpo_step_term, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
              "10a": rank_correlation, "11a": no_gradient_rows}
