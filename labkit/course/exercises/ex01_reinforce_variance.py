@@ -1,18 +1,27 @@
-"""Exercise 01 (notebook 01_reinforce_variance): GRPO's group-relative advantage.
+"""Exercises of notebook 01_reinforce_variance: 01a, GRPO's group-relative advantage; 01b (find the
+bug), REINFORCE++'s batch whitening on a padded batch; 01c (run and interpret), REINFORCE's
+noise-to-signal at a batch size the notebook does not print.
 
-Graded against ``labkit.credit.episode.grpo``; ``reveal_solution(1)`` prints the reference solution,
-``grpo_advantage`` in labkit/course/solutions/ex01_reinforce_variance.py.
+01a is graded against ``labkit.credit.episode.grpo``, 01b against ``episode.reinforce_pp``, 01c
+against the lab's own gradient study (``labkit.scoring.gradient_study``) on the dashboard's chain;
+``reveal_solution("01a")`` (or "01b", "01c") prints the lab's solution: ``grpo_advantage`` and
+``reinforce_pp_advantage`` in labkit/course/solutions/ex01_reinforce_variance.py, 01c's ``measure`` here.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 
 from labkit.core.stats import constant_groups
-from labkit.course.exercises.cases import group_members, rand, random_group_ids
+from labkit.course import presets
+from labkit.course.exercises.cases import group_members, rand, randint, random_group_ids, random_prefix_mask
 from labkit.course.exercises.grader import F64, Case, Exercise, Rule, not_finite, register
-from labkit.course.exercises.mistakes import looks_like
+from labkit.course.exercises.mistakes import OFF_MASK, looks_like
+from labkit.course.exercises.reading import Misreading, Reading
 from labkit.course.exercises.references import one_token_rollouts
-from labkit.credit import episode
+from labkit.credit import episode, get_estimator
+from labkit.scoring import gradient_study
 
 #: GRPO's eps (verl's), in the exercise's formula and in the reference call alike
 GRPO_EPS = 1e-6
@@ -125,5 +134,163 @@ EXERCISE = register(Exercise(
         Rule("add eps outside the std: A = (s - mean) / (std + eps), eps = 1e-6 (without it a group whose std "
              "is small comes out too large)", looks_like(lambda scores, group_ids: _variant(scores, group_ids, eps=0.0)),
              every=True),
+    ),
+))
+
+
+# --------------------------------------------------------------------------- 01b: find the bug
+#: REINFORCE++'s eps (OpenRLHF's), inside the square root
+PP_EPS = 1e-8
+
+
+def _pp_reference(rewards, mask):
+    return episode.reinforce_pp(one_token_rollouts(rewards, mask), eps=PP_EPS).token
+
+
+def _pp_cases(gen):
+    cases = []
+    for i in range(5):
+        mask = random_prefix_mask(gen, (2, 4), (3, 7), shortest=1)
+        B, T = mask.shape
+        mask[randint(gen, 0, B - 1), : T - 1] = True
+        mask[randint(gen, 0, B - 1), T - 1:] = False  # one row at least is padded
+        # outcome rewards on the last generated token, sometimes an intermediate one before it
+        rewards = torch.zeros(B, T, dtype=F64)
+        for b in range(B):
+            on = mask[b].nonzero().flatten()
+            if len(on):
+                rewards[b, on[-1]] = float(randint(gen, 0, 1))
+                if rand(gen, 1).item() < 0.4:
+                    rewards[b, on[0]] = round(float(torch.randn(1, generator=gen, dtype=F64)), 1)
+        returns = rewards.flip(1).cumsum(1).flip(1)[mask]
+        if bool((returns == returns[0]).all()):
+            rewards[0, 0] += 0.5  # returns not all equal: that is an edge case of its own
+        cases.append(Case(f"random #{i}", dict(rewards=rewards, mask=mask)))
+    cases += [
+        Case("a success and a short failure", dict(rewards=torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]], dtype=F64),
+                                                   mask=torch.tensor([[True, True, True], [True, False, False]]))),
+        # the edges, graded once the cases above pass
+        Case("one generated token in the batch", dict(rewards=torch.tensor([[1.0, 0.0]], dtype=F64),
+                                                      mask=torch.tensor([[True, False]])), frozenset({"single"})),
+        Case("every return equal", dict(rewards=torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=F64),
+                                        mask=torch.tensor([[True, True, False], [True, False, False]])),
+             frozenset({"zero_var"})),
+        Case("a row with nothing generated", dict(rewards=torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]], dtype=F64),
+                                                  mask=torch.tensor([[True, True, True], [False, False, False]])),
+             frozenset({"empty_row"})),
+    ]
+    return cases
+
+
+def _pp_variant(how):
+    """Typical mistakes: whitening over every entry, padding included, then masking (the bug
+    planted in 01b); the unbiased variance; whitening each trajectory on its own."""
+    def variant(rewards, mask):
+        G = torch.where(mask, rewards.to(F64), 0.0).flip(1).cumsum(1).flip(1)
+        if how == "padding":
+            return (G - G.mean()) / torch.sqrt(G.var(unbiased=False) + PP_EPS) * mask
+        if how == "unbiased":
+            g = G[mask]
+            return torch.where(mask, (G - g.mean()) / torch.sqrt(g.var() + PP_EPS), 0.0) if len(g) > 1 else G * 0
+        out = torch.zeros_like(G)   # "per_row"
+        for b in range(G.shape[0]):
+            g = G[b][mask[b]]
+            if len(g):
+                out[b] = torch.where(mask[b], (G[b] - g.mean()) / torch.sqrt(g.var(unbiased=False) + PP_EPS), 0.0)
+        return out
+    return variant
+
+
+def buggy_reinforce_pp_advantage(rewards, mask):
+    """REINFORCE++ credit: every generated token's return-to-go, whitened over the batch.
+
+    rewards, mask: (B, T); each row is its generated tokens followed by padding.
+    Returns (B, T) advantages, 0 on padding.
+    """
+    eps = 1e-8
+    # return-to-go with gamma = 1: the sum of the rewards from t to the end of the row
+    returns = rewards.flip(1).cumsum(1).flip(1)
+    mean = returns.mean()
+    var = returns.var(unbiased=False)
+    advantages = (returns - mean) / torch.sqrt(var + eps)
+    return advantages * mask
+
+
+EXERCISE_B = register(Exercise(
+    notebook="01", letter="b", kind="debug", path="deep dive",
+    name="reinforce_pp_advantage", title="REINFORCE++ on a padded batch",
+    signature="reinforce_pp_advantage(rewards, mask) -> tensor (B, T)",
+    prompt=(
+        "Find the bug. The function below should compute REINFORCE++'s credit (Hu 2025, arXiv 2501.03262)\n"
+        "on a padded batch, as labkit.credit.episode.reinforce_pp does with gamma = 1:\n"
+        "  rewards: (B, T) float tensor, 0 on padding; mask: (B, T) bool, True on the generated tokens\n"
+        "  (each row: its generated tokens, then padding)\n"
+        "  G_t = r_t + G_{t+1} (the return-to-go), A_t = (G_t - mean) / sqrt(var + eps),  eps = 1e-8\n"
+        "mean and var (the population variance, dividing by n) are taken over the generated tokens of the\n"
+        "whole batch; padding gets 0. The code has exactly one planted mistake, of the kind people make\n"
+        "in real RL code; fix it and check."),
+    cases=_pp_cases, reference=_pp_reference, buggy=buggy_reinforce_pp_advantage,
+    rules=(
+        OFF_MASK,
+        Rule("padding leaks into the whitening: the mean and variance must be taken over the generated "
+             "tokens only (select them with the mask BEFORE normalising, not after)",
+             looks_like(_pp_variant("padding")), every=True),
+        Rule("REINFORCE++ whitens over the whole batch, not each trajectory on its own: one mean and one "
+             "variance for every generated token of the batch", looks_like(_pp_variant("per_row")), every=True),
+        Rule("use the population variance (divide by n, var(unbiased=False)) as REINFORCE++ does",
+             looks_like(_pp_variant("unbiased")), every=True),
+        Rule("when every generated token's return is equal, each gets 0: (G - mean) / sqrt(0 + eps), with eps "
+             "inside the square root", not_finite, frozenset({"zero_var", "single"})),
+    ),
+))
+
+
+# --------------------------------------------------------------------------- 01c: run and interpret
+def reinforce_noise_at_batch_64():
+    """REINFORCE's relative variance (noise-to-signal of one batch gradient) on the "Try it"
+    dashboard's chain at T = 30, noise 0, slip 0, batch 64: its 50 batches, seeded as it seeds them."""
+    env, policy, truth = presets.chain_setup(30, noise_std=0.0, slip=0.0, env_seed=0, policy_seed=0)
+    batches = env.sample(policy, 50 * 64, group_size=8, seed=1)
+    study = gradient_study(policy, batches.split(50), get_estimator("reinforce"), truth.grad, whole=batches)
+    return study["relative_variance"]
+
+
+@functools.lru_cache(maxsize=None)
+def _dashboard(batch_size: int) -> tuple:
+    """The dashboard's chain, policy, truth and 50 batches at T = 30 and ``batch_size`` (kept: a
+    wrong reading is compared with several misreadings, each a study of the same batches)."""
+    env, policy, truth = presets.chain_setup(30, noise_std=0.0, slip=0.0, env_seed=0, policy_seed=0)
+    whole = env.sample(policy, 50 * batch_size, group_size=8, seed=1)
+    return policy, truth, whole
+
+
+def _dashboard_study(estimator: str, batch_size: int, what: str):
+    policy, truth, whole = _dashboard(batch_size)
+    return lambda: gradient_study(policy, whole.split(50), get_estimator(estimator), truth.grad, whole=whole)[what]
+
+
+EXERCISE_C = register(Reading(
+    notebook="01", letter="c", name="reinforce_noise", title="What a bigger batch buys",
+    prompt=(
+        "Read it off the \"Try it\" dashboard (REINFORCE, Williams 1992; the baselines of arXiv 2402.03300).\n"
+        "Set horizon 30, noise 0, slip 0 and batch 64 (the start settings with the batch doubled). The\n"
+        "dashboard's summary line then prints REINFORCE's relative variance E||g - E g||^2 / ||E g||^2\n"
+        "over its 50 batches (lesson.dial(batch_size=64) returns the same numbers). Enter that relative\n"
+        "variance, to two decimals (tolerance 0.02). Then compare it with batch 32: the noise-to-signal\n"
+        "of one batch falls about as 1 / batch size."),
+    measure=reinforce_noise_at_batch_64, tolerance=0.02,
+    hint="read it again: the dashboard at horizon 30, noise 0, slip 0, batch 64, and in its summary line the "
+         "number after 'REINFORCE relative variance'",
+    misreadings=(
+        Misreading(lambda: _dashboard_study("reinforce", 32, "relative_variance")(),
+                   "that is the reading at batch 32, the dashboard's start: move the batch slider to 64"),
+        Misreading(lambda: _dashboard_study("grpo", 64, "relative_variance")(),
+                   "that is a group baseline's relative variance (GRPO, RLOO and Dr. GRPO nearly agree here); "
+                   "the question asks for plain REINFORCE's"),
+        Misreading(lambda: _dashboard_study("reinforce_baseline", 64, "relative_variance")(),
+                   "that is REINFORCE with a batch-mean baseline; the question asks for plain REINFORCE's"),
+        Misreading(lambda: _dashboard_study("reinforce", 64, "cosine")(),
+                   "that is the cosine of one batch gradient; the question asks for the relative variance "
+                   "(noise-to-signal), the number in the summary line"),
     ),
 ))

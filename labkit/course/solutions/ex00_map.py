@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["reward_to_go"]
+__all__ = ["reward_to_go", "buffer_returns"]
 
 
 def reward_to_go(rewards, mask, gamma):
@@ -47,3 +47,41 @@ def reward_to_go(rewards, mask, gamma):
                 G[b, t] = running
     return G
 
+
+
+def buffer_returns(rewards, dones, gamma):
+    """00b · Returns in a rollout buffer (Williams 1992): the reward-to-go of every step, episode by episode.
+
+    Inputs:
+        rewards: (N,) reward of each step, episodes back to back.
+        dones: (N,) bool, True on the last step of an episode.
+        gamma: the discount per step.
+
+    Formula:
+        G_t = r_t + gamma * G_{t+1} inside an episode; G_t = r_t on a step whose done is True.
+
+    Defaults:
+        none: gamma is given.
+
+    Degenerate input:
+        a buffer that stops mid-episode ends that episode at its last step (no bootstrap); gamma = 0
+        leaves each step its own reward; when every step is done each step's return is its reward.
+
+    Deviations from the reference:
+        none: equal to ``Rollouts.returns(gamma)`` on the buffer cut into one row per episode.
+
+    Returns:
+        (N,) float64 discounted return of every step.
+
+    Cost:
+        none beyond the rewards.
+    """
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    returns = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        if dones[t]:
+            running = 0.0  # the step after t belongs to the next episode
+        running = rewards[t] + gamma * running  # first add the step's own reward ...
+        returns[t] = running                    # ... then store: G_t includes r_t
+    return returns

@@ -1,10 +1,19 @@
-"""Exercise 00 (notebook 00_map): reward-to-go.
+"""Exercises of notebook 00_map: 00a reward-to-go, 00b (find the bug) the returns of a rollout buffer,
+00c (run and interpret) a count read off the inventory.
 
-The reference solution passes on every seed the tests try, the template fails cleanly, and each typical wrong
-answer (written the way a reader would get it wrong) fails with the hint that names its mistake."""
+The reference solutions pass on every seed the tests try, the templates fail cleanly, each typical wrong
+answer (written the way a reader would get it wrong; for 00b the planted bug among them) fails with the
+hint that names its mistake, and the reading is graded against the lab's own count."""
 from __future__ import annotations
 
+import inspect
+
+import pytest
 import torch
+
+from labkit import survey
+from labkit.course.exercises import EXERCISES, check
+from labkit.course.exercises.reveal import solution_source
 
 import exercise_checks as checks
 
@@ -85,3 +94,121 @@ class TestExercise(checks.ExerciseTests):
     EXERCISE = EXERCISE
     WRONG = WRONG
     EDGE_WRONG = EDGE_WRONG
+
+
+# --------------------------------------------------------------------------- 00b: find the bug
+def buffer_no_reset(rewards, dones, gamma):
+    returns = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):   # forgets the episode boundaries
+        running = rewards[t] + gamma * running
+        returns[t] = running
+    return returns
+
+
+def buffer_reset_late(rewards, dones, gamma):
+    returns = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + gamma * running
+        returns[t] = running
+        if dones[t]:                           # one step late: the done step already took the next episode's
+            running = 0.0
+    return returns
+
+
+def buffer_discount_late(rewards, dones, gamma):
+    returns = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        if dones[t]:
+            running = 0.0
+        running = gamma * (rewards[t] + running)   # r_t discounted once already
+        returns[t] = running
+    return returns
+
+
+def buffer_discount_through_log(rewards, dones, gamma):
+    # vectorised: gamma ** k as exp(k log gamma), which breaks at gamma = 0 (0 * -inf)
+    n = len(rewards)
+    episode = torch.cumsum(dones.long(), 0) - dones.long()
+    k = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+    same = (episode[None, :] == episode[:, None]) & (k >= 0)
+    weight = torch.where(same, torch.exp(k * torch.log(torch.tensor(gamma, dtype=torch.float64))), 0.0)
+    return weight @ rewards
+
+
+BUFFER_WRONG = [
+    (EXERCISES["00b"].buggy, "the return of the step AFTER t"),
+    (buffer_no_reset, "flow across episodes"),
+    (buffer_reset_late, "handled one step late"),
+    (buffer_discount_late, "discounted once too often"),
+]
+
+BUFFER_EDGE_WRONG = [(buffer_discount_through_log, "with gamma = 0 nothing is carried back")]
+
+
+class TestExercise00b(checks.ExerciseTests):
+    EXERCISE = "00b"
+    WRONG = BUFFER_WRONG
+    EDGE_WRONG = BUFFER_EDGE_WRONG
+
+    def test_the_template_runs_and_fails_the_check(self):
+        # a find-the-bug template is the buggy function itself: it runs, and fails with its bug's hint
+        space = {"torch": torch}
+        exec(EXERCISES[self.EXERCISE].template, space)
+        result = check(space["buffer_returns"], self.EXERCISE, seed=0, verbose=False)
+        assert not result.passed and BUFFER_WRONG[0][1] in result.hint
+        checks.assert_the_lab_answer_is_not_shown(result, str(result))
+
+
+def test_00b_the_planted_bug_is_the_notebook_template():
+    ex = EXERCISES["00b"]
+    assert ex.kind == "debug" and ex.path == "deep dive"
+    assert ex.template.startswith("def buffer_returns(rewards, dones, gamma):")
+    assert "expected" not in ex.prompt.lower() and "bug" not in ex.template.lower()
+    assert inspect.getdoc(ex.buggy)  # honest-looking code: a docstring, no comment naming the mistake
+
+
+# --------------------------------------------------------------------------- 00c: run and interpret
+def test_00c_the_lab_count_is_the_explore_dashboards():
+    ex = EXERCISES["00c"]
+    assert ex.kind == "interpret" and ex.path == "deep dive" and ex.tolerance == 0.5
+    methods = survey.load_methods()
+    hits = survey.filter_methods(methods, granularity="step", status="concept-only")
+    assert ex.lab_value() == len(hits) and len(hits) > 0
+    assert check(ex.lab_value(), "00c", verbose=False).passed
+    assert check(float(ex.lab_value()) + 0.4, "00c", verbose=False).passed
+
+
+def test_00c_a_wrong_count_gets_the_general_hint_and_never_the_lab_count(capsys):
+    ex = EXERCISES["00c"]
+    known = {m.value() for m in ex.misreadings}
+    wrong = next(v for v in range(ex.lab_value() + 1, 100) if v not in known and abs(v - ex.lab_value()) > 0.5)
+    result = check(wrong, "00c")
+    out = capsys.readouterr().out
+    assert not result.passed and result.hint == ex.hint
+    assert f"{ex.lab_value()}" not in out.replace(f"yours: {wrong}", "")
+    assert not check(ex.lab_value() + 1, "00c", verbose=False).passed
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_00c_each_misreading_gets_its_own_hint(index):
+    ex = EXERCISES["00c"]
+    m = ex.misreadings[index]
+    value = m.value()
+    assert value != ex.lab_value()
+    result = check(value, "00c", verbose=False)
+    assert not result.passed and result.hint == m.hint
+
+
+@pytest.mark.parametrize("answer, hint", [(..., "enter your reading"), (None, "enter your reading"),
+                                          ("eleven", "answer with a number"), (float("nan"), "finite number")])
+def test_00c_no_reading_gets_told_what_to_enter(answer, hint):
+    result = check(answer, "00c", verbose=False)
+    assert not result.passed and hint in result.hint
+
+
+def test_00c_reveal_prints_the_measurement():
+    text = solution_source("00c")
+    assert "def step_methods_only_mapped" in text and "filter_methods" in text
