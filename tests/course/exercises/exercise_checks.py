@@ -9,6 +9,8 @@ any edge case is graded. Every check here names its seed, so the tests are deter
 from __future__ import annotations
 
 import inspect
+import itertools
+import math
 import re
 
 import pytest
@@ -59,6 +61,20 @@ def assert_solution_docstring_in_house_order(exercise_id: str) -> None:
     positions = [lines.index(h) for h in HOUSE_SECTIONS]
     assert positions == sorted(positions) and all(doc.count(h) == 1 for h in HOUSE_SECTIONS)
     assert CITATION.search(doc.split("\n\n")[0]) and doc.startswith(exercise_id)
+
+
+def assert_buggy_template_fails_with_its_hint(exercise_id: str, hint: str) -> None:
+    """A find-the-bug exercise's starting point (the buggy function as the page shows it) runs in a
+    notebook's namespace and fails, on a main case of every seed, with the hint naming its bug."""
+    ex = EXERCISES[exercise_id]
+    space: dict = {"torch": torch, "math": math, "itertools": itertools}
+    exec(ex.template, space)
+    for seed in SEEDS:
+        result = check(space[ex.name], exercise_id, seed=seed, verbose=False)
+        assert not result.passed and hint in result.hint, (seed, result.hint)
+        assert not result.case.tags, "the planted bug shows on the formula's own cases"
+        assert_the_lab_answer_is_not_shown(result, str(result))
+    assert "bug" not in ex.template.lower() and "expected" not in ex.prompt.lower()
 
 
 def assert_template_fails_cleanly(exercise_id: str) -> None:
@@ -158,6 +174,8 @@ class ExerciseTests:
     WRONG: list = []
     #: (function, hint) pairs: answers right on every main case and wrong on an edge case
     EDGE_WRONG: list = []
+    #: a find-the-bug exercise: the hint its buggy template gets (default: the first WRONG answer's)
+    BUGGY_HINT: str = ""
     #: the hint an answer of zeros gets (the shared placeholder hint, unless a more specific one fits)
     ZEROS_HINT: str = ""
 
@@ -178,7 +196,10 @@ class ExerciseTests:
         assert_solution_docstring_in_house_order(self.EXERCISE)
 
     def test_the_template_runs_and_fails_the_check(self):
-        assert_template_fails_cleanly(self.EXERCISE)
+        if EXERCISES[self.EXERCISE].kind == "debug":  # the buggy function: fails with its bug's hint
+            assert_buggy_template_fails_with_its_hint(self.EXERCISE, self.BUGGY_HINT or self.WRONG[0][1])
+        else:
+            assert_template_fails_cleanly(self.EXERCISE)
 
     def test_there_are_at_least_three_typical_wrong_answers(self):
         assert len(self.WRONG) >= 3

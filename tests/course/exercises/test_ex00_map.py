@@ -153,13 +153,6 @@ class TestExercise00b(checks.ExerciseTests):
     WRONG = BUFFER_WRONG
     EDGE_WRONG = BUFFER_EDGE_WRONG
 
-    def test_the_template_runs_and_fails_the_check(self):
-        # a find-the-bug template is the buggy function itself: it runs, and fails with its bug's hint
-        space = {"torch": torch}
-        exec(EXERCISES[self.EXERCISE].template, space)
-        result = check(space["buffer_returns"], self.EXERCISE, seed=0, verbose=False)
-        assert not result.passed and BUFFER_WRONG[0][1] in result.hint
-        checks.assert_the_lab_answer_is_not_shown(result, str(result))
 
 
 def test_00b_the_planted_bug_is_the_notebook_template():

@@ -173,13 +173,6 @@ class TestExercise02b(checks.ExerciseTests):
     WRONG = PADDED_WRONG
     EDGE_WRONG = PADDED_EDGE_WRONG
 
-    def test_the_template_runs_and_fails_the_check(self):
-        # a find-the-bug template is the buggy function itself: it runs, and fails with its bug's hint
-        space = {"torch": torch}
-        exec(EXERCISES[self.EXERCISE].template, space)
-        result = check(space["padded_gae"], self.EXERCISE, seed=0, verbose=False)
-        assert not result.passed and PADDED_WRONG[0][1] in result.hint
-        checks.assert_the_lab_answer_is_not_shown(result, str(result))
 
 
 def test_02b_is_a_deep_dive_bug_hunt_with_an_honest_looking_template():

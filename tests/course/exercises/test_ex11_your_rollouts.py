@@ -8,7 +8,6 @@ mistake. For 11c the lab's reading passes, a reading just outside the tolerance 
 with their hints, and no failure shows the lab's value."""
 from __future__ import annotations
 
-import itertools
 
 import pytest
 import torch
@@ -198,6 +197,7 @@ def rloo_single_nan(scores, prompts):
 
 class TestExercise11b(checks.ExerciseTests):
     EXERCISE = "11b"
+    BUGGY_HINT = "next to each other"
     WRONG = [
         (_buggy_rloo, "itertools.groupby only joins rows that are next to each other"),
         (rloo_blocks, "not in blocks of consecutive rows"),
@@ -209,14 +209,6 @@ class TestExercise11b(checks.ExerciseTests):
         (rloo_single_nan, "a prompt with one completion"),
     ]
 
-    def test_the_template_runs_and_fails_the_check(self):
-        # a find-the-bug exercise starts from the buggy function itself: it runs and gets its bug's hint
-        ex = EXERCISES[self.EXERCISE]
-        space = {"torch": torch, "itertools": itertools}
-        exec(ex.template, space)
-        result = check(space[ex.name], self.EXERCISE, seed=0, verbose=False)
-        assert not result.passed and "next to each other" in result.hint and not result.case.tags
-        checks.assert_the_lab_answer_is_not_shown(result, str(result))
 
 
 def test_the_planted_bug_is_right_on_a_file_sorted_by_prompt():
