@@ -155,14 +155,15 @@ def _weights_cases(gen):
     attention = torch.tensor([[1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0, 0]], dtype=torch.bool)
     tool = torch.tensor([[0, 0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0]], dtype=torch.bool)
     adv = torch.tensor([[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], [-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]], dtype=F64)
+    none = torch.zeros(1, 7, dtype=torch.bool)  # an episode slot that holds padding only
     cases += [
         Case("two episodes, one calls a tool", dict(advantages=adv, attention_mask=attention, tool_mask=tool)),
         # the edges, graded once the cases above pass
         Case("one episode", dict(advantages=adv[:1], attention_mask=attention[:1], tool_mask=tool[:1]),
              frozenset({"one_episode"})),
         Case("an episode with no generated token", dict(
-            advantages=torch.cat([adv, adv[:1]]), attention_mask=torch.cat([attention, torch.zeros(1, 7, dtype=torch.bool)]),
-            tool_mask=torch.cat([tool, torch.zeros(1, 7, dtype=torch.bool)])), frozenset({"empty"})),
+            advantages=torch.cat([adv, adv[:1]]), attention_mask=torch.cat([attention, none]),
+            tool_mask=torch.cat([tool, none])), frozenset({"empty"})),
     ]
     adv, attention, tool = _agent_batch(gen, 3, empty_row=1)
     cases.append(Case("a random batch with an empty episode", dict(advantages=adv, attention_mask=attention,
@@ -285,7 +286,8 @@ LUCK_READING = register(Reading(
         Misreading(lambda: measure_luck_share(0.2, 30), "that is the dashboard where it starts (tool noise 0.2, "
                                                         "30 turns): move both sliders"),
         Misreading(lambda: measure_luck_share(0.35, 30), "that is tool noise 0.35 at 30 turns: set turns to 15 too"),
-        Misreading(lambda: measure_luck_share(0.2, 15), "that is 15 turns at tool noise 0.2: set tool noise to 0.35 too"),
+        Misreading(lambda: measure_luck_share(0.2, 15),
+                   "that is 15 turns at tool noise 0.2: set tool noise to 0.35 too"),
         Misreading(lambda: 1 - measure_luck_share(), "that is the skill share, 1 - luck share: enter the luck share"),
         Misreading(_dashboard(0.35, 15, "J"), "that is J, the agent's success probability: read the luck share"),
         Misreading(_dashboard(0.35, 15, "corr"), "that is GRPO's correlation with the exact advantage: read the luck "

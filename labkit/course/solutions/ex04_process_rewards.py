@@ -67,7 +67,7 @@ def spo_credit(token_probs, mask, values, outcome, threshold, interval):
         no uncertain token: no cut, credit 0 everywhere; one token: R - V(0) if it is uncertain.
 
     Deviations from the reference:
-        none: equal to ``labkit.credit.spo`` (credit on the low-probability tokens) with the values given.
+        none: equal to ``labkit.credit.mc.spo`` (credit on the low-probability tokens) with the values given.
 
     Returns:
         (T,) float64 credit of every position.

@@ -70,7 +70,7 @@ def episode_mean_weights(advantages, attention_mask, tool_mask):
         an episode with no generated token gets 0 and is not counted in B'.
 
     Deviations from the reference:
-        none: minus the gradient of ``labkit.learn.policy_loss(kind="grpo")`` at ratio 1.
+        none: minus the gradient of ``labkit.learn.loop.policy_loss(kind="grpo")`` at ratio 1.
 
     Returns:
         (B, T) float64 weight of every position.
