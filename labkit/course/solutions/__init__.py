@@ -11,7 +11,7 @@ tests try (tests/course/exercises/). One module per notebook, named like its exe
 from labkit.course.solutions.ex00_map import reward_to_go
 from labkit.course.solutions.ex01_reinforce_variance import grpo_advantage
 from labkit.course.solutions.ex02_critics_gae import gae
-from labkit.course.solutions.ex03_vineppo import vineppo_advantage
+from labkit.course.solutions.ex03_vineppo import grpo_loop, vineppo_advantage
 from labkit.course.solutions.ex04_process_rewards import pure_min_form
 from labkit.course.solutions.ex05_why_agents_harder import turn_returns
 from labkit.course.solutions.ex06_gigpo import gigpo_step_term
@@ -21,11 +21,11 @@ from labkit.course.solutions.ex09_multiagent import mixer_credit
 from labkit.course.solutions.ex10_benchmark import rank_correlation
 from labkit.course.solutions.ex11_your_rollouts import no_gradient_rows
 
-__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "pure_min_form", "turn_returns", "gigpo_step_term",
+__all__ = ["reward_to_go", "grpo_advantage", "gae", "vineppo_advantage", "grpo_loop", "pure_min_form", "turn_returns", "gigpo_step_term",
            "carl_select", "hca_credit", "mixer_credit", "rank_correlation", "no_gradient_rows", "SOLUTIONS"]
 
 #: exercise id -> its solution (a run-and-interpret exercise has none here: its solution is the
 #: lab's own run, ``Reading.measure``)
-SOLUTIONS = {"00a": reward_to_go, "01a": grpo_advantage, "02a": gae, "03a": vineppo_advantage, "04a": pure_min_form,
+SOLUTIONS = {"00a": reward_to_go, "01a": grpo_advantage, "02a": gae, "03a": vineppo_advantage, "03c": grpo_loop, "04a": pure_min_form,
              "05a": turn_returns, "06a": gigpo_step_term, "07a": carl_select, "08a": hca_credit, "09a": mixer_credit,
              "10a": rank_correlation, "11a": no_gradient_rows}
