@@ -155,7 +155,6 @@ READING = register(Reading(
           "value_mae column"),
     misreadings=(
         Misreading(_vine_error(3), "that is the error at K = 3, the slider's starting value: run the sweep at K = 4"),
-        Misreading(_vine_error(5), "that is the error at K = 5: run the sweep at K = 4"),
         Misreading(_vine_error(4, "value_rmse"), "that is the root-mean-square error (value_rmse): read the mean "
                    "absolute error, value_mae"),
         Misreading(_vine_error(4, "value_corr"), "that is the correlation with the truth (value_corr): read the "
