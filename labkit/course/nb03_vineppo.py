@@ -9,6 +9,11 @@ their intervals are ``labkit.scoring``'s), the RL runs the notebook compares
 (``labkit.learn.lm_runs.lm_rl_runs``, trained by ``scripts/build_rl_runs.py``) and their
 learning-rate sweep (``scripts/build_rl_lr_sweep.py``), both loaded from ``data/rl_runs``. Each
 runner is seeded and returns plain data.
+
+The capstone (exercise 03c): ``live_capstone`` trains a fresh model with the reader's GRPO loop
+for a few iterations (guarded by ``if_passed``), ``load_capstone_run`` reads the long run of the
+lab's loop cached by ``scripts/build_capstone_grpo.py`` in ``data/capstone_grpo``, and
+``logprob_change_table`` / ``logprob_change_heatmaps`` show what either moved on fixed rollouts.
 """
 from __future__ import annotations
 
@@ -175,13 +180,13 @@ def token_grid(tokens: pd.DataFrame, column: str, rollouts: Rollouts) -> torch.T
     ``rollouts`` (the cache was built on other rollouts)."""
     if column not in tokens.columns or not {"row", "position"} <= set(tokens.columns):
         raise ValueError(f"column: expected one of the token table's value columns, got {column!r}")
-    b = torch.as_tensor(tokens.row.to_numpy(), dtype=torch.long)
-    t = torch.as_tensor(tokens.position.to_numpy(), dtype=torch.long)
+    b = torch.tensor(tokens.row.tolist(), dtype=torch.long)
+    t = torch.tensor(tokens.position.tolist(), dtype=torch.long)
     B, T = rollouts.mask.shape
     if len(b) and (int(b.max()) >= B or int(t.max()) >= T or not bool(rollouts.mask[b, t].all())):
         raise ValueError("tokens: positions outside the rollouts' generated tokens (built on other rollouts?)")
     grid = torch.zeros(B, T, dtype=torch.float64)
-    grid[b, t] = torch.as_tensor(tokens[column].to_numpy(), dtype=torch.float64)
+    grid[b, t] = torch.tensor(tokens[column].tolist(), dtype=torch.float64)
     return grid
 
 
