@@ -14,7 +14,7 @@ data/capstone_grpo/logprobs.csv (``row``, ``position``, ``before``, ``after`` fo
 token of the reference rollouts) and data/capstone_grpo/meta.json (settings, the wall time of the
 training and the provenance stamp, ``labkit.core.cache``).
 
-Usage: python scripts/build_capstone_grpo.py [--iterations 30] [--lr 3e-5] [--prompts 4]
+Usage: python scripts/build_capstone_grpo.py [--iterations 60] [--lr 3e-5] [--prompts 8]
        [--samples 8] [--eval-every 10] [--seed 0] [--threads 2]
 Rerun whenever data/tiny_lm changes. benchmarks/capstone_grpo.py times the same training on the
 current machine.
@@ -64,9 +64,9 @@ def capstone_run(*, iterations: int, lr: float, prompts: int, samples: int, eval
 
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--iterations", type=int, default=60)
     ap.add_argument("--lr", type=float, default=3e-5)
-    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
