@@ -9,6 +9,11 @@ their intervals are ``labkit.scoring``'s), the RL runs the notebook compares
 (``labkit.learn.lm_runs.lm_rl_runs``, trained by ``scripts/build_rl_runs.py``) and their
 learning-rate sweep (``scripts/build_rl_lr_sweep.py``), both loaded from ``data/rl_runs``. Each
 runner is seeded and returns plain data.
+
+The capstone (exercise 03c): ``live_capstone`` trains a fresh model with the reader's GRPO loop
+for a few iterations (guarded by ``if_passed``), ``load_capstone_run`` reads the long run of the
+lab's loop cached by ``scripts/build_capstone_grpo.py`` in ``data/capstone_grpo``, and
+``logprob_change_table`` / ``logprob_change_heatmaps`` show what either moved on fixed rollouts.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
+import torch
 
 from labkit.core.cache import read_cache
 from labkit.course import presets
@@ -148,3 +154,118 @@ def summarise_lr_sweep(curves: pd.DataFrame) -> pd.DataFrame:
                          "change_std": row.change_std, "change_min": row.change_min, "change_max": row.change_max,
                          "vs_grpo": float((mine[shared] - grpo[shared]).mean()) if len(shared) else float("nan")})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the capstone (exercise 03c): a GRPO loop
+CAPSTONE_DIR = data_path("capstone_grpo")
+#: the live run's recipe: the cached long run's (scripts/build_capstone_grpo.py) with a smaller
+#: batch and a few iterations, so it takes seconds
+LIVE = {"iterations": 4, "lr": 3e-5, "prompts_per_batch": 4, "n_per_prompt": 8, "seed": 0}
+
+
+def load_capstone_run(path: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The long GRPO run of ``scripts/build_capstone_grpo.py`` cached in ``path`` (default
+    ``data/capstone_grpo``): (curve, tokens, meta). ``curve``: ``labkit.learn.loop.train``'s, one
+    row per iteration; ``tokens``: ``row``, ``position``, ``before``, ``after``, the log-probability
+    of each generated token of the 32 reference rollouts before and after training. Raises if the
+    cache is missing, foreign or stale."""
+    meta, files = read_cache(path if path is not None else CAPSTONE_DIR, script="build_capstone_grpo.py",
+                             files=["curve.csv", "logprobs.csv"], what="cached capstone run")
+    return pd.read_csv(files["curve.csv"]), pd.read_csv(files["logprobs.csv"]), meta
+
+
+def token_grid(tokens: pd.DataFrame, column: str, rollouts: Rollouts) -> torch.Tensor:
+    """``column`` of ``load_capstone_run``'s long-form ``tokens`` as a (B, T) tensor shaped like
+    ``rollouts`` (0 off the listed positions). Raises if a listed position is not generated in
+    ``rollouts`` (the cache was built on other rollouts)."""
+    if column not in tokens.columns or not {"row", "position"} <= set(tokens.columns):
+        raise ValueError(f"column: expected one of the token table's value columns, got {column!r}")
+    b = torch.tensor(tokens.row.tolist(), dtype=torch.long)
+    t = torch.tensor(tokens.position.tolist(), dtype=torch.long)
+    B, T = rollouts.mask.shape
+    if len(b) and (int(b.max()) >= B or int(t.max()) >= T or not bool(rollouts.mask[b, t].all())):
+        raise ValueError("tokens: positions outside the rollouts' generated tokens (built on other rollouts?)")
+    grid = torch.zeros(B, T, dtype=torch.float64)
+    grid[b, t] = torch.tensor(tokens[column].tolist(), dtype=torch.float64)
+    return grid
+
+
+def policy_logprobs(learner, rollouts: Rollouts) -> torch.Tensor:
+    """(B, T) log-probability under ``learner``'s current policy of every generated token of
+    ``rollouts`` (0 elsewhere), without a gradient."""
+    with torch.no_grad():
+        return learner.logprobs(rollouts, torch.arange(len(rollouts))).double()
+
+
+def live_capstone(loop, rollouts: Rollouts, *, iterations: int = LIVE["iterations"], lr: float = LIVE["lr"],
+                  prompts_per_batch: int = LIVE["prompts_per_batch"], n_per_prompt: int = LIVE["n_per_prompt"],
+                  seed: int = LIVE["seed"]) -> dict:
+    """Train a fresh copy of the shipped model (``presets.lm_rl_setup``'s learner) with the
+    reader's ``loop(learner, optimizer, iterations, seed)`` and Adam at ``lr``. Returns
+    ``rewards`` (what the loop returned), ``before`` and ``after`` (``policy_logprobs`` of
+    ``rollouts``) and ``seconds`` (the loop's wall time)."""
+    import time
+
+    iterations = check_int("iterations", iterations, low=1)
+    if not callable(loop):
+        raise TypeError(f"loop: expected your training loop (a function), got {type(loop).__name__}")
+    learner = presets.lm_rl_setup(prompts_per_batch=prompts_per_batch, n_per_prompt=n_per_prompt)(seed)
+    before = policy_logprobs(learner, rollouts)
+    optimizer = torch.optim.Adam(learner.parameters(), lr=lr)
+    start = time.perf_counter()
+    rewards = [float(r) for r in loop(learner, optimizer, iterations, seed)]
+    seconds = time.perf_counter() - start
+    return {"rewards": rewards, "before": before, "after": policy_logprobs(learner, rollouts), "seconds": seconds}
+
+
+def if_passed(result, run, what: str = "the live run"):
+    """``run()`` if ``result`` (a ``check`` result) passed; otherwise one printed line saying why
+    nothing ran, and None (a reader who has not solved the exercise gets no traceback)."""
+    if not bool(result):
+        print(f"{what} waits for your loop: make the check above pass first")
+        return None
+    return run()
+
+
+def logprob_change_table(rollouts: Rollouts, before: torch.Tensor, after: torch.Tensor) -> pd.DataFrame:
+    """Where training moved the log-probabilities of ``rollouts``' generated tokens: one row per
+    kind of token (on a first wrong step, elsewhere in a failed rollout, in a correct rollout)
+    with ``tokens``, ``mean_change`` and ``mean_abs_change`` of log pi (after - before)."""
+    from labkit.scoring import first_error_positions
+
+    change = (after - before).double()
+    wrong = first_error_positions(rollouts)
+    failed = (rollouts.scores < 0.5)[:, None] & rollouts.mask
+    kinds = {"first wrong step": wrong, "rest of a failed rollout": failed & ~wrong,
+             "correct rollout": rollouts.mask & ~failed & ~wrong}
+    rows = []
+    for name, where in kinds.items():
+        d = change[where]
+        rows.append({"tokens": name, "count": int(where.sum()),
+                     "mean_change": float(d.mean()) if len(d) else float("nan"),
+                     "mean_abs_change": float(d.abs().mean()) if len(d) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def logprob_change_heatmaps(rollouts: Rollouts, before: torch.Tensor, after: torch.Tensor, rows,
+                            after_label: str = "after training"):
+    """Two heatmaps of ``rows`` of ``rollouts``: log pi of each generated token before training,
+    and its change ``after - before`` (each on its own colour scale), first wrong steps outlined."""
+    from labkit.course.step_heatmaps import wrong_step_heatmaps
+
+    rows = list(rows)
+    panels = {"log pi before training": before[rows], f"change in log pi, {after_label}": (after - before)[rows]}
+    return wrong_step_heatmaps(rollouts, panels, rows, shared_scale=False, cell_size=16)
+
+
+def capstone_curves(curve: pd.DataFrame) -> pd.DataFrame:
+    """``train``'s curve in long form for one chart: ``iteration``, ``value``, ``series`` (the
+    mean reward of each training batch, and held-out success where it was evaluated)."""
+    if not {"iteration", "train_reward", "success"} <= set(curve.columns):
+        raise ValueError("curve: expected the DataFrame labkit.learn.loop.train returns")
+    batch = curve.dropna(subset=["train_reward"])
+    held = curve.dropna(subset=["success"])
+    return pd.concat([pd.DataFrame({"iteration": batch.iteration, "value": batch.train_reward,
+                                    "series": "training batch, mean reward"}),
+                      pd.DataFrame({"iteration": held.iteration, "value": held.success,
+                                    "series": "held-out success (256 problems)"})], ignore_index=True)

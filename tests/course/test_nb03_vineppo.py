@@ -125,3 +125,67 @@ def test_summarise_lr_sweep_pairs_each_run_with_grpo_at_its_lr_and_seed():
     assert np.isnan(table.loc[(1e-4, "VinePPO"), "vs_grpo"]) and table.loc[(1e-4, "VinePPO"), "seeds"] == 1
     with pytest.raises(ValueError, match="^curves"):
         lesson.summarise_lr_sweep(curves.drop(columns="lr"))
+
+
+# --------------------------------------------------------------------------- the capstone's helpers (exercise 03c)
+def test_if_passed_runs_only_after_a_passing_check(capsys):
+    assert lesson.if_passed(True, lambda: 42) == 42
+    assert lesson.if_passed(False, lambda: 1 / 0) is None
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "make the check above pass first" in out
+
+
+def test_token_grid_and_the_change_table_read_the_long_form_tokens(reference):
+    b, t = reference.mask.nonzero(as_tuple=True)
+    tokens = pd.DataFrame({"row": b.tolist(), "position": t.tolist(), "before": -1.0, "after": -0.5})
+    before, after = (lesson.token_grid(tokens, c, reference) for c in ("before", "after"))
+    assert before.shape == reference.mask.shape and bool((before[~reference.mask] == 0).all())
+    assert torch.equal(after - before, 0.5 * reference.mask.double())
+    table = lesson.logprob_change_table(reference, before, after).set_index("tokens")
+    assert int(table["count"].sum()) == int(reference.mask.sum())
+    assert np.allclose(table.mean_change, 0.5) and np.allclose(table.mean_abs_change, 0.5)
+    with pytest.raises(ValueError, match="column"):
+        lesson.token_grid(tokens, "middle", reference)
+    with pytest.raises(ValueError, match="tokens"):
+        lesson.token_grid(tokens.assign(position=tokens.position + 100), "before", reference)
+
+
+def test_capstone_curves_put_batch_reward_and_held_out_success_on_one_chart():
+    curve = pd.DataFrame({"iteration": [0, 1, 2], "train_reward": [np.nan, 0.5, 0.75],
+                          "success": [0.6, np.nan, 0.7]})
+    long = lesson.capstone_curves(curve)
+    assert len(long) == 4 and long.series.nunique() == 2
+    with pytest.raises(ValueError, match="curve"):
+        lesson.capstone_curves(curve.drop(columns="success"))
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_live_capstone_trains_with_the_readers_loop_and_reports_what_moved(reference):
+    small = reference.select(list(range(3)))
+
+    def one_step(learner, optimizer, iterations, seed):
+        rewards = []
+        for i in range(1, iterations + 1):
+            batch = learner.collect(i, seed=seed * 1_000_003 + i)
+            loss = -(learner.logprobs(batch, torch.arange(len(batch))) * batch.mask).sum() / batch.mask.sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            rewards.append(float(batch.scores.mean()))
+        return rewards
+
+    live = lesson.live_capstone(one_step, small, iterations=1, prompts_per_batch=1, n_per_prompt=2, lr=1e-3)
+    assert len(live["rewards"]) == 1 and live["seconds"] > 0
+    assert live["before"].shape == small.mask.shape
+    assert float((live["after"] - live["before"]).abs().max()) > 0   # the step moved the policy
+    with pytest.raises(TypeError, match="loop"):
+        lesson.live_capstone("not a loop", small)
+
+
+def test_the_cached_capstone_run_is_the_lab_loop_on_the_reference_rollouts(reference):
+    curve, tokens, meta = lesson.load_capstone_run()
+    settings = meta["settings"]
+    assert curve.iteration.max() == settings["iterations"] and settings["epochs"] == 1
+    assert len(tokens) == int(reference.mask.sum())
+    before = lesson.token_grid(tokens, "before", reference)
+    assert bool((before[reference.mask] <= 1e-6).all())
