@@ -14,6 +14,7 @@ SHIPPED = [("lm_truth", "reference.json", "build_lm_truth.py", ["reference.safet
            ("rl_runs", "meta.json", "build_rl_runs.py", ["curves.csv"]),
            ("rl_runs", "lr_sweep_meta.json", "build_rl_lr_sweep.py", ["lr_sweep.csv"]),
            ("vine_hits", "meta.json", "build_vine_hits.py", ["hits.csv"]),
+           ("capstone_grpo", "meta.json", "build_capstone_grpo.py", ["curve.csv", "logprobs.csv"]),
            ("family_hits", "meta.json", "build_family_hits.py", ["hits.csv"]),
            ("echo_trap", "meta.json", "build_echo_trap.py", ["final.csv", "curves.csv", "exact_ascent.csv",
                                                               "loss_direction.csv"]),

@@ -194,7 +194,7 @@ def buggy_igpo_credit(p, outcome, gamma):
 
 IGPO_EXERCISE = register(Exercise(
     notebook="07", letter="b", kind="debug", path="deep dive", buggy=buggy_igpo_credit,
-    name="igpo_credit", title="IGPO's information gain, one mistake",
+    name="igpo_credit", title="IGPO's information gain",
     signature="igpo_credit(p, outcome, gamma) -> tensor (N,)",
     prompt=(
         "Find the bug. The function below should compute IGPO's credit (Wang et al. 2025, arXiv 2510.14967) for\n"

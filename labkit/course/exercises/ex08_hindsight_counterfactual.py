@@ -152,7 +152,7 @@ def buggy_loo_credit(returns, group_ids):
 
 LOO_EXERCISE = register(Exercise(
     notebook="08", letter="b", kind="debug", path="deep dive", buggy=buggy_loo_credit,
-    name="loo_credit", title="A leave-one-out baseline, one mistake",
+    name="loo_credit", title="A leave-one-out baseline",
     signature="loo_credit(returns, group_ids) -> tensor (B,)",
     prompt=(
         "Find the bug. The function below should compute leave-one-out credit, the baseline C3 (Chen et al.\n"

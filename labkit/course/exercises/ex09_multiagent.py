@@ -175,7 +175,7 @@ def _buggy_shapley(values):
 
 EXERCISE_B = register(Exercise(
     notebook="09", letter="b", kind="debug", path="deep dive", buggy=_buggy_shapley,
-    name="shapley_values", title="Exact Shapley with a planted bug",
+    name="shapley_values", title="Exact Shapley values",
     signature="shapley_values(values) -> tensor (n,)",
     prompt=(
         "The function below should compute the exact Shapley value of every player (Shapley 1953; the\n"

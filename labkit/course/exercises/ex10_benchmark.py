@@ -208,7 +208,7 @@ def _buggy_recall(credit, mask, targets):
 
 EXERCISE_B = register(Exercise(
     notebook="10", letter="b", kind="debug", path="deep dive", buggy=_buggy_recall,
-    name="recall_at_k", title="Recall@k with a planted bug",
+    name="recall_at_k", title="Recall@k of the deciding positions",
     signature="recall_at_k(credit, mask, targets) -> float",
     prompt=(
         "The function below should compute the benchmark's recall@k of the deciding positions (the survey's\n"

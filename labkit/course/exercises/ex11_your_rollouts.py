@@ -196,7 +196,7 @@ def _buggy_rloo(scores, prompts):
 
 EXERCISE_B = register(Exercise(
     notebook="11", letter="b", kind="debug", path="deep dive", buggy=_buggy_rloo,
-    name="rloo_by_prompt", title="RLOO on a dump, with a planted bug",
+    name="rloo_by_prompt", title="RLOO on a dump",
     signature="rloo_by_prompt(scores, prompts) -> tensor (n,)",
     prompt=(
         "The function below should give each row of a rollout dump (TRL's completions table, a verl dump)\n"
