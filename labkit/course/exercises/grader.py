@@ -42,7 +42,7 @@ import torch
 from labkit.core.checks import check_bool, check_int, check_number
 
 __all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "KINDS", "PATHS", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64", "WIDTH",
-           "SEED_ENV", "SEEDS", "check", "check_exercise_fields", "get_exercise", "list_exercises", "register", "copy_args", "close",
+           "SEED_ENV", "SEEDS", "Stated", "check", "check_exercise_fields", "get_exercise", "list_exercises", "register", "copy_args", "close",
            "not_finite", "all_zero", "sign_flipped", "draw_seed"]
 
 F64 = torch.float64
@@ -322,8 +322,33 @@ def _time_limit(seconds: float | None):
 
 
 # --------------------------------------------------------------------------- the exercise
+class Stated:
+    """What every kind of exercise states the same way: its ``id`` (notebook + letter), its
+    ``key`` (id and title, as results name it), its ``minutes`` by the course's time rule and its
+    text (the task, its kind and path, what to write and the prompt). A dataclass that mixes it in
+    has ``notebook``, ``letter``, ``title``, ``kind``, ``path``, ``signature`` and ``prompt``."""
+
+    @property
+    def id(self) -> str:
+        return self.notebook + self.letter
+
+    @property
+    def key(self) -> str:
+        return f"{self.id} \u00b7 {self.title}"
+
+    @property
+    def minutes(self) -> float:
+        """What the course's time rule charges for doing it (``labkit.course.timing``), besides its words."""
+        from labkit.course.timing import EXERCISE_MINUTES
+        return EXERCISE_MINUTES[self.kind]
+
+    def __str__(self) -> str:
+        return (f"Exercise {self.key} ({KINDS[self.kind]}, {self.path})\n\n    {self.signature}\n\n"
+                f"{_reflow(self.prompt)}")
+
+
 @dataclass(frozen=True)
-class Exercise:
+class Exercise(Stated):
     """One notebook's exercise: what to write (``signature``, ``prompt`` with the formula and its
     arXiv id), how to grade it (``cases(gen)`` -> list of Case, ``reference(**args)`` -> the lab's
     answer, ``rules`` in the order their hints are tried) and the tolerance (relative and
@@ -362,23 +387,6 @@ class Exercise:
         if (self.kind == "debug") != (self.buggy is not None):
             raise ValueError("buggy: a 'debug' exercise needs the buggy function, and only it has one")
 
-    @property
-    def id(self) -> str:
-        return self.notebook + self.letter
-
-    @property
-    def key(self) -> str:
-        return f"{self.id} \u00b7 {self.title}"
-
-    @property
-    def minutes(self) -> float:
-        """What the course's time rule charges for doing it (``labkit.course.timing``), besides its words."""
-        from labkit.course.timing import EXERCISE_MINUTES
-        return EXERCISE_MINUTES[self.kind]
-
-    def __str__(self) -> str:
-        return (f"Exercise {self.key} ({KINDS[self.kind]}, {self.path})\n\n    {self.signature}\n\n"
-                f"{_reflow(self.prompt)}")
 
     @property
     def template(self) -> str:
@@ -391,7 +399,7 @@ class Exercise:
         return (f"def {head}:\n    \"\"\"{self.prompt.splitlines()[0]} Returns {returns}.\"\"\"\n"
                 f"    ...  # your code here\n")
 
-    __repr__ = __str__
+    __repr__ = Stated.__str__
 
     def check(self, fn: Callable, *, seed: int | None = None, verbose: bool = True,
               timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:

@@ -15,7 +15,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from labkit.course.exercises.grader import KINDS, CheckResult, check_exercise_fields
+from labkit.course.exercises.grader import CheckResult, Stated, check_exercise_fields
 
 __all__ = ["Reading", "Misreading"]
 
@@ -34,7 +34,7 @@ class Misreading:
 
 
 @dataclass(frozen=True)
-class Reading:
+class Reading(Stated):
     """One run-and-interpret exercise of a notebook.
 
     ``prompt`` names the experiment and its settings and what to read. ``measure()`` is the lab's
@@ -69,29 +69,11 @@ class Reading:
             raise ValueError("tolerance: a numeric reading needs a tolerance > 0 (state it in the prompt)")
 
     @property
-    def id(self) -> str:
-        return self.notebook + self.letter
-
-    @property
-    def key(self) -> str:
-        return f"{self.id} \u00b7 {self.title}"
-
-    @property
     def signature(self) -> str:
         what = "one of " + ", ".join(repr(c) for c in self.choices) if self.choices else "a number"
         return f"{self.name} = {what}"
 
-    @property
-    def minutes(self) -> float:
-        """What the course's time rule charges for doing it (``labkit.course.timing``), besides its words."""
-        from labkit.course.timing import EXERCISE_MINUTES
-        return EXERCISE_MINUTES[self.kind]
-
-    def __str__(self) -> str:
-        from labkit.course.exercises.grader import _reflow
-        return f"Exercise {self.key} ({KINDS[self.kind]}, {self.path})\n\n    {self.signature}\n\n{_reflow(self.prompt)}"
-
-    __repr__ = __str__
+    __repr__ = Stated.__str__
 
     @property
     def template(self) -> str:

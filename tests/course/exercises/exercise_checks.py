@@ -165,6 +165,34 @@ def assert_hint_does_not_depend_on_the_seed(exercise_id: str, fn, hint: str, see
         assert not result.passed and hint in result.hint, (fn.__name__, seed, result.hint)
 
 
+def assert_reading_graded(exercise_id: str, capsys) -> None:
+    """What every reading's grader must do: the lab's value passes; a value just outside the tolerance and
+    any non-reading get their hints; each misreading its own; the lab's value is never printed."""
+    ex = EXERCISES[exercise_id]
+    lab = ex.lab_value()
+    assert check(lab, exercise_id).passed
+    assert check(lab + 0.9 * ex.tolerance, exercise_id, verbose=False).passed
+    shown = f"{lab:.3f}"
+    misread = [m.value() for m in ex.misreadings]
+    # just outside the tolerance, on each side where that is no known misreading (which has its own hint)
+    outside = [x for x in (lab + 1.5 * ex.tolerance, lab - 1.5 * ex.tolerance)
+               if all(abs(x - v) > ex.tolerance for v in misread)]
+    assert outside
+    for answer in outside:
+        result = check(answer, exercise_id)
+        assert not result.passed and result.hint == ex.hint, result.hint
+    for m, value in zip(ex.misreadings, misread):
+        assert abs(value - lab) > ex.tolerance, m.hint
+        result = check(value, exercise_id)
+        assert not result.passed and result.hint == m.hint, (m.hint, result.hint)
+    for answer, hint in ((..., "enter your reading"), (None, "enter your reading"), ("0.5", "answer with a number"),
+                         (float("nan"), "answer with a finite number")):
+        result = check(answer, exercise_id)
+        assert not result.passed and hint in result.hint, result.hint
+    out = capsys.readouterr().out
+    assert out.count("\u2713") == 1 and shown not in out.replace(f"{lab + 0.9 * ex.tolerance:.3f}", "")
+
+
 class ExerciseTests:
     """The tests every exercise gets. A test file subclasses it as ``TestExercise`` with its
     exercise (``EXERCISE``, its id) and its typical wrong answers (``WRONG``: (function, hint) pairs);
