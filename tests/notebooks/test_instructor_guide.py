@@ -1,8 +1,9 @@
 """The instructor's guide (notebooks/guide/instructors.md) and the course outline
 (data/course/outline.csv) follow the notebooks they describe: one guide section per notebook, in
 course order, titled as the notebook's first heading, each with the same five parts; every control
-the guide tells an instructor to move exists in that notebook's code; no measured number is quoted
-(numbers live in the notebooks that compute them); the outline has one row per notebook and its
+the guide tells an instructor to move exists in that notebook's code; the exercises' part has one
+paragraph per exercise registered for the notebook, led by its id and kind; no measured number is
+quoted (numbers live in the notebooks that compute them); the outline has one row per notebook and its
 prerequisites point only backwards. Reads files only: no notebook is run."""
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from labkit.course.exercises import EXERCISES, KINDS
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 GUIDE = ROOT / "notebooks" / "guide" / "instructors.md"
 OUTLINE = ROOT / "data" / "course" / "outline.csv"
 PARTS = ("Learning goals", "The misconception it targets", "Move this live", "Discussion prompts",
-         "The exercise's key points")
+         "The exercises' key points")
+EXERCISE_PART = PARTS[-1]
+# a paragraph of the exercises' part opens with its lead: **01b, find the bug.**
+LEAD = re.compile(r"^\*\*(\d\d[a-z]), ([a-z ]+)\.\*\*", flags=re.M)
 # a decimal point between digits, or a leading one (".5"); "2,000" and "1." at a sentence's end are not
 DECIMAL = re.compile(r"\d\.\d|(?<![\w.])\.\d")
 
@@ -119,15 +125,29 @@ def test_move_this_live_names_controls_the_notebook_builds(sections):
             f"section {number}: 'Move this live' does not point to the notebook's reveal"
 
 
+def test_exercise_part_names_every_exercise_and_its_kind(sections):
+    """Each notebook's exercises' part has one paragraph per exercise registered for that notebook,
+    in letter order, led by the exercise's id and its kind as the course names it (KINDS); no
+    paragraph names an exercise that is not registered."""
+    for path in NOTEBOOKS:
+        number, _ = _title(path)
+        want = [(key, KINDS[ex.kind]) for key, ex in sorted(EXERCISES.items()) if key[:2] == number]
+        assert want, f"notebook {number}: no registered exercise"
+        got = LEAD.findall(sections[number][EXERCISE_PART])
+        assert got == want, f"section {number}: exercise paragraphs led by {got}, registered {want}"
+
+
 def test_no_measured_numbers_in_the_guide(guide):
     hits = [line.strip() for line in guide.splitlines() if DECIMAL.search(line)]
     assert not hits, f"numbers with a decimal point belong in the notebooks: {hits[:5]}"
 
 
 def test_sections_are_a_readable_length(sections):
+    # the exercises' part holds a paragraph for each of a notebook's three exercises, not one, so a
+    # section runs to about 600-750 words; the bound still catches a part that sprawls or is missing
     for number, parts in sections.items():
         words = sum(len(body.split()) for body in parts.values())
-        assert 200 <= words <= 500, f"section {number}: {words} words"
+        assert 200 <= words <= 800, f"section {number}: {words} words"
 
 
 def _outline() -> list[dict[str, str]]:
