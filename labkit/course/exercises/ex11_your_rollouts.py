@@ -229,11 +229,12 @@ EXERCISE_B = register(Exercise(
 ARITHMETIC_SAMPLE = data_path("sample_rollouts", "arithmetic_lm.jsonl")
 
 
-def _grpo_carl_on_64():
+def grpo_carl_on_64():
     """The diagnosis of the shipped arithmetic sample with its estimator comparison run on 64
     trajectories (``sample=64``, whole groups drawn with seed 0): the rank agreement of GRPO's
     credit with CARL's."""
-    dx = diagnose(ARITHMETIC_SAMPLE, sample=64, seed=0, progress=False)
+    sample = data_path("sample_rollouts", "arithmetic_lm.jsonl")
+    dx = diagnose(sample, sample=64, seed=0, progress=False)
     return float(dx.comparison.agreement.loc["grpo", "carl"])
 
 
@@ -253,12 +254,12 @@ EXERCISE_C = register(Reading(
         "on 64 trajectories instead of the whole file: sample=64 (seed 0, the default). Read the rank agreement\n"
         "of GRPO (Shao et al. 2024, arXiv 2402.03300) with CARL (arXiv 2512.04949) in its agreement matrix.\n"
         "Enter it to within 0.01."),
-    measure=_grpo_carl_on_64, tolerance=0.01,
+    measure=grpo_carl_on_64, tolerance=0.01,
     hint="read the agreement matrix of the diagnosis run with sample=64: row grpo, column carl",
     misreadings=(
         Misreading(_grpo_carl_whole_file, "that is the whole file's agreement, printed above: run the diagnosis "
                                           "with sample=64"),
         Misreading(_grpo_reinforce_on_64, "that is REINFORCE's column: read the column carl"),
-        Misreading(lambda: 1 - _grpo_carl_on_64(), "that is 1 minus the agreement: enter the correlation itself"),
+        Misreading(lambda: 1 - grpo_carl_on_64(), "that is 1 minus the agreement: enter the correlation itself"),
     ),
 ))

@@ -94,3 +94,17 @@ def test_an_exercise_is_found_by_id_notebook_or_name_and_an_unknown_one_is_named
         get_exercise("nope")
     with pytest.raises(TypeError, match="exercise:"):
         get_exercise(1.5)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(k for k, ex in EXERCISES.items() if isinstance(ex, Reading)))
+def test_a_readings_revealed_run_is_whole_and_measures_the_lab_value(exercise_id, capsys):
+    """What reveal_solution prints for a reading runs on its own (its imports and the function,
+    nothing from the module around it) and gives the value the reading is graded against."""
+    from labkit.course.exercises import reveal_solution
+    ex = EXERCISES[exercise_id]
+    reveal_solution(exercise_id)
+    space: dict = {}
+    exec(capsys.readouterr().out, space)
+    value = space[ex.measure.__name__]()
+    lab = ex.lab_value()
+    assert value == lab if ex.choices else abs(value - lab) < 1e-9, (value, lab)
