@@ -87,15 +87,7 @@ def sample_file(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def torch_is_locked() -> bool:
-    """Whether this torch is the lock's (requirements.lock). Sampled episodes, and so anything
-    cached from a sampled run, reproduce bit for bit only under it: another torch version draws
-    other random streams (the other-end environment runs torch 2.6)."""
-    from pathlib import Path
+    """Whether this torch is the lock's (``torch_lock.torch_is_locked``)."""
+    from torch_lock import torch_is_locked as locked
 
-    import torch
-
-    lock = Path(__file__).resolve().parents[1] / "requirements.lock"
-    if not lock.is_file():
-        return False
-    pins = dict(line.split("==", 1) for line in lock.read_text().splitlines() if "==" in line)
-    return torch.__version__.split("+")[0] == pins.get("torch")
+    return locked()

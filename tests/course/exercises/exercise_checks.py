@@ -16,6 +16,8 @@ import re
 import pytest
 import torch
 
+from torch_lock import torch_is_locked
+
 from labkit.core.protocols import DOCSTRING_SECTIONS
 from labkit.course.exercises import EXERCISES, check
 from labkit.course.exercises.grader import _show, _size
@@ -173,18 +175,22 @@ def assert_reading_graded(exercise_id: str, capsys) -> None:
     assert check(lab, exercise_id).passed
     assert check(lab + 0.9 * ex.tolerance, exercise_id, verbose=False).passed
     shown = f"{lab:.3f}"
-    misread = [m.value() for m in ex.misreadings]
+    # a misreading that this torch's sampler puts within the tolerance of the lab's value is no
+    # misreading here (the grader passes it over too); a value several misreadings give gets the first's hint
+    misread = [(m, m.value()) for m in ex.misreadings]
+    misread = [(m, v) for m, v in misread if abs(v - lab) > ex.tolerance + 1e-12]
     # just outside the tolerance, on each side where that is no known misreading (which has its own hint)
     outside = [x for x in (lab + 1.5 * ex.tolerance, lab - 1.5 * ex.tolerance)
-               if all(abs(x - v) > ex.tolerance for v in misread)]
-    assert outside
+               if all(abs(x - v) > ex.tolerance + 1e-12 for _, v in misread)]
     for answer in outside:
         result = check(answer, exercise_id)
         assert not result.passed and result.hint == ex.hint, result.hint
-    for m, value in zip(ex.misreadings, misread):
-        assert abs(value - lab) > ex.tolerance, m.hint
+    for m, value in misread:
+        first = next(n for n, v in misread if abs(value - v) <= ex.tolerance + 1e-12)
         result = check(value, exercise_id)
-        assert not result.passed and result.hint == m.hint, (m.hint, result.hint)
+        assert not result.passed and result.hint == first.hint, (m.hint, result.hint)
+    if torch_is_locked():  # under the lock's torch every misreading and a point outside are checked
+        assert outside and len(misread) == len(ex.misreadings)
     for answer, hint in ((..., "enter your reading"), (None, "enter your reading"), ("0.5", "answer with a number"),
                          (float("nan"), "answer with a finite number")):
         result = check(answer, exercise_id)

@@ -149,11 +149,12 @@ def test_01b_is_a_deep_dive_bug_hunt_with_an_honest_looking_template():
 
 
 # --------------------------------------------------------------------------- 01c: run and interpret
-def test_01c_the_lab_value_is_the_dashboards_reading():
+def test_01c_the_lab_value_is_the_dashboards_reading(torch_is_locked):
     ex = EXERCISES["01c"]
     assert ex.kind == "interpret" and ex.path == "deep dive" and ex.tolerance == 0.02
     # seeded float64 on the CPU; the dashboard at batch 64 printed 0.99 (REINFORCE relative variance)
-    assert ex.lab_value() == pytest.approx(0.99144, abs=1e-4)
+    if torch_is_locked:  # another torch samples other episodes
+        assert ex.lab_value() == pytest.approx(0.99144, abs=1e-4)
     assert check(ex.lab_value(), "01c", verbose=False).passed
     assert check(round(ex.lab_value(), 2), "01c", verbose=False).passed
 

@@ -183,13 +183,14 @@ def test_02b_is_a_deep_dive_bug_hunt_with_an_honest_looking_template():
 
 
 # --------------------------------------------------------------------------- 02c: run and interpret
-def test_02c_the_lab_value_is_the_sweeps_reading():
+def test_02c_the_lab_value_is_the_sweeps_reading(torch_is_locked):
     from labkit.course import nb02_critics_gae as lesson
 
     ex = EXERCISES["02c"]
     assert ex.kind == "interpret" and ex.path == "deep dive" and ex.tolerance == 0.05
     # seeded float64 on the CPU, and what the notebook's sweep function gives at lambda = 0.6
-    assert ex.lab_value() == pytest.approx(3.92332, abs=1e-4)
+    if torch_is_locked:  # another torch samples other episodes
+        assert ex.lab_value() == pytest.approx(3.92332, abs=1e-4)
     sweep = lesson.gae_lambda_sweep([0.6], critic_episodes=64, n_batches=100, batch_size=32, seed=0, progress=False)
     assert sweep.set_index("critic").relative_variance["learned"] == pytest.approx(ex.lab_value(), abs=1e-9)
     assert check(ex.lab_value(), "02c", verbose=False).passed

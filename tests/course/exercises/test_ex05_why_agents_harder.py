@@ -154,28 +154,27 @@ class TestExercise05b(checks.ExerciseTests):
 class TestReading05c:
     ex = EXERCISES["05c"]
 
-    def test_the_lab_value_passes_and_is_the_exact_split_of_a_seeded_batch(self):
+    def test_the_lab_value_passes_and_is_the_exact_split_of_a_seeded_batch(self, torch_is_locked):
         value = self.ex.lab_value()
-        # exact dynamic programming on one seeded float64 batch: the same number on every machine
-        assert abs(value - 0.16850) < 5e-4, value
+        # exact dynamic programming on one seeded batch: the same number on every machine with the
+        # lock's torch (another torch samples another batch)
+        if torch_is_locked:
+            assert abs(value - 0.16850) < 5e-4, value
         assert check(value, "05c", verbose=False).passed
         assert check(value - 0.0045, "05c", verbose=False).passed
 
-    def test_a_reading_just_outside_the_tolerance_gets_the_general_hint(self, capsys):
-        value = self.ex.lab_value()
-        for reading in (value + 0.006, value - 0.006):
-            result = check(reading, "05c")
-            assert not result.passed and result.hint == self.ex.hint
-            out = capsys.readouterr().out
-            assert f"{value:.3f}" not in out and f"{value:.3f}" not in repr(result)
+    def test_a_reading_just_outside_the_tolerance_and_each_misreading_get_their_hints(self, capsys):
+        checks.assert_reading_graded("05c", capsys)
 
     @pytest.mark.parametrize("which, words", [(0, "where it starts"), (1, "set turns to 15"),
                                               (2, "set tool noise to 0.35"), (3, "skill share"),
                                               (4, "success probability"), (5, "GRPO's correlation")])
-    def test_each_misreading_gets_its_own_hint(self, which, words, capsys):
+    def test_each_misreading_gets_its_own_hint(self, which, words, capsys, torch_is_locked):
         m = self.ex.misreadings[which]
         value = m.value() if callable(m.value) else m.value
-        assert abs(value - self.ex.lab_value()) > self.ex.tolerance, "a misreading must differ from the lab's value"
+        if abs(value - self.ex.lab_value()) <= self.ex.tolerance:
+            assert not torch_is_locked, "a misreading must differ from the lab's value"
+            pytest.skip("this torch samples a batch where the misreading coincides with the lab's value")
         result = check(value, "05c")
         assert not result.passed and words in result.hint, result.hint
         assert f"{self.ex.lab_value():.3f}" not in capsys.readouterr().out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 import exercise_checks as checks
@@ -167,9 +168,11 @@ def test_07c_the_reading_is_graded(capsys):
     checks.assert_reading_graded("07c", capsys)
 
 
-def test_07c_the_measured_value():
+def test_07c_the_measured_value(torch_is_locked):
     # IGPO at gamma = 0.8 on notebook 07's seeded float64 batch: between 0.9's 0.409 and 0.7's 0.638 as the
     # notebook prints them; a band, not a pin, because the warm-up trains the policy
+    if not torch_is_locked:
+        pytest.skip("another torch samples another batch and warm-up")
     assert 0.53 <= EXERCISES["07c"].lab_value() <= 0.56
 
 

@@ -117,10 +117,12 @@ def test_08c_the_reading_is_graded(capsys):
     checks.assert_reading_graded("08c", capsys)
 
 
-def test_08c_the_measured_value_is_the_lessons():
-    # exact counts on a seeded batch (no training): pinned, and equal to what the notebook's cell runs
+def test_08c_the_measured_value_is_the_lessons(torch_is_locked):
+    # exact counts on a seeded batch (no training): pinned under the lock's torch (another samples
+    # another batch), and equal to what the notebook's cell runs on any
     value = EXERCISES["08c"].lab_value()
-    assert abs(value - 363 / 520) < 1e-9
+    if torch_is_locked:
+        assert abs(value - 363 / 520) < 1e-9
     sweep = lesson.noise_sweep((0.2,), methods=["GRPO"], n_tasks=16, group_size=8, history_tasks=256, seed=2)
     assert abs(float(sweep.set_index("method").sign_agree["GRPO"]) - value) < 1e-12
 
