@@ -11,7 +11,7 @@ learning-rate sweep (``scripts/build_rl_lr_sweep.py``), both loaded from ``data/
 runner is seeded and returns plain data.
 
 The capstone (exercise 03c): ``live_capstone`` trains a fresh model with the reader's GRPO loop
-for a few iterations (guarded by ``if_passed``), ``load_capstone_run`` reads the long run of the
+for a few iterations (a notebook cell guards it with ``exercises.once_passed``), ``load_capstone_run`` reads the long run of the
 lab's loop cached by ``scripts/build_capstone_grpo.py`` in ``data/capstone_grpo``, and
 ``logprob_change_table`` / ``logprob_change_heatmaps`` show what either moved on fixed rollouts.
 """
@@ -216,15 +216,6 @@ def live_capstone(loop, rollouts: Rollouts, *, iterations: int = LIVE["iteration
     rewards = [float(r) for r in loop(learner, optimizer, iterations, seed)]
     seconds = time.perf_counter() - start
     return {"rewards": rewards, "before": before, "after": policy_logprobs(learner, rollouts), "seconds": seconds}
-
-
-def if_passed(result, run, what: str = "the live run"):
-    """``run()`` if ``result`` (a ``check`` result) passed; otherwise one printed line saying why
-    nothing ran, and None (a reader who has not solved the exercise gets no traceback)."""
-    if not bool(result):
-        print(f"{what} waits for your loop: make the check above pass first")
-        return None
-    return run()
 
 
 def logprob_change_table(rollouts: Rollouts, before: torch.Tensor, after: torch.Tensor) -> pd.DataFrame:

@@ -219,13 +219,13 @@ def train_with_your_loss(policy_loss, env: ToolWorld, lab: dict, *, budgets: Seq
     GRPO and GiGPO with it under each aggregation (``your_loss_runs``) and print the GiGPO - GRPO
     gap at ``budgets`` beside the lab's long version (``gap_table``). Until it passes, print one
     line saying so and train nothing. Returns the table, or None when it did not train."""
-    from labkit.course.exercises import check  # the course's grader: this lesson's own exercise
+    from labkit.course.exercises import once_passed  # the course's grader: this lesson's own exercise
 
-    name = getattr(policy_loss, "__name__", "policy_loss")
-    if not callable(policy_loss) or not check(policy_loss, exercise, verbose=False).passed:
-        print(f"Not training yet: {name} does not pass check({name}, \"{exercise}\"); fix it in the exercise "
-              f"cell above (the check says what is wrong), then run this cell again.")
-        return None
+    return once_passed(policy_loss, exercise, lambda: _train_and_show(policy_loss, env, lab, budgets, seeds, iterations))
+
+
+def _train_and_show(policy_loss, env: ToolWorld, lab: dict, budgets, seeds, iterations) -> pd.DataFrame:
+    """``train_with_your_loss``'s run, once the loss passes: train, print the table, return it."""
     yours = your_loss_runs(env, policy_loss, seeds=seeds, iterations=iterations)
     table = gap_table(yours, lab, budgets)
     longest = max(int(curves.iteration.max()) for curves in lab.values())

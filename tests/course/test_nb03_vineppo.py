@@ -128,13 +128,6 @@ def test_summarise_lr_sweep_pairs_each_run_with_grpo_at_its_lr_and_seed():
 
 
 # --------------------------------------------------------------------------- the capstone's helpers (exercise 03c)
-def test_if_passed_runs_only_after_a_passing_check(capsys):
-    assert lesson.if_passed(True, lambda: 42) == 42
-    assert lesson.if_passed(False, lambda: 1 / 0) is None
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1 and "make the check above pass first" in out
-
-
 def test_token_grid_and_the_change_table_read_the_long_form_tokens(reference):
     b, t = reference.mask.nonzero(as_tuple=True)
     tokens = pd.DataFrame({"row": b.tolist(), "position": t.tolist(), "before": -1.0, "after": -0.5})

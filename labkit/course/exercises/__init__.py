@@ -40,6 +40,7 @@ from labkit.course.exercises.grader import (
     check,
     get_exercise,
     list_exercises,
+    once_passed,
 )
 from labkit.course.exercises.reading import Misreading, Reading
 from labkit.course.exercises.reveal import reveal_solution
@@ -61,4 +62,4 @@ from labkit.course.exercises import (  # noqa: F401
 )
 
 __all__ = ["Case", "Rule", "CheckResult", "Exercise", "Reading", "Misreading", "KINDS", "PATHS", "EXERCISES", "DEFAULT_TIMEOUT", "check", "get_exercise",
-           "list_exercises", "reveal_solution"]
+           "list_exercises", "once_passed", "reveal_solution"]

@@ -42,7 +42,7 @@ import torch
 from labkit.core.checks import check_bool, check_int, check_number
 
 __all__ = ["Case", "Rule", "CheckResult", "Exercise", "EXERCISES", "KINDS", "PATHS", "DEFAULT_TIMEOUT", "NOT_FINITE", "F64", "WIDTH",
-           "SEED_ENV", "SEEDS", "Stated", "check", "check_exercise_fields", "get_exercise", "list_exercises", "register", "copy_args", "close",
+           "SEED_ENV", "SEEDS", "Stated", "check", "check_exercise_fields", "once_passed", "get_exercise", "list_exercises", "register", "copy_args", "close",
            "not_finite", "all_zero", "sign_flipped", "draw_seed"]
 
 F64 = torch.float64
@@ -610,3 +610,18 @@ def check(fn: Any, exercise: Any, *, seed: int | None = None, verbose: bool = Tr
     a kernel runs cells).
     """
     return get_exercise(exercise).check(fn, seed=seed, verbose=verbose, timeout=timeout)
+
+
+def once_passed(fn: Any, exercise: Any, run: Callable[[], Any], *, what: str = "training") -> Any:
+    """``run()`` once the reader's ``fn`` passes ``check(fn, exercise)`` (graded quietly, on fresh
+    cases); until then one printed line saying what waits and for which check, and None, so a
+    capstone's training cell neither trains nor raises while its exercise is unsolved. Returns
+    what ``run()`` returns, or None."""
+    ex = get_exercise(exercise)
+    name = getattr(fn, "__name__", "")
+    name = name if name.isidentifier() else "fn"
+    if not callable(fn) or not check(fn, ex, verbose=False).passed:
+        print(f"Not {what} yet: {name} does not pass check({name}, \"{ex.id}\"); fix it in the exercise cell "
+              f"above (the check says what is wrong), then run this cell again.")
+        return None
+    return run()

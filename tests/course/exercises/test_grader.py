@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from labkit.course import solutions
-from labkit.course.exercises import EXERCISES, Case, CheckResult, Exercise, check, get_exercise, reveal_solution
+from labkit.course.exercises import (EXERCISES, Case, CheckResult, Exercise, check, get_exercise, once_passed,
+                                     reveal_solution)
 from labkit.course.exercises.grader import SEED_ENV, WIDTH
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -384,3 +385,13 @@ def test_a_malformed_exercise_is_refused_naming_the_field(kw, match):
     with pytest.raises(ValueError, match=match):
         Exercise(notebook="97", name="double", title="Double", signature="double(x) -> tensor (n,)",
                  prompt="p", cases=_cases_for_double, reference=lambda x: 2 * x, **kw)
+
+
+def test_once_passed_runs_only_after_a_passing_check(capsys):
+    assert once_passed(solutions.grpo_advantage, "01a", lambda: 42) == 42
+    assert once_passed(grpo_off_by_one, "01a", lambda: 1 / 0) is None
+    assert once_passed("x", "01a", lambda: 1 / 0, what="the live run") is None
+    out = capsys.readouterr().out
+    assert out.count("\n") == 2 and "make the check" not in out
+    assert out.startswith('Not training yet: grpo_off_by_one does not pass check(grpo_off_by_one, "01a")')
+    assert 'Not the live run yet: fn does not pass check(fn, "01a")' in out
