@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-matrix test-other-end test-verl wheel venv notebooks site bench clean
+.PHONY: lab test test-matrix test-other-end test-verl test-trl test-frameworks-newest wheel venv notebooks site bench clean
 
 # PyTorch's CPU-only wheel index. On Linux x86_64 a plain `pip install torch` fetches the CUDA
 # build (several GB of GPU libraries a CPU course never uses), so torch is installed from here
@@ -56,6 +56,18 @@ test-other-end: $(STAMP)
 test-verl: $(STAMP)
 	$(PY) scripts/run_verl.py
 
+# TRL's files as a real GRPOTrainer run writes them (trl 1.16.0, the tiny LM, seconds): builds
+# .venv-trl from requirements-trl.txt, runs scripts/build_trl_run.py there, then
+# tests/io/test_trl.py on what it wrote (scripts/run_trl.py).
+test-trl: $(STAMP)
+	$(PY) scripts/run_trl.py
+
+# The same two checks with the newest TRL and verl releases instead of the pins (.venv-trl-newest,
+# .venv-verl-newest): an early warning that a release changed what it writes. Not in CI.
+test-frameworks-newest: $(STAMP)
+	$(PY) scripts/run_trl.py --newest; trl=$$?; $(PY) scripts/run_verl.py --newest --no-bench; verl=$$?; \
+		test $$trl -eq 0 -a $$verl -eq 0
+
 # dist/labkit-<version>-py3-none-any.whl, carrying data/ (setup.py): what a Colab notebook's first
 # cell installs when it is uploaded next to the notebook (README, "Other ways to run it").
 wheel: $(STAMP)
@@ -76,4 +88,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-other-end .venv-verl site
+	rm -rf $(VENV) .venv-other-end .venv-verl .venv-trl .venv-trl-newest .venv-verl-newest site

@@ -6,7 +6,9 @@ module only says where each answer comes from:
 * tokens per trajectory: the median *episode* length in tokens, generated plus environment
   output, padding excluded. Why not generated tokens alone: the tree's thresholds count the
   whole episode (100K-1M tokens "with many tools" is mostly tool output), and for data
-  without tool output the two are the same number;
+  without tool output the two are the same number. Data whose positions are **characters**
+  (text logged without token ids and read without a tokenizer) is converted at
+  :data:`CHARS_PER_TOKEN` characters per token, and the evidence says so;
 * reward density: "per_step" when intermediate rewards exist (a non-zero reward before the last
   generated position in at least ``INTERMEDIATE_MIN_SHARE`` of trajectories), else "outcome";
 * stochastic environment: the prefix-repeat estimate of ``measure_stochasticity`` above
@@ -19,11 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.core.checks import check_bool
+from labkit.core.checks import check_bool, check_choice
 from labkit.diagnose.results import INTERMEDIATE_MIN_SHARE, Lengths, RewardStats, Stochasticity
 from labkit.survey.decision_tree import QUESTIONS, DecisionInputs, Recommendation, recommend
 
-__all__ = ["Answer", "decision_inputs", "walk_tree"]
+__all__ = ["Answer", "decision_inputs", "walk_tree", "CHARS_PER_TOKEN"]
+
+#: Characters per token assumed when lengths are counted in characters: the usual rate of
+#: English text under the BPE tokenizers LLMs use (about four characters a token). The tree's
+#: length thresholds are orders of magnitude apart, so the rate only has to be about right; a
+#: tokenizer (``tokenizer=``) makes the count exact.
+CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
@@ -39,22 +47,32 @@ class Answer:
 
 def decision_inputs(lengths: Lengths, rewards: RewardStats, stochasticity: Stochasticity, *,
                     can_replay: bool = False, privileged_info: bool = False,
-                    stochastic_env: bool | None = None) -> tuple[DecisionInputs, dict[str, tuple[str, str]]]:
+                    stochastic_env: bool | None = None,
+                    unit: str = "token") -> tuple[DecisionInputs, dict[str, tuple[str, str]]]:
     """The tree's inputs from measured quantities, and per question id of
     ``labkit.survey.decision_tree.QUESTIONS`` the (evidence, source) behind its answer.
 
     ``stochastic_env`` None means measured (or assumed False when not measurable); True or
-    False overrides the measurement and is reported as given."""
+    False overrides the measurement and is reported as given. ``unit``: what a position is,
+    "token" or "character" (lengths in characters are converted for the tree's thresholds,
+    which count tokens)."""
     can_replay = check_bool("can_replay", can_replay)
     privileged_info = check_bool("privileged_info", privileged_info)
     if stochastic_env is not None:
         stochastic_env = check_bool("stochastic_env", stochastic_env)
-    tokens = max(1, int(round(lengths.episode_median)))
+    unit = check_choice("unit", unit, ("token", "character"))
+    per_token = CHARS_PER_TOKEN if unit == "character" else 1
+    tokens = max(1, int(round(lengths.episode_median / per_token)))
     tool = lengths.episode_median - lengths.generated_median
+    length = (f"median episode length {lengths.episode_median:,.1f} {unit}s (generated median "
+              f"{lengths.generated_median:,.1f}; range {lengths.episode_min:,}-{lengths.episode_max:,})"
+              + (f"; tool output adds {tool:,.1f} at the median" if tool > 0 else ""))
+    if unit == "character":
+        length += (f"; the tree's thresholds count tokens, so this is taken as about {tokens:,} tokens at "
+                   f"{CHARS_PER_TOKEN} characters per token (no token ids and no tokenizer: pass one for exact "
+                   f"counts)")
     evidence = {
-        "length": (f"median episode length {lengths.episode_median:,.1f} tokens (generated median "
-                   f"{lengths.generated_median:,.1f}; range {lengths.episode_min:,}-{lengths.episode_max:,})"
-                   + (f"; tool output adds {tool:,.1f} at the median" if tool > 0 else ""), "measured"),
+        "length": (length, "measured"),
         "density": (f"{rewards.share_intermediate:.1%} of trajectories have a non-zero reward before their "
                     f"last generated token (per-step if >= {INTERMEDIATE_MIN_SHARE:.0%})", "measured"),
         "replay": (f"given: can_replay={can_replay} (a property of the training rig, not readable from "

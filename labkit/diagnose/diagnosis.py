@@ -21,7 +21,30 @@ from labkit.diagnose.results import GroupStats, Lengths, PositionStats, RewardSt
 from labkit.diagnose.tally import Tally
 from labkit.survey.decision_tree import DecisionInputs, Recommendation
 
-__all__ = ["Diagnosis", "diagnose", "DEFAULT_SAMPLE", "PROGRESS_MIN_POSITIONS", "STREAM_BATCH_ROWS"]
+__all__ = ["Diagnosis", "diagnose", "DEFAULT_SAMPLE", "PROGRESS_MIN_POSITIONS", "STREAM_BATCH_ROWS", "source_notes"]
+
+#: What a group is when the data gives its group ids itself.
+GIVEN_GROUPING = "group ids as given"
+
+
+def source_notes(info: dict) -> tuple[str, ...]:
+    """Sentences on how a batch was read, from a reader's ``info``: what a position is, which
+    columns are the reward, missing rewards, fields not used."""
+    notes = []
+    if info.get("format"):
+        notes.append(f"format: {info['format']}")
+    if info.get("tokenizer"):
+        notes.append(f"positions: {info['tokenizer']}")
+    if info.get("reward_columns"):
+        cols = info["reward_columns"]
+        notes.append("reward: " + (f"column {cols[0]!r}" if len(cols) == 1 else
+                                   "the unweighted sum of " + ", ".join(repr(c) for c in cols)))
+    if info.get("missing_rewards"):
+        notes.append(f"{info['missing_rewards']:,} missing reward values (None / NaN) counted as 0, as TRL's "
+                     f"nansum does")
+    if info.get("ignored_fields"):
+        notes.append("fields not used: " + ", ".join(info["ignored_fields"]))
+    return tuple(notes)
 
 #: Trajectories (whole groups) the estimator comparison runs on by default: the measured
 #: quantities always use every trajectory, the comparison a sample (its cost grows with the
@@ -46,6 +69,11 @@ class Diagnosis:
     the path still raise caveats), ``answers`` (each question on the path with its evidence),
     ``recommendation`` (the leaf). ``comparison``: the estimators run on a
     sample (None when ``estimators=[]``). ``seconds``: wall time per stage.
+    ``unit``: what a position is ("token", or "character" for text read without token ids and
+    without a tokenizer: every length is then in characters). ``grouping``: what a group is
+    (``info['grouping']`` of the data: "training step and prompt", "prompt", "uid", ...).
+    ``source_notes``: how the source was read (tokenizer, reward columns, missing rewards,
+    ignored fields), for the report.
     """
     source: str
     n_trajectories: int
@@ -63,6 +91,9 @@ class Diagnosis:
     comparison: EstimatorComparison | None
     seed: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    unit: str = "token"
+    grouping: str = GIVEN_GROUPING
+    source_notes: tuple[str, ...] = ()
     _blocks: list | None = field(default=None, repr=False, compare=False)
     _pngs: dict | None = field(default=None, repr=False, compare=False)
 
@@ -83,12 +114,12 @@ class Diagnosis:
         rec = self.recommendation
         lines = [
             f"{self.source}: {self.n_trajectories:,} trajectories",
-            f"  length (generated tokens) min / median / max: {L.generated_min:,} / {L.generated_median:,.1f} / "
+            f"  length (generated {self.unit}s) min / median / max: {L.generated_min:,} / {L.generated_median:,.1f} / "
             f"{L.generated_max:,}" + (f"; turns {L.turns_min} / {L.turns_median:g} / {L.turns_max}"
                                       if L.turns_hist is not None else ""),
             f"  non-zero reward: {R.share_nonzero:.1%} of trajectories; intermediate rewards: "
             f"{R.share_intermediate:.1%}",
-            f"  groups: {G.n_groups:,} (size {G.size_min}-{G.size_max}); zero-variance: "
+            f"  groups: {G.n_groups:,} by {self.grouping} (size {G.size_min}-{G.size_max}); zero-variance: "
             f"{G.n_zero_variance:,} ({G.share_rows_zero_variance:.1%} of trajectories get no GRPO gradient)",
             f"  tool-output share of positions: {P.tool_share:.1%}",
             f"  stochasticity: {S.summary()}",
@@ -150,11 +181,11 @@ def _pad_horizon(ro: Rollouts, T: int) -> Rollouts:
     return ro.with_(**changes)
 
 
-def _read_sample(path: Path, fmt, rows: torch.Tensor, names, horizon: int) -> Rollouts:
+def _read_sample(path: Path, fmt, rows: torch.Tensor, names, horizon: int, read: dict) -> Rollouts:
     """Rows ``rows`` of a file, as the same rows of the whole file read at once would be: group
     ids in the file's numbering (``names``: the streamed file's group names, None for integer
-    ids), padded to the file's ``horizon``."""
-    sub = read_rollouts(path, fmt, rows=rows.numpy(), progress=False)
+    ids), padded to the file's ``horizon``; ``read``: the reader's arguments."""
+    sub = read_rollouts(path, fmt, rows=rows.numpy(), progress=False, **read)
     if names is not None:
         local = sub.info["group_names"]
         code = {name: i for i, name in enumerate(names)}
@@ -166,11 +197,13 @@ def _read_sample(path: Path, fmt, rows: torch.Tensor, names, horizon: int) -> Ro
 def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privileged_info: bool = False,
              stochastic_env: bool | None = None, estimators: Sequence[str] | None = None,
              sample: int | None = DEFAULT_SAMPLE, seed: int = 0, progress: bool | None = None,
-             batch_rows: int = STREAM_BATCH_ROWS) -> Diagnosis:
+             batch_rows: int = STREAM_BATCH_ROWS, tokenizer=None, reward: str | Sequence[str] | None = None,
+             trust_pickle: bool = False) -> Diagnosis:
     """Classify a training setup from its rollouts and walk notebook 00's decision tree.
 
-    ``source``: a ``Rollouts``, or a path to a rollout file (``fmt``: its format, default from
-    the file name). A file is **streamed**: read in chunks of ``batch_rows`` records
+    ``source``: a ``Rollouts``, or a path to a rollout file or a run's folder, read as
+    ``labkit.io.read_rollouts`` reads it (``fmt``, ``tokenizer``, ``reward``, ``trust_pickle``:
+    its arguments; TRL's and verl's files are read whole first). A record-format file is **streamed**: read in chunks of ``batch_rows`` records
     (``labkit.io.iter_rollouts``), each measured into a :class:`~labkit.diagnose.tally.Tally`
     and dropped, then only the comparison's sample is read back (``read_rollouts(rows=...)``).
     Memory is therefore bounded by one chunk (``batch_rows`` x its longest record) plus the
@@ -212,9 +245,13 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
     seconds: dict[str, float] = {}
     tally = Tally()
     names = None
+    read = {"tokenizer": tokenizer, "reward": reward, "trust_pickle": trust_pickle}
+    info: dict | None = None
     if isinstance(source, Rollouts):
-        if fmt is not None:
-            raise ValueError(f"fmt: only for a file source; source is already a Rollouts (got fmt={fmt!r})")
+        for arg, value in (("fmt", fmt), *read.items()):
+            if value not in (None, False):
+                raise ValueError(f"{arg}: only for a file source; source is already a Rollouts (got {arg}={value!r})")
+        info = source.info
         name = "rollouts in memory"
         show = progress if progress is not None else source.batch_size * source.horizon >= PROGRESS_MIN_POSITIONS
         clock = time.perf_counter()
@@ -226,11 +263,11 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
         seconds["stochasticity"] = time.perf_counter() - clock
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"source: no such file {path}")
+        if not path.exists():
+            raise FileNotFoundError(f"source: no such file or folder {path}")
         name = str(path)
         seconds.update(read=0.0, measure=0.0, stochasticity=0.0)
-        chunks = iter_rollouts(path, fmt, batch_rows=batch_rows, progress=progress)
+        chunks = iter_rollouts(path, fmt, batch_rows=batch_rows, progress=progress, **read)
         while True:
             clock = time.perf_counter()
             chunk = next(chunks, None)
@@ -244,6 +281,8 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
             seconds["measure"] += mid - clock
             seconds["stochasticity"] += time.perf_counter() - mid
             names = chunk.info.get("group_names")
+            if info is None:
+                info = {k: v for k, v in chunk.info.items() if not isinstance(v, torch.Tensor)}
             del chunk  # the next chunk replaces it, not joins it
         show = progress if progress is not None else tally.n * tally.horizon >= PROGRESS_MIN_POSITIONS
     else:
@@ -253,8 +292,9 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
     lengths, rewards, groups = tally.lengths(), tally.rewards(), tally.groups()
     positions, stochasticity = tally.positions(), tally.stochasticity()
     features = tally_features(tally)
+    unit = info.get("position_unit", "token")
     inputs, evidence = decision_inputs(lengths, rewards, stochasticity, can_replay=can_replay,
-                                       privileged_info=privileged_info, stochastic_env=stochastic_env)
+                                       privileged_info=privileged_info, stochastic_env=stochastic_env, unit=unit)
     rec, answers = walk_tree(inputs, evidence)
     seconds["measure"] += time.perf_counter() - clock
     comparison = None
@@ -265,11 +305,12 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
         if isinstance(source, Rollouts):
             sub = source if rows.numel() == source.batch_size else source.select(rows)
         else:
-            sub = _read_sample(Path(source), fmt, rows, names, tally.horizon)
+            sub = _read_sample(Path(source), fmt, rows, names, tally.horizon, read)
             seconds["sample"] = time.perf_counter() - clock
             clock = time.perf_counter()
         comparison = compare_sample(sub, rows, run, not_run,
                                     progress=(lambda it: progress_bar(it, desc="estimators", leave=False)) if show else None)
         seconds["estimators"] = time.perf_counter() - clock
     return Diagnosis(name, tally.n, tally.horizon, lengths, rewards, groups, positions,
-                     stochasticity, features, inputs, evidence, answers, rec, comparison, seed, seconds)
+                     stochasticity, features, inputs, evidence, answers, rec, comparison, seed, seconds,
+                     unit=unit, grouping=info.get("grouping", GIVEN_GROUPING), source_notes=source_notes(info))

@@ -59,16 +59,20 @@ def blocks(d) -> list[Block]:
            Block("p", f"{d.n_trajectories:,} trajectories, padded to {d.horizon:,} positions. "
                       f"Recommended method class: **{rec.method_class}** ({rec.regime} regime; "
                       f"candidates: {', '.join(rec.candidates)}).")]
+    if d.source_notes:
+        out.append(Block("h2", "How the data was read"))
+        out.append(Block("list", [f"groups: by {d.grouping}"] + list(d.source_notes)))
 
+    u = d.unit
     out.append(Block("h2", "Trajectory lengths"))
-    rows = [("generated tokens", L.generated_min, L.generated_median, L.generated_max),
-            ("episode tokens (generated + tool output)", L.episode_min, L.episode_median, L.episode_max)]
+    rows = [(f"generated {u}s", L.generated_min, L.generated_median, L.generated_max),
+            (f"episode {u}s (generated + tool output)", L.episode_min, L.episode_median, L.episode_max)]
     if L.turns_hist is not None:
         rows.append(("turns", L.turns_min, L.turns_median, L.turns_max))
     out.append(Block("table", pd.DataFrame(
         [(n, _fmt(a), _fmt(b), _fmt(c)) for n, a, b, c in rows], columns=["length in", "min", "median", "max"])))
-    out.append(Block("chart", viz.bar_chart(_hist_df(L.generated_hist, "generated tokens"), "generated tokens",
-                                            "trajectories", title="Generated tokens per trajectory"),
+    out.append(Block("chart", viz.bar_chart(_hist_df(L.generated_hist, f"generated {u}s"), f"generated {u}s",
+                                            "trajectories", title=f"Generated {u}s per trajectory"),
                      "lengths"))
     if L.turns_hist is not None:
         out.append(Block("chart", viz.bar_chart(_hist_df(L.turns_hist, "turns"), "turns", "trajectories",
@@ -77,7 +81,7 @@ def blocks(d) -> list[Block]:
     out.append(Block("h2", "Rewards"))
     out.append(Block("list", [
         f"trajectories with a non-zero reward: {R.share_nonzero:.1%}",
-        f"trajectories with an intermediate reward (before their last generated token): "
+        f"trajectories with an intermediate reward (before their last generated {u}): "
         f"{R.share_intermediate:.1%} -> reward density read as "
         f"**{'per step' if R.intermediate else 'outcome only'}**",
         f"total reward per trajectory: mean {_fmt(R.total_mean)}, std {_fmt(R.total_std)}, "
@@ -90,7 +94,7 @@ def blocks(d) -> list[Block]:
             f"({_pct(G.share_zero_variance)}) have all-equal rewards: GRPO, RLOO and Dr. GRPO give their "
             f"{G.share_rows_zero_variance:.1%} of trajectories no gradient at all")
     out.append(Block("list", [
-        f"groups: {G.n_groups:,}; size min / median / max {G.size_min:,} / {_fmt(G.size_median)} / "
+        f"groups: {G.n_groups:,}, by {d.grouping}; size min / median / max {G.size_min:,} / {_fmt(G.size_median)} / "
         f"{G.size_max:,}; singletons {G.n_singletons:,}",
         zero,
         f"positions: {P.generated:,} generated, {P.environment:,} tool / environment output, "

@@ -1,6 +1,7 @@
 """labkit.io: trajectories in and out of the lab, through the one validated ``Rollouts`` boundary.
 
-Read a training run's dump (JSON Lines, Parquet, a verl batch, TRL rows) with
+Read a training run's dump (the lab's JSON Lines or Parquet, the files TRL and verl write, a
+verl batch or TRL rows in memory) with
 :func:`read_rollouts` (whole, or only some records: ``rows=``), or a file too large to load in
 chunks of ``batch_rows`` records with :func:`iter_rollouts` (group ids keep the file's identity
 across chunks; errors keep the file's record numbers); write the lab's own rollouts with :func:`write_rollouts` (JSON Lines,
@@ -52,10 +53,24 @@ text ``""``; the writers store each trajectory up to its last generated position
 padding), and neither ``truth`` nor ``info`` (``info['group_names']`` aside, which turns the
 group ids back into the source's ids).
 
-In-memory shapes (``fmt="verl"``, ``fmt="trl"``): see ``labkit.io.verl`` (``responses``,
-``response_mask``, ``token_level_scores`` / ``token_level_rewards``, ``uid``, optional
-``old_log_probs``, ``entropys``) and ``labkit.io.trl`` (``prompt``, ``completion``, ``reward``,
-optional ``completion_ids``; text without ids is split into Unicode code points).
+What the frameworks write, read as they write it (``read_rollouts(path)`` tells them apart):
+
+* ``fmt="trl"`` (``labkit.io.trl``): TRL's completions files (``completions_NNNNN.parquet``, one
+  or the folder: ``step``, ``prompt``, ``completion``, a column per reward function,
+  ``advantage``), ``trainer._logs``, or rows in memory (a dict of columns, a DataFrame, a
+  ``datasets.Dataset``, an Arrow table, a list of dicts; optional ``completion_ids``);
+* ``fmt="verl"`` (``labkit.io.verl_dump``, ``labkit.io.verl``): the rollout dump of
+  ``trainer.rollout_data_dir`` (``<step>.jsonl``: ``input``, ``output``, ``score``, ``step``,
+  the reward function's extras), a batch in memory (a ``DataProto`` or a dict of tensors:
+  ``responses``, ``response_mask``, ``token_level_scores`` / ``token_level_rewards``, ``uid``,
+  optional ``old_log_probs``, ``entropys``, ``advantages``), or a ``DataProto`` saved with
+  ``save_to_disk`` (a pickle: only with ``trust_pickle=True``).
+
+Logged text is grouped by (training step, prompt), its reward is the framework's (or
+``reward=``), and it is cut into positions by the user's ``tokenizer`` or into characters
+(``labkit.io.text_rows``, ``labkit.io.text_positions``); what the framework logged beside it
+(per-function rewards, advantages, steps) is kept in ``info``. Arrays, tensors and Arrow lists
+are accepted wherever the format says list.
 """
 from labkit.io.api import DEFAULT_BATCH_ROWS, FORMATS, iter_rollouts, read_rollouts, write_rollouts
 from labkit.io.errors import RecordError

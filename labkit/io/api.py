@@ -10,6 +10,7 @@ import torch
 
 from labkit.core.checks import check_bool, check_choice, check_int
 from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.io.verl import PICKLE_SUFFIXES
 
 __all__ = ["FORMATS", "FILE_FORMATS", "DEFAULT_BATCH_ROWS", "read_rollouts", "iter_rollouts", "write_rollouts",
            "format_of", "check_rows"]
@@ -35,6 +36,10 @@ def format_of(source: Any, fmt: str | None = None, argument: str = "source") -> 
         return check_choice("fmt", fmt, FORMATS)
     if _is_path(source):
         path = Path(source)
+        if path.is_dir():
+            return _folder_format(path, argument)
+        if path.suffix.lower() in PICKLE_SUFFIXES:
+            return "verl"
         suffixes = path.suffixes[-2:] if path.suffix == ".gz" else path.suffixes[-1:]
         found = SUFFIXES.get(suffixes[0].lower()) if suffixes else None
         if found is None:
@@ -50,10 +55,79 @@ def format_of(source: Any, fmt: str | None = None, argument: str = "source") -> 
         keys = set(source[0])
     if keys is not None and "responses" in keys:
         return "verl"
-    if keys is not None and "completion" in keys:
+    if keys is not None and ("completion" in keys or "completion_ids" in keys):
         return "trl"
-    raise ValueError(f"{argument}: expected a path (.jsonl / .parquet), a verl batch (a dict with 'responses') or "
-                     f"TRL rows (with 'completion'), got {type(source).__name__}; pass fmt= to say which")
+    if hasattr(source, "column_names") and "completion" in source.column_names:  # datasets.Dataset, Arrow table
+        return "trl"
+    raise ValueError(f"{argument}: expected a path (.jsonl / .parquet / a run's folder), a verl batch (a dict with "
+                     f"'responses') or TRL rows (with 'completion'), got {type(source).__name__}; pass fmt= to say "
+                     f"which")
+
+
+def _folder_format(path: Path, argument: str) -> str:
+    """A run's folder: TRL's completions files or verl's rollout dump."""
+    from labkit.io.trl import trl_files
+    from labkit.io.verl_dump import dump_files
+
+    if trl_files(path):
+        return "trl"
+    if dump_files(path):
+        return "verl"
+    raise ValueError(f"{argument}: {path} is a folder without TRL completions files (completions_*.parquet, in it or "
+                     f"in its completions/ folder) or verl's rollout dump (<step>.jsonl); give a file, or the folder "
+                     f"that holds them")
+
+
+def _first_keys(path: Path) -> list[str]:
+    """The field names of a file's first record (JSONL: first non-blank line; Parquet: its
+    columns); [] when it cannot be read (the reader then says why)."""
+    import json
+
+    try:
+        if SUFFIXES.get(path.suffixes[-2 if path.suffix == ".gz" and len(path.suffixes) > 1 else -1].lower()) == "parquet":
+            import pyarrow.parquet as pq
+            return list(pq.read_schema(path).names)
+        from labkit.io.jsonl import _open
+        with _open(path, "r") as f:
+            for line in f:
+                if line.strip():
+                    obj = json.loads(line)
+                    return list(obj) if isinstance(obj, dict) else []
+    except Exception:  # any unreadable file: the record-format reader reports it properly
+        return []
+    return []
+
+
+def _reader(path: Path, fmt: str) -> str:
+    """Which reader a file or folder needs: the record format ("jsonl", "parquet"), TRL's
+    completions files ("trl_files"), verl's rollout dump ("verl_dump") or a saved DataProto
+    ("verl_pickle"), from ``fmt`` and a look at the file's first record."""
+    from labkit.io.trl import looks_like_trl
+    from labkit.io.verl_dump import looks_like_verl_dump
+
+    if path.is_dir():
+        return {"trl": "trl_files", "verl": "verl_dump"}.get(fmt) or _refuse_folder(path, fmt)
+    if not path.is_file():
+        raise FileNotFoundError(f"source: no such file or folder {path}")
+    if fmt == "verl":
+        suffix = SUFFIXES.get(path.suffixes[-2 if path.suffix == ".gz" and len(path.suffixes) > 1 else -1].lower()
+                              if path.suffixes else "")
+        return "verl_dump" if suffix == "jsonl" else "verl_pickle"
+    keys = _first_keys(path)
+    if fmt == "trl":
+        return "trl_files"
+    if "tokens" in keys or "group_id" in keys:
+        return fmt
+    if looks_like_verl_dump(keys):
+        return "verl_dump"
+    if looks_like_trl(keys):
+        return "trl_files"
+    return fmt
+
+
+def _refuse_folder(path: Path, fmt: str) -> str:
+    raise ValueError(f"source: {path} is a folder; fmt={fmt!r} reads one file (folders hold TRL's or verl's files: "
+                     f"fmt='trl' or 'verl')")
 
 
 def check_rows(rows: Any) -> np.ndarray:
@@ -87,48 +161,79 @@ def _check_file(source: Any, fmt: str) -> Path:
 
 
 def read_rollouts(source: Any, fmt: str | None = None, *, rows: Sequence[int] | None = None,
-                  progress: bool | None = None) -> Rollouts:
-    """Read trajectories into a validated ``Rollouts``: a file in the record format or a batch
-    in a training engine's shape.
+                  progress: bool | None = None, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
+                  trust_pickle: bool = False) -> Rollouts:
+    """Read trajectories into a validated ``Rollouts``: a file in the record format, the files a
+    training framework writes, or a batch in a framework's in-memory shape.
 
-    ``source`` is a path (``.jsonl`` JSON Lines or ``.parquet``; ``fmt`` then defaults from the
-    suffix) or an in-memory object with ``fmt="verl"`` (a dict / TensorDict / DataProto of
-    tensors: ``responses``, ``response_mask``, ``token_level_scores`` or ``token_level_rewards``,
-    ``uid``) or ``fmt="trl"`` (dict of lists or list of dicts: ``prompt``, ``completion``,
-    ``reward``, optional ``completion_ids``); see ``labkit.io`` for each shape. ``progress``:
-    a tqdm bar; ``None`` shows one for large inputs only. A bad record raises ``RecordError``
-    with its number and field; nothing is returned half-read. ``info`` of the result says where
-    it came from (``source``, ``format``), which fields were ignored (``ignored_fields``) and the
-    original group ids when they were not non-negative integers (``group_names``).
+    ``source``, and the format (``fmt``, default: told from the source):
+
+    * the record format: a ``.jsonl`` (JSON Lines) or ``.parquet`` file (``labkit.io``);
+    * ``"trl"``: TRL's completions files (one ``completions_NNNNN.parquet``, the ``completions``
+      folder or the output folder holding it), ``trainer._logs``, or rows in memory (a dict of
+      columns, DataFrame, ``datasets.Dataset``, list of dicts): ``labkit.io.trl``;
+    * ``"verl"``: verl's rollout dump (a ``<step>.jsonl`` of ``trainer.rollout_data_dir`` or the
+      folder), a ``DataProto`` / dict of tensors in memory (``labkit.io.verl``), or a DataProto
+      saved with ``save_to_disk`` (``.pkl``; a pickle, read only with ``trust_pickle=True``).
+
+    Files are told apart by their first record's fields, folders by the files in them. Text
+    without token ids (TRL's and verl's logs) becomes positions by ``tokenizer`` (a folder
+    saved with ``save_pretrained`` or a tokenizer object) or, without one, one per character
+    (``info['position_unit']`` says which). ``reward``: which logged column(s) are the reward
+    (default: the source's own, else the sum of TRL's reward-function columns). Grouping: by
+    ``group_id`` / ``uid`` when given, else by (training step, prompt) when the step is logged,
+    else by prompt (``info['grouping']``); see ``labkit.io.text_rows``.
+
+    ``progress``: a tqdm bar; ``None`` shows one for large inputs only. A bad record raises
+    ``RecordError`` with its number and field; nothing is returned half-read. ``info`` of the
+    result says where it came from (``source``, ``format``), which fields were ignored
+    (``ignored_fields``) and the original group ids when they were not non-negative integers
+    (``group_names``).
 
     ``rows``: read only these records, a sorted sequence of distinct 0-based record indices (the
     rows of the batch this function returns without ``rows``; for JSONL, blank lines are not
-    records). A file is then read without holding the rest: JSONL skips the other lines
-    unparsed, Parquet decodes only the row groups holding a wanted row, a batch at a time.
+    records). A record-format file is then read without holding the rest: JSONL skips the other
+    lines unparsed, Parquet decodes only the row groups holding a wanted row, a batch at a time.
     Errors still name the record's line / row in the file. String group ids are numbered
     among the records read (their names in ``info['group_names']``); integer ids are kept.
+    Frameworks' files and batches are read whole, then the rows selected.
     """
     fmt = format_of(source, fmt)
     if progress is not None:
         progress = check_bool("progress", progress)
+    trust_pickle = check_bool("trust_pickle", trust_pickle)
     if rows is not None:
         rows = check_rows(rows)
-    if fmt in FILE_FORMATS:
+    reader = _reader(Path(source), fmt) if _is_path(source) else fmt
+    text = {"tokenizer": tokenizer, "reward": reward}
+    if reader not in ("trl_files", "verl_dump", "trl"):
+        for name, value in text.items():
+            if value is not None:
+                raise ValueError(f"{name}: only for text a framework logged (TRL's or verl's files, TRL rows); "
+                                 f"{_is_path(source) and Path(source).name or 'this batch'} carries token ids "
+                                 f"and rewards as the lab's fields")
+    if reader in FILE_FORMATS:
         path = _check_file(source, fmt)
-        if fmt == "jsonl":
+        if reader == "jsonl":
             from labkit.io.jsonl import read_jsonl
             return read_jsonl(path, rows=rows, progress=progress)
         from labkit.io.parquet import read_parquet
         return read_parquet(path, rows=rows, progress=progress)
-    if _is_path(source):
-        raise TypeError(f"source: fmt={fmt!r} reads an in-memory batch, got a path; write it as .jsonl or "
-                        f".parquet, or load it first")
-    if fmt == "verl":
+    if reader == "trl_files":
+        from labkit.io.trl import read_trl_files
+        out = read_trl_files(Path(source), progress=progress, **text)
+    elif reader == "verl_dump":
+        from labkit.io.verl_dump import read_verl_dump
+        out = read_verl_dump(Path(source), progress=progress, **text)
+    elif reader == "verl_pickle":
+        from labkit.io.verl import read_saved_verl
+        out = read_saved_verl(Path(source), trust_pickle=trust_pickle)
+    elif reader == "verl":
         from labkit.io.verl import read_verl
         out = read_verl(source)
     else:
         from labkit.io.trl import read_trl
-        out = read_trl(source, progress=progress)
+        out = read_trl(source, progress=progress, **text)
     if rows is None:
         return out
     if int(rows[-1]) >= out.batch_size:
@@ -137,7 +242,7 @@ def read_rollouts(source: Any, fmt: str | None = None, *, rows: Sequence[int] | 
 
 
 def iter_rollouts(source: Any, fmt: str | None = None, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-                  progress: bool | None = None) -> Iterator[Rollouts]:
+                  progress: bool | None = None, **read: Any) -> Iterator[Rollouts]:
     """Read a rollout file in consecutive chunks of at most ``batch_rows`` records, each a
     validated ``Rollouts``, holding one chunk at a time.
 
@@ -155,21 +260,27 @@ def iter_rollouts(source: Any, fmt: str | None = None, *, batch_rows: int = DEFA
     ``read_rollouts(rows=...)`` takes) and ``first_record`` (that record's number as errors
     count it: line for JSONL, row for Parquet), with ``source``, ``format``, ``ignored_fields``.
 
-    ``source`` may also be a verl batch or TRL rows (``fmt``): they are read whole, then handed
-    out in chunks. ``progress``: a tqdm bar over the file; None shows one for large files.
+    ``source`` may also be what ``read_rollouts`` reads from a framework (TRL's or verl's files,
+    a batch in memory; ``read``: its ``tokenizer``, ``reward``, ``trust_pickle``): it is read
+    whole, then handed out in chunks. ``progress``: a tqdm bar over the file; None shows one for
+    large files.
     """
     fmt = format_of(source, fmt)
     batch_rows = check_int("batch_rows", batch_rows, low=1)
     if progress is not None:
         progress = check_bool("progress", progress)
-    if fmt in FILE_FORMATS:
+    unknown = sorted(set(read) - {"tokenizer", "reward", "trust_pickle"})
+    if unknown:
+        raise TypeError(f"iter_rollouts: unexpected argument {unknown[0]!r}")
+    reader = _reader(Path(source), fmt) if _is_path(source) else fmt
+    if reader in FILE_FORMATS and not any(v not in (None, False) for v in read.values()):
         path = _check_file(source, fmt)
-        if fmt == "jsonl":
+        if reader == "jsonl":
             from labkit.io.jsonl import iter_jsonl
             return iter_jsonl(path, batch_rows=batch_rows, progress=progress)
         from labkit.io.parquet import iter_parquet
         return iter_parquet(path, batch_rows=batch_rows, progress=progress)
-    whole = read_rollouts(source, fmt, progress=progress)
+    whole = read_rollouts(source, fmt, progress=progress, **read)
     return _slices(whole, batch_rows)
 
 

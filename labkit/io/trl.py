@@ -1,97 +1,144 @@
-"""TRL's shape: rows of ``prompt``, ``completion``, ``reward`` (optional ``completion_ids``).
+"""TRL's shapes: its completions files, its in-memory logs, and rows of the same columns.
 
-As a dict of lists (a ``datasets`` column dict, the completions table TRL logs) or a list of
-dicts. Rows are numbered **from 0**. ``prompt`` and ``completion`` may be strings or
-conversations (lists of ``{"role", "content"}`` messages). Rows with the same prompt form a group
-(GRPO's), unless a ``group_id`` is given. Without ``completion_ids`` the completion text is
-split into **Unicode code points**: one position per character, token id ``ord(char)``, the
-character as the position's text; this keeps every character visible and needs no tokenizer,
-but it is not the trained model's tokenization (pass ``completion_ids`` for that). Any field of
-the record format (``generated``, ``rewards``, ``logprobs``, ...) may ride along.
+* **Completions files**: with ``log_completions=True`` ``GRPOTrainer`` writes
+  ``<output_dir>/completions/completions_NNNNN.parquet`` at every logging step: columns ``step``,
+  ``prompt``, ``completion``, one column per reward function (named after it, e.g.
+  ``correct_reward``), any extra columns the reward functions logged, and ``advantage``; no token
+  ids. ``read_trl_files`` reads one such file, the ``completions`` folder, or the output folder
+  holding it (files in step order).
+* **In-memory logs**: ``trainer._logs`` (``prompt``, ``completion``, ``rewards`` = {function:
+  values}, ``advantages``, ``extra``), which holds the last generation batch only: one step, so
+  its rows are grouped by prompt.
+* **Rows**: a dict of columns, a pandas DataFrame, a ``datasets.Dataset``, an Arrow table or a
+  list of dicts, with ``prompt``, ``completion`` and a ``reward`` column (what ``to_trl`` writes,
+  what many scripts keep), or the reward functions' columns as in the files; ``completion_ids``
+  (token ids) and any field of the record format (``group_id``, ``generated``, ``logprobs``,
+  ...) may ride along. Arrays and tensors are accepted wherever a list is.
+
+Rows are numbered **from 0** (within each file, whose name the error gives). ``prompt`` and
+``completion`` may be strings or conversations (lists of ``{"role", "content"}`` messages).
+Grouping, the reward (the sum of the reward functions, or ``reward=``), missing rewards and
+text without ids follow ``labkit.io.text_rows``. A numeric column other than ``step`` and
+``advantage`` is taken to be a reward function's: if a reward function logs numeric extras,
+pass ``reward=`` to say which columns are rewards. ``step`` is TRL's ``global_step`` at logging
+time; with ``logging_steps`` > 1 a file holds the last generation batch before it only.
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
-from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts, check_rollouts
-from labkit.io.assemble import assemble
-from labkit.io.errors import record_error, show
-from labkit.io.record import FIELDS, parse_record, records_to_padded, rollout_records
+from labkit.io.columns import as_list, is_table, table_columns
+from labkit.io.errors import record_error
+from labkit.io.record import FIELDS, rollout_records
+from labkit.io.text_rows import LARGE_ROWS, TextRows, numeric_columns, read_text_rows
 
-__all__ = ["read_trl", "to_trl", "LARGE_ROWS", "FALLBACK_TOKENIZER"]
+__all__ = ["read_trl", "read_trl_files", "trl_files", "is_trl_logs", "looks_like_trl", "to_trl", "LARGE_ROWS"]
 
-LARGE_ROWS = 50_000
-FALLBACK_TOKENIZER = "unicode code points (completion text without completion_ids)"
-_TRL = {"prompt", "completion", "completion_ids", "reward"}
+_NOT_REWARDS = {"step", "advantage", "advantages", "completion_ids", "prompt", "completion", "images", *FIELDS}
 
 
-def _rows(source: Any) -> list:
-    if isinstance(source, dict) or (hasattr(source, "keys") and hasattr(source, "__getitem__")
-                                    and not isinstance(source, (list, tuple))):
-        cols = {k: list(source[k]) for k in source.keys()}
+def is_trl_logs(source: Any) -> bool:
+    """``trainer._logs``: a mapping whose ``rewards`` is itself a mapping of columns."""
+    return hasattr(source, "keys") and not isinstance(source, (list, tuple)) and "completion" in source.keys() \
+        and "rewards" in source.keys() and hasattr(source["rewards"], "keys")
+
+
+def looks_like_trl(names) -> bool:
+    """Column names of TRL rows: a ``completion`` column (text or conversations)."""
+    return "completion" in set(names)
+
+
+def _rows(cols: dict[str, list], source: str, numbers=None, wheres=None) -> TextRows:
+    n = len(next(iter(cols.values()))) if cols else 0
+    # a 'reward' column is the reward; without one, TRL's files have a column per reward function
+    rewards = [] if "reward" in cols else numeric_columns(cols, _NOT_REWARDS)
+    advantage = "advantage" if "advantage" in cols else "advantages" if "advantages" in cols else None
+    return TextRows(source=source, format="trl", unit="row", columns=cols,
+                    numbers=list(range(n)) if numbers is None else numbers,
+                    wheres=[None] * n if wheres is None else wheres, step="step", advantage=advantage,
+                    reward="reward" if "reward" in cols else None, reward_columns=rewards, known={"images"})
+
+
+def _columns(source: Any) -> dict[str, list]:
+    if is_trl_logs(source):
+        cols = {"prompt": as_list(source["prompt"]), "completion": as_list(source["completion"])}
+        for group in ("rewards", "extra"):
+            if group in source.keys():
+                cols.update({str(k): as_list(v) for k, v in source[group].items()})
+        if "advantages" in source.keys():
+            cols["advantage"] = as_list(source["advantages"])
+        return cols
+    if is_table(source):
+        cols = table_columns(source)
         if not cols:
             raise record_error("source", "row", None, None, "no columns (empty input)")
-        first = next(iter(cols))
-        for name, values in cols.items():
-            if len(values) != len(cols[first]):
-                raise record_error("source", "row", None, name,
-                                   f"has {len(values)} entries but {first!r} has {len(cols[first])} (one per row)")
-        return [dict(zip(cols, values)) for values in zip(*cols.values())]
+        return cols
     if isinstance(source, (list, tuple)):
-        return list(source)
-    raise TypeError(f"source: expected TRL rows (a dict of lists or a list of dicts), got {type(source).__name__}")
+        rows = list(source)
+        if not rows:
+            raise record_error("source", "row", None, None, "no rows (empty input)")
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise record_error("source", "row", i, None, f"expected a dict per row, got {type(row).__name__}")
+        names = list(dict.fromkeys(k for row in rows for k in row))
+        return {k: [as_list(row.get(k)) for row in rows] for k in names}
+    raise TypeError(f"source: expected TRL rows (a dict of columns, a DataFrame, a datasets.Dataset, a list of "
+                    f"dicts) or trainer._logs, got {type(source).__name__}")
 
 
-def _message_text(value: Any, row: int, name: str, with_roles: bool) -> str:
-    """A string, or a conversation (list of {'role', 'content'} messages) joined into one."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in value):
-        if with_roles:
-            return "\n".join(f"{m.get('role', '')}: {m['content']}" for m in value)
-        return "".join(m["content"] for m in value)
-    raise record_error("source", "row", row, name,
-                       f"expected a string or a list of {{'role', 'content'}} messages, got {show(value)}")
+def read_trl(source: Any, *, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
+             progress: bool | None = None) -> Rollouts:
+    """TRL rows or ``trainer._logs`` in memory -> validated Rollouts (RecordError naming the row and
+    the field)."""
+    name = "TRL trainer._logs" if is_trl_logs(source) else "TRL rows"
+    return read_text_rows(_rows(_columns(source), name), tokenizer=tokenizer, reward=reward, progress=progress)
 
 
-def read_trl(source: Any, *, progress: bool | None = None) -> Rollouts:
-    """TRL rows -> validated Rollouts (RecordError naming the row and the field)."""
-    rows = _rows(source)
-    if not rows:
-        raise record_error("source", "row", None, None, "no rows (empty input)")
-    show_bar = len(rows) >= LARGE_ROWS if progress is None else progress
-    records, ignored, fallback = [], set(), False
-    for i, row in enumerate(progress_bar(rows, desc="TRL rows", enabled=show_bar)):
-        if not isinstance(row, dict):
-            raise record_error("source", "row", i, None, f"expected a dict per row, got {type(row).__name__}")
-        rec = {k: v for k, v in row.items() if k in FIELDS}
-        ignored.update(k for k in row if k not in FIELDS and k not in _TRL)
-        if row.get("prompt") is not None:
-            rec["prompt"] = _message_text(row["prompt"], i, "prompt", with_roles=True)
-        if rec.get("tokens") is None:
-            if row.get("completion_ids") is not None:
-                rec["tokens"] = row["completion_ids"]
-            elif row.get("completion") is not None:
-                text = _message_text(row["completion"], i, "completion", with_roles=False)
-                rec["tokens"] = [ord(c) for c in text]
-                if rec.get("text") is None:
-                    rec["text"] = list(text)
-                fallback = True
-            else:
-                raise record_error("source", "row", i, "completion", "missing (give 'completion' text or 'completion_ids')")
-        if rec.get("group_id") is None:
-            if rec.get("prompt") is None:
-                raise record_error("source", "row", i, "prompt",
-                                   "missing: TRL rows are grouped by their prompt (or give 'group_id')")
-            rec["group_id"] = rec["prompt"]
-        records.append(parse_record(rec, "source", "row", i))
-    info = {"source": "TRL rows", "format": "trl"}
-    if fallback:
-        info["tokenizer"] = FALLBACK_TOKENIZER
-    if ignored:
-        info["ignored_fields"] = tuple(sorted(ignored))
-    return assemble(records_to_padded(records, list(range(len(records))), "source", "row", info=info))
+def trl_files(path: Path) -> list[Path]:
+    """The completions files at ``path``: the file itself, or the ``completions_*.parquet`` files of
+    a folder (or of its ``completions`` subfolder), in step order; [] when there are none."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    for folder in (path, path / "completions"):
+        files = sorted(folder.glob("completions_*.parquet")) if folder.is_dir() else []
+        if files:
+            return files
+    return []
+
+
+def read_trl_files(path: Path, *, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
+                   progress: bool | None = None) -> Rollouts:
+    """TRL's completions Parquet (one file or a folder of them) -> validated Rollouts."""
+    import pyarrow.parquet as pq
+
+    files = trl_files(path)
+    if not files:
+        raise FileNotFoundError(f"source: no TRL completions files (completions_*.parquet) in {path} or its "
+                                f"completions/ folder")
+    cols: dict[str, list] = {}
+    numbers: list[int] = []
+    wheres: list[str] = []
+    for f in files:
+        try:
+            table = pq.read_table(f)
+        except Exception as err:  # pyarrow's own ArrowInvalid for a file that is not Parquet
+            raise record_error("source", "row", None, None, f"not a readable Parquet file ({err})", str(f)) from None
+        part = table_columns(table)
+        if cols and set(part) != set(cols):
+            raise record_error("source", "row", None, None,
+                               f"columns {sorted(part)} differ from {files[0].name}'s {sorted(cols)} (one run's "
+                               f"files have the same columns)", str(f))
+        for k, v in part.items():
+            cols.setdefault(k, []).extend(v)
+        numbers.extend(range(table.num_rows))
+        wheres.extend([str(f)] * table.num_rows)
+    if not numbers:
+        raise record_error("source", "row", None, None, "no rows (empty files)", str(path))
+    rows = _rows(cols, str(path), numbers, wheres)
+    return read_text_rows(rows, tokenizer=tokenizer, reward=reward, progress=progress)
 
 
 def to_trl(rollouts: Rollouts) -> dict:

@@ -4,6 +4,15 @@ A verl ``DataProto`` keeps tensors in ``.batch`` (a TensorDict) and numpy arrays
 in ``.non_tensor_batch``; a plain dict of the same keys works too. Rows are numbered **from 0**.
 Positions are the response window's T columns: ``response_mask`` 1 where the policy generated
 (0 on tool output inside a multi-turn response and on padding).
+
+Kept beside the fields: ``advantages`` (B, T), when the batch has them (after verl's
+``compute_advantage``), in ``info['advantages']``. verl drops ``entropys`` from the batch right
+after computing the entropy metrics, before the point where a user usually hooks in; to run the
+entropy-based estimators, copy ``entropys`` into the batch yourself where it is computed.
+
+A ``DataProto`` saved with ``save_to_disk`` is a **pickle**: loading it runs whatever code the
+file names, so :func:`read_saved_verl` refuses it unless the caller says ``trust_pickle=True``
+(``--trust-pickle``) for a file they made themselves; unpickling it needs verl installed.
 """
 from __future__ import annotations
 
@@ -16,14 +25,17 @@ from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.io.assemble import Padded, assemble
 from labkit.io.errors import record_error
 
-__all__ = ["read_verl", "to_verl_batch", "REWARD_KEYS", "EXTRAS"]
+__all__ = ["read_verl", "read_saved_verl", "to_verl_batch", "REWARD_KEYS", "EXTRAS", "PICKLE_SUFFIXES"]
+
+#: File names taken for a saved DataProto (a pickle) when no format is given.
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".dataproto")
 
 #: The per-token reward tensors, in the order they are looked for: verl's reward function output
 #: (``token_level_scores``) before the KL-penalised ``token_level_rewards``.
 REWARD_KEYS = ("token_level_scores", "token_level_rewards")
 #: labkit fields carried beside verl's own keys (verl passes unknown keys through untouched).
 EXTRAS = ("step_ids", "turn_ids", "agent_ids", "states", "anchor_keys", "text", "prompt_text")
-_KNOWN = {"responses", "response_mask", "uid", "old_log_probs", "entropys", *REWARD_KEYS, *EXTRAS}
+_KNOWN = {"responses", "response_mask", "uid", "old_log_probs", "entropys", "advantages", *REWARD_KEYS, *EXTRAS}
 
 
 def _mapping(batch: Any) -> dict:
@@ -111,7 +123,10 @@ def read_verl(batch: Any) -> Rollouts:
     everything = np.ones((B, T), dtype=bool)
     all_rows = np.ones(B, dtype=bool)
     ignored = sorted(str(k) for k in d if k not in _KNOWN)
-    info = {"source": "verl batch", "format": "verl", "reward_key": key}
+    info = {"source": "verl batch", "format": "verl", "reward_key": key, "grouping": "uid",
+            "position_unit": "token"}
+    if "advantages" in d:
+        info["advantages"] = torch.from_numpy(np.array(tensor("advantages", "float"), dtype=np.float64))
     if ignored:
         info["ignored_fields"] = tuple(ignored)
     p = Padded(argument="source", unit="row", numbers=np.arange(B), names=names, tokens=tokens.astype(np.int64),
@@ -134,6 +149,31 @@ def read_verl(batch: Any) -> Rollouts:
                 raise fail(None, name, f"expected one entry per row ({B}), got {len(value)}")
             setattr(p, attr, [list(v) if attr != "prompts" else v for v in value])
     return assemble(p)
+
+
+def read_saved_verl(path, *, trust_pickle: bool = False) -> Rollouts:
+    """A ``DataProto`` saved with ``save_to_disk`` -> validated Rollouts; only with
+    ``trust_pickle=True`` (see the module docstring)."""
+    import pickle
+    from pathlib import Path
+
+    path = Path(path)
+    if not trust_pickle:
+        raise ValueError(f"source: {path.name} is read as a saved verl DataProto, which is a pickle: loading it runs "
+                         f"code named in the file. Only for a file you made yourself: pass trust_pickle=True "
+                         f"(--trust-pickle). Or write the batch with labkit.io.write_rollouts(read_rollouts(batch), "
+                         f"'rollouts.parquet') where you have it in memory")
+    with open(path, "rb") as f:
+        try:
+            batch = pickle.load(f)
+        except ModuleNotFoundError as err:
+            raise ImportError(f"source: {path.name} is a pickled {err.name!r} object; reading it needs that package "
+                              f"(verl) installed") from None
+        except (pickle.UnpicklingError, EOFError) as err:
+            raise ValueError(f"source: {path.name} is not a readable pickle ({err})") from None
+    out = read_verl(batch)
+    out.info["source"] = str(path)
+    return out
 
 
 def to_verl_batch(rollouts: Rollouts) -> dict:

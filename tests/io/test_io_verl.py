@@ -1,13 +1,16 @@
 """verl batches (labkit.io.verl) read as Rollouts; a bad batch is refused with its row and key."""
 from __future__ import annotations
 
+import pickle
+
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from labkit.io import RecordError, read_rollouts
+from labkit.diagnose import diagnose
+from labkit.io import RecordError, read_rollouts, to_verl_batch
 
 
 # --------------------------------------------------------------------------- verl batches
@@ -59,3 +62,26 @@ def test_bad_verl_batches_name_row_and_key():
         read_rollouts(d, "verl")
     with pytest.raises(RecordError, match=r"^source: field 'uid': missing"):
         read_rollouts({k: v for k, v in verl_batch().items() if k != "uid"}, "verl")
+
+
+def test_a_saved_batch_is_a_pickle_read_only_when_trusted(tmp_path, toolworld):
+    path = tmp_path / "batch.pkl"
+    with open(path, "wb") as f:
+        pickle.dump(to_verl_batch(toolworld), f)
+    with pytest.raises(ValueError, match=r"^source: batch.pkl is read as a saved verl DataProto, which is a pickle"):
+        read_rollouts(path)
+    with pytest.raises(ValueError, match=r"trust_pickle"):
+        diagnose(path, estimators=[], progress=False)
+    ro = read_rollouts(path, trust_pickle=True)
+    assert torch.equal(ro.tokens, toolworld.tokens) and ro.info["grouping"] == "uid"
+    (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(ValueError, match=r"^source: junk.pkl is not a readable pickle"):
+        read_rollouts(tmp_path / "junk.pkl", trust_pickle=True)
+
+
+def test_the_batchs_advantages_are_kept(toolworld):
+    batch = to_verl_batch(toolworld)
+    batch["advantages"] = torch.randn(toolworld.tokens.shape)
+    ro = read_rollouts(batch)
+    assert torch.equal(ro.info["advantages"], batch["advantages"].double())
+    assert torch.equal(ro.select([1, 0]).info["advantages"], batch["advantages"].double()[[1, 0]])

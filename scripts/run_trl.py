@@ -1,0 +1,41 @@
+"""Build TRL's environment, let a real GRPOTrainer run write its files, and read them with labkit.
+
+TRL (the trainer whose completions files ``labkit.io`` reads) brings its own stack, so it lives
+in ``.venv-trl`` (``scripts/lib/side_env.py`` builds it from ``requirements-trl.txt``). This script
+then runs ``scripts/build_trl_run.py`` there into a temporary folder (the tiny LM,
+four GRPO steps, seconds) and ``tests/io/test_trl.py`` against what that run wrote, so a
+change in TRL's files fails here rather than in a user's hands. ``--newest``: the same with the
+newest TRL release (``.venv-trl-newest``; ``make test-frameworks-newest``, not in CI).
+
+Usage: python scripts/run_trl.py [--newest] [-- pytest args]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from lib.side_env import ROOT, ensure, regenerate_and_test, versions
+
+VENV = ROOT / ".venv-trl"
+REQS = ROOT / "requirements-trl.txt"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--newest", action="store_true", help="the newest TRL release instead of the pin")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    vpy = ensure(VENV, REQS, library="trl", newest=args.newest)
+    found = versions(vpy, ("torch", "transformers", "trl"))
+    print(found, flush=True)
+    t1 = time.perf_counter()
+    code = regenerate_and_test(vpy, "scripts/build_trl_run.py", "trl_grpo",
+                               ["tests/io/test_trl.py"], pytest_args=tuple(args.pytest_args))
+    print(f"test-trl: set-up {t1 - t0:.0f} s, run and tests {time.perf_counter() - t1:.0f} s; {found}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
