@@ -1,9 +1,9 @@
 """A real ``trl.GRPOTrainer`` run on the lab's tiny LM, kept as the files TRL writes.
 
 Run inside TRL's side environment (``scripts/run_trl.py`` builds ``.venv-trl``); seconds on a CPU.
-Eight arithmetic prompts, four generations each, four steps of sixteen completions (four prompts
-a step, so every prompt comes back at a second step), two reward functions, completions logged
-every step. What it keeps in ``--out`` (default ``data/framework_runs/trl_grpo``):
+Eight arithmetic prompts (two to four operands), four generations each (up to 48 tokens), four
+steps of sixteen completions (four prompts a step, so every prompt comes back at a second step),
+two reward functions, completions logged every step. What it keeps in ``--out`` (default ``data/framework_runs/trl_grpo``):
 
 * ``completions/completions_NNNNN.parquet``: TRL's own completions files, as TRL wrote them;
 * ``logs.json``: ``trainer._logs`` after the last step (its deques and per-function dict as JSON

@@ -11,21 +11,17 @@ Usage: python scripts/run_trl.py [--newest] [-- pytest args]
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
-from lib.side_env import ROOT, ensure, regenerate_and_test, versions
+from lib.side_env import ROOT, ensure, parser, regenerate_and_test, versions
 
 VENV = ROOT / ".venv-trl"
 REQS = ROOT / "requirements-trl.txt"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--newest", action="store_true", help="the newest TRL release instead of the pin")
-    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    args = parser.parse_args()
+    args = parser(__doc__, "TRL").parse_args()
     t0 = time.perf_counter()
     vpy = ensure(VENV, REQS, library="trl", newest=args.newest)
     found = versions(vpy, ("torch", "transformers", "trl"))

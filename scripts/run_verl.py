@@ -21,24 +21,21 @@ Usage: python scripts/run_verl.py [--no-bench] [--newest] [-- pytest args]
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 
-from lib.side_env import ROOT, ensure, regenerate_and_test, versions
+from lib.side_env import ROOT, ensure, parser, regenerate_and_test, versions
 
 VENV = ROOT / ".venv-verl"
 REQS = ROOT / "requirements-verl.txt"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-bench", action="store_true", help="skip benchmarks/verl_speed.py")
-    parser.add_argument("--newest", action="store_true", help="the newest verl release instead of the pin")
-    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    args = parser.parse_args()
+    cli = parser(__doc__, "verl")
+    cli.add_argument("--no-bench", action="store_true", help="skip benchmarks/verl_speed.py")
+    args = cli.parse_args()
 
     t0 = time.perf_counter()
     vpy = ensure(VENV, REQS, library="verl", no_deps=("verl",), newest=args.newest)

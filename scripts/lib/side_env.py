@@ -16,6 +16,7 @@ release), everything else as pinned: for ``make test-frameworks-newest``, never 
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import shutil
@@ -25,6 +26,15 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def parser(doc: str, library: str) -> argparse.ArgumentParser:
+    """A runner's command line: ``--newest`` (the library's newest release instead of its pin)
+    and extra pytest arguments after ``--``."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--newest", action="store_true", help=f"the newest {library} release instead of the pin")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    return p
 
 
 def run(cmd: list, **kw) -> None:
