@@ -44,7 +44,8 @@ def format_of(source: Any, fmt: str | None = None, argument: str = "source") -> 
         found = SUFFIXES.get(suffixes[0].lower()) if suffixes else None
         if found is None:
             raise ValueError(f"{argument}: cannot tell the format of {path.name!r} from its suffix; name it "
-                             f".jsonl or .parquet, or pass fmt= one of {FILE_FORMATS}")
+                             f".jsonl or .parquet, or pass fmt= one of {FORMATS} (a DataProto saved with verl's "
+                             f"save_to_disk: fmt='verl' with trust_pickle=True)")
         return found
     keys = None
     if hasattr(source, "batch") and hasattr(source, "non_tensor_batch"):
