@@ -9,6 +9,7 @@ the comparison's sample whatever the file's size) and returns a :class:`Diagnosi
 Layer: top of the stack beside ``course`` and ``bridges``: it may import the stack, ``survey``,
 ``viz`` and ``scoring``; nothing in labkit imports it except ``course``.
 """
+from labkit.diagnose.advice import Flag, red_flags
 from labkit.diagnose.compare import (FEATURES, EstimatorComparison, agreement_matrix, compare_estimators,
                                      compare_sample, data_features, disagreement, rms_scaled, sample_groups,
                                      sample_rows, supported_estimators, tally_features)
@@ -19,6 +20,7 @@ from labkit.diagnose.measure import (measure_groups, measure_lengths, measure_po
 from labkit.diagnose.results import (INTERMEDIATE_MIN_SHARE, STOCHASTIC_THRESHOLD, GroupStats, Histogram, Lengths,
                                      PositionStats, RewardStats, Stochasticity)
 from labkit.diagnose.situations import Situations
+from labkit.diagnose.steps import Drift, RunSteps, run_steps
 from labkit.diagnose.tally import Tally
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "Stochasticity", "Histogram",
     "INTERMEDIATE_MIN_SHARE", "STOCHASTIC_THRESHOLD",
     "decision_inputs", "walk_tree", "Answer",
+    "run_steps", "RunSteps", "Drift", "red_flags", "Flag",
     "FEATURES", "data_features", "tally_features", "supported_estimators", "sample_groups",
     "sample_rows", "compare_estimators", "compare_sample",
     "agreement_matrix", "disagreement", "rms_scaled", "EstimatorComparison",

@@ -35,9 +35,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-pickle", action="store_true",
                    help="read a saved verl DataProto (a pickle: loading it runs code; only for your own files)")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    p.add_argument("--can-replay", action="store_true", help="training can restart from intermediate states")
-    p.add_argument("--privileged-info", action="store_true",
-                   help="training has information the agent will not see (gold answers, hidden state)")
+    p.add_argument("--can-replay", action=argparse.BooleanOptionalAction, default=None,
+                   help="training can (or, --no-can-replay, cannot) restart from intermediate states "
+                        "(default: not stated; the tree then assumes not, and raises no caveat about it)")
+    p.add_argument("--privileged-info", action=argparse.BooleanOptionalAction, default=None,
+                   help="training has (or not) information the agent will not see (gold answers, hidden state); "
+                        "default: not stated")
+    p.add_argument("--max-length", type=int, help="the generation cap, in the data's positions (tokens; characters "
+                                                  "for text read without --tokenizer), to measure truncation")
     p.add_argument("--stochastic", choices=["measure", "yes", "no"], default="measure",
                    help="environment stochasticity: measured from repeats (default) or stated")
     p.add_argument("--estimators", help="comma-separated estimator names (default: all the data supports; "
@@ -73,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     d = diagnose(args.file, fmt=args.fmt, can_replay=args.can_replay, privileged_info=args.privileged_info,
                  stochastic_env=stochastic, estimators=estimators, sample=args.sample or None, seed=args.seed,
                  progress=False if args.no_progress else None, batch_rows=args.batch_rows,
-                 tokenizer=args.tokenizer, trust_pickle=args.trust_pickle,
+                 tokenizer=args.tokenizer, trust_pickle=args.trust_pickle, max_length=args.max_length,
                  reward=[r.strip() for r in args.reward.split(",") if r.strip()] if args.reward else None)
     out = Path(args.out) if args.out else Path.cwd() / f"{Path(args.file).resolve().stem}_diagnosis"
     md, page = d.save(out)

@@ -46,18 +46,22 @@ class Answer:
 
 
 def decision_inputs(lengths: Lengths, rewards: RewardStats, stochasticity: Stochasticity, *,
-                    can_replay: bool = False, privileged_info: bool = False,
+                    can_replay: bool | None = False, privileged_info: bool | None = False,
                     stochastic_env: bool | None = None,
                     unit: str = "token") -> tuple[DecisionInputs, dict[str, tuple[str, str]]]:
     """The tree's inputs from measured quantities, and per question id of
     ``labkit.survey.decision_tree.QUESTIONS`` the (evidence, source) behind its answer.
 
     ``stochastic_env`` None means measured (or assumed False when not measurable); True or
-    False overrides the measurement and is reported as given. ``unit``: what a position is,
+    False overrides the measurement and is reported as given. ``can_replay`` /
+    ``privileged_info`` None: not stated; the tree walks on False, reported as assumed (and a
+    report shows no caveat about them). ``unit``: what a position is,
     "token" or "character" (lengths in characters are converted for the tree's thresholds,
     which count tokens)."""
-    can_replay = check_bool("can_replay", can_replay)
-    privileged_info = check_bool("privileged_info", privileged_info)
+    stated = {}
+    for name, value in (("can_replay", can_replay), ("privileged_info", privileged_info)):
+        stated[name] = None if value is None else check_bool(name, value)
+    can_replay, privileged_info = bool(stated["can_replay"]), bool(stated["privileged_info"])
     if stochastic_env is not None:
         stochastic_env = check_bool("stochastic_env", stochastic_env)
     unit = check_choice("unit", unit, ("token", "character"))
@@ -75,11 +79,14 @@ def decision_inputs(lengths: Lengths, rewards: RewardStats, stochasticity: Stoch
         "length": (length, "measured"),
         "density": (f"{rewards.share_intermediate:.1%} of trajectories have a non-zero reward before their "
                     f"last generated token (per-step if >= {INTERMEDIATE_MIN_SHARE:.0%})", "measured"),
-        "replay": (f"given: can_replay={can_replay} (a property of the training rig, not readable from "
-                   f"rollouts)", "given"),
-        "privileged": (f"given: privileged_info={privileged_info} (a property of the training rig, not "
-                       f"readable from rollouts)", "given"),
     }
+    for qid, name in (("replay", "can_replay"), ("privileged", "privileged_info")):
+        if stated[name] is None:
+            evidence[qid] = (f"not stated: taken as {name}=False (a property of the training rig, not readable "
+                             f"from rollouts; pass {name}= to state it)", "assumed")
+        else:
+            evidence[qid] = (f"given: {name}={stated[name]} (a property of the training rig, not readable from "
+                             f"rollouts)", "given")
     if stochastic_env is not None:
         evidence["stochastic"] = (f"given: stochastic_env={stochastic_env} (measured: {stochasticity.summary()})",
                                   "given")

@@ -16,7 +16,9 @@ from labkit.diagnose import report
 from labkit.io import iter_rollouts, read_rollouts
 from labkit.diagnose.compare import (EstimatorComparison, _check_names, compare_sample, sample_rows,
                                      supported_estimators, tally_features)
+from labkit.diagnose.advice import Flag, red_flags
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
+from labkit.diagnose.steps import RunSteps, run_steps
 from labkit.diagnose.results import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity
 from labkit.diagnose.tally import Tally
 from labkit.survey.decision_tree import DecisionInputs, Recommendation
@@ -73,7 +75,10 @@ class Diagnosis:
     without a tokenizer: every length is then in characters). ``grouping``: what a group is
     (``info['grouping']`` of the data: "training step and prompt", "prompt", "uid", ...).
     ``source_notes``: how the source was read (tokenizer, reward columns, missing rewards,
-    ignored fields), for the report.
+    ignored fields), for the report. ``steps``: the run per training step and its drifts (None
+    when the data carries no step, or one). ``flags``: the red flags, each with what to change
+    (:mod:`labkit.diagnose.advice`). ``caveats``: the tree's caveats about what was measured or
+    stated; ``unstated``: what the tree assumed because nobody said (no caveat rests on it).
     """
     source: str
     n_trajectories: int
@@ -94,6 +99,10 @@ class Diagnosis:
     unit: str = "token"
     grouping: str = GIVEN_GROUPING
     source_notes: tuple[str, ...] = ()
+    steps: RunSteps | None = None
+    flags: tuple[Flag, ...] = ()
+    caveats: tuple[str, ...] = ()
+    unstated: tuple[str, ...] = ()
     _blocks: list | None = field(default=None, repr=False, compare=False)
     _pngs: dict | None = field(default=None, repr=False, compare=False)
 
@@ -126,6 +135,11 @@ class Diagnosis:
             "  tree: " + " -> ".join(f"{a.answer}" for a in self.answers),
             f"  recommended: {rec.method_class} ({', '.join(rec.candidates)})",
         ]
+        if self.steps is not None:
+            lines.append(f"  over {len(self.steps.table)} training steps: "
+                         + ("; ".join(d.text for d in self.steps.drifts) or "no drift past the thresholds"))
+        for f in self.flags:
+            lines.append(f"  red flag: {f.title} (flagged at {f.threshold}); try: {f.actions[0]}")
         if self.comparison is not None:
             c = self.comparison
             lines.append(f"  estimators compared on {int(c.rows.numel()):,} trajectories: {', '.join(c.ran)}"
@@ -194,11 +208,18 @@ def _read_sample(path: Path, fmt, rows: torch.Tensor, names, horizon: int, read:
     return _pad_horizon(sub, horizon)
 
 
-def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privileged_info: bool = False,
+def _known_caveats(rec: Recommendation, known: set[str]) -> tuple[str, ...]:
+    """The tree's caveats that rest only on inputs in ``known`` (measured or stated)."""
+    about = rec.caveat_about or [()] * len(rec.caveats)
+    return tuple(c for c, needs in zip(rec.caveats, about) if set(needs) <= known)
+
+
+def diagnose(source, *, fmt: str | None = None, can_replay: bool | None = None,
+             privileged_info: bool | None = None,
              stochastic_env: bool | None = None, estimators: Sequence[str] | None = None,
              sample: int | None = DEFAULT_SAMPLE, seed: int = 0, progress: bool | None = None,
              batch_rows: int = STREAM_BATCH_ROWS, tokenizer=None, reward: str | Sequence[str] | None = None,
-             trust_pickle: bool = False) -> Diagnosis:
+             trust_pickle: bool = False, max_length: int | None = None) -> Diagnosis:
     """Classify a training setup from its rollouts and walk notebook 00's decision tree.
 
     ``source``: a ``Rollouts``, or a path to a rollout file or a run's folder, read as
@@ -217,7 +238,10 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
     non-zero rewards in a row it may differ from the whole batch's in the last bit.
 
     ``can_replay`` / ``privileged_info``: properties of the training rig that no file shows
-    (reported as given). ``stochastic_env``: None to measure it (see
+    (reported as given; None, the default: not stated, so the tree walks as if False and the
+    report raises no caveat about them). ``max_length``: the generation cap, in the data's
+    positions (tokens, or characters for text read without a tokenizer), for the share of
+    trajectories that reached it (None: not measured). ``stochastic_env``: None to measure it (see
     ``labkit.diagnose.measure.measure_stochasticity``), True / False to state it.
     ``estimators``: registered names to compare (default every one the data supports; ``[]``
     skips the comparison). ``sample``: trajectories (whole groups, drawn with ``seed`` from the
@@ -226,10 +250,14 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
     bars; None shows them for large files and batches of at least
     :data:`PROGRESS_MIN_POSITIONS` padded positions.
     """
-    can_replay = check_bool("can_replay", can_replay)
-    privileged_info = check_bool("privileged_info", privileged_info)
+    if can_replay is not None:
+        can_replay = check_bool("can_replay", can_replay)
+    if privileged_info is not None:
+        privileged_info = check_bool("privileged_info", privileged_info)
     if stochastic_env is not None:
         stochastic_env = check_bool("stochastic_env", stochastic_env)
+    if max_length is not None:
+        max_length = check_int("max_length", max_length, low=1)
     seed = check_int("seed", seed)
     batch_rows = check_int("batch_rows", batch_rows, low=1)
     if sample is not None:
@@ -296,6 +324,17 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
     inputs, evidence = decision_inputs(lengths, rewards, stochasticity, can_replay=can_replay,
                                        privileged_info=privileged_info, stochastic_env=stochastic_env, unit=unit)
     rec, answers = walk_tree(inputs, evidence)
+    stated = {"can_replay": can_replay, "privileged_info": privileged_info}
+    known = {"trajectory_tokens", "reward_density"} | {k for k, v in stated.items() if v is not None}
+    if stochastic_env is not None or stochasticity.measurable:
+        known.add("stochastic_env")
+    caveats = _known_caveats(rec, known)
+    unstated = tuple(f"{k} was not stated, so the tree took it as False (pass {k}=True if your rig has it)"
+                     for k, v in stated.items() if v is None)
+    rows = tally.row_table()
+    steps = run_steps(rows, unit=unit, max_length=max_length)
+    flags = tuple(red_flags(groups, rewards, stochasticity, rows, steps, unit=unit, stochastic_stated=stochastic_env))
+    del rows
     seconds["measure"] += time.perf_counter() - clock
     comparison = None
     if estimators is None or estimators:
@@ -313,4 +352,5 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool = False, privil
         seconds["estimators"] = time.perf_counter() - clock
     return Diagnosis(name, tally.n, tally.horizon, lengths, rewards, groups, positions,
                      stochasticity, features, inputs, evidence, answers, rec, comparison, seed, seconds,
-                     unit=unit, grouping=info.get("grouping", GIVEN_GROUPING), source_notes=source_notes(info))
+                     unit=unit, grouping=info.get("grouping", GIVEN_GROUPING), source_notes=source_notes(info),
+                     steps=steps, flags=flags, caveats=caveats, unstated=unstated)

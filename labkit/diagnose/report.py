@@ -17,7 +17,9 @@ import pandas as pd
 
 from labkit import viz
 from labkit.survey.decision_tree import QUESTIONS, decision_tree_graph
+from labkit.core.stats import constant_groups
 from labkit.diagnose.compare import rms_scaled
+from labkit.diagnose.steps import QUANTITIES
 
 __all__ = ["Block", "blocks", "render_markdown", "render_html", "HEATMAP_POSITIONS", "HEATMAP_ROWS"]
 
@@ -59,6 +61,7 @@ def blocks(d) -> list[Block]:
            Block("p", f"{d.n_trajectories:,} trajectories, padded to {d.horizon:,} positions. "
                       f"Recommended method class: **{rec.method_class}** ({rec.regime} regime; "
                       f"candidates: {', '.join(rec.candidates)}).")]
+    out += _flag_blocks(d)
     if d.source_notes:
         out.append(Block("h2", "How the data was read"))
         out.append(Block("list", [f"groups: by {d.grouping}"] + list(d.source_notes)))
@@ -101,6 +104,8 @@ def blocks(d) -> list[Block]:
         f"{P.padding:,} padding; tool-output share of non-padding positions **{P.tool_share:.1%}**",
         "data carries: " + (", ".join(k for k, v in d.features.items() if v) or "nothing beyond tokens and rewards")]))
 
+    out += _step_blocks(d)
+
     out.append(Block("h2", "Environment stochasticity"))
     out.append(Block("p", S.summary() + (
         "." if S.measurable else ". Nothing repeats, so the data cannot tell.")))
@@ -117,12 +122,69 @@ def blocks(d) -> list[Block]:
         out.append(Block("p", "Not asked on this path, but used by the caveats below:"))
         out.append(Block("list", off))
     out.append(Block("p", f"**{rec.method_class}** ({rec.leaf}). {rec.rationale}"))
-    out.append(Block("list", [f"candidates: {', '.join(rec.candidates)}"] + [f"caveat: {c}" for c in rec.caveats]))
+    out.append(Block("list", [f"candidates: {', '.join(rec.candidates)}"] + [f"caveat: {c}" for c in d.caveats]
+                     + [f"not stated: {u}" for u in d.unstated]))
     nodes, edges = decision_tree_graph(rec.leaf)
     out.append(Block("chart", viz.tree_chart(nodes, edges, title=f"Path taken: {rec.method_class}"), "tree"))
 
     out += _estimator_blocks(d)
     out.append(Block("p", "Timings (s): " + ", ".join(f"{k} {v:.2f}" for k, v in d.seconds.items())))
+    return out
+
+
+def _flag_blocks(d) -> list[Block]:
+    """The red flags, first thing after the summary: what was measured, the threshold, why, what to try."""
+    if not d.flags:
+        return [Block("h2", "What to change"),
+                Block("p", "No red flag: none of the measured quantities crossed its threshold "
+                           "(labkit.diagnose.advice lists them).")]
+    out = [Block("h2", "What to change"),
+           Block("p", f"{len(d.flags)} red flag{'s' if len(d.flags) > 1 else ''}, most costly first. Each says what "
+                      f"was measured, the threshold that raised it, why it matters and what to try.")]
+    for f in d.flags:
+        lines = [f"measured: {f.measured} (flagged at {f.threshold})", f"why: {f.reason}"]
+        lines += [f"try: {a}" for a in f.actions]
+        if f.estimators:
+            lines.append("estimators that address it: " + ", ".join(f.estimators))
+        out += [Block("p", f"**{f.title}**"), Block("list", lines)]
+    return out
+
+
+def _step_blocks(d) -> list[Block]:
+    """The run per training step: drifts, a table and the charts."""
+    st = d.steps
+    if st is None:
+        return []
+    t = st.table
+    u = st.unit
+    out = [Block("h2", f"Over training steps ({len(t)} steps)"),
+           Block("p", f"Each step's trajectories measured apart; drift compares the first and the last quarter of "
+                      f"the steps (steps {st.windows[0][0]}-{st.windows[0][1]} against "
+                      f"{st.windows[1][0]}-{st.windows[1][1]}).")]
+    out.append(Block("list", [x.text for x in st.drifts] or ["no quantity drifted past its threshold"]))
+    shown = t.copy()
+    out.append(Block("table", shown.round(3)))
+    shares = [c for c in ("zero_variance_share", "nonzero_share", "truncated_share", "tool_share") if c in t.columns]
+    long = t.melt(id_vars="step", value_vars=shares, var_name="quantity", value_name="share")
+    long["quantity"] = long["quantity"].map(QUANTITIES)
+    out.append(Block("chart", viz.line_chart(long, "step", "share", color="quantity", value_domain=(0, 1),
+                                             title="Shares of trajectories per training step", x_title="training step",
+                                             y_title="share of trajectories"), "steps_shares"))
+    out.append(Block("chart", viz.line_chart(t, "step", "length_median", band=("length_p10", "length_p90"),
+                                             title=f"Generated {u}s per step (median, 10-90% band)",
+                                             x_title="training step", y_title=f"generated {u}s"), "steps_lengths"))
+    parts = [c for c in t.columns if c.startswith("reward:")]
+    rw = t.melt(id_vars="step", value_vars=["reward_mean", *parts], var_name="reward", value_name="mean")
+    rw["reward"] = rw["reward"].map(lambda c: "total" if c == "reward_mean" else c.split(":", 1)[1])
+    out.append(Block("chart", viz.line_chart(rw, "step", "mean", color="reward", title="Mean reward per step",
+                                             x_title="training step", y_title="mean reward"), "steps_rewards"))
+    if "advantage_std" in t.columns:
+        adv = t.melt(id_vars="step", value_vars=["advantage_mean", "advantage_std"], var_name="statistic",
+                     value_name="value")
+        adv["statistic"] = adv["statistic"].map({"advantage_mean": "mean", "advantage_std": "std"})
+        out.append(Block("chart", viz.line_chart(adv, "step", "value", color="statistic",
+                                                 title="The framework's advantages per step",
+                                                 x_title="training step", y_title="advantage"), "steps_advantages"))
     return out
 
 
@@ -166,7 +228,11 @@ def _estimator_blocks(d) -> list[Block]:
     if c.credit:
         sub = c.sample_rollouts
         g = np.random.default_rng(d.seed)
-        picks = [("Credit on sampled trajectories", sorted(g.choice(sub.batch_size, min(HEATMAP_ROWS, sub.batch_size),
+        # drawn from groups whose rewards differ: a zero-variance group's heatmap is blank for
+        # every group-relative estimator and says nothing about where they put credit
+        live = np.flatnonzero(~constant_groups(sub.scores, sub.group_ids).numpy())
+        pool = live if live.size else np.arange(sub.batch_size)
+        picks = [("Credit on sampled trajectories", sorted(g.choice(pool, min(HEATMAP_ROWS, pool.size),
                                                                     replace=False).tolist()), "heatmap_sampled")]
         if c.disagreement is not None:
             picks.append(("Credit where estimators disagree most",
@@ -174,7 +240,9 @@ def _estimator_blocks(d) -> list[Block]:
         for title, rows, name in picks:
             out.append(Block("h2", title))
             out.append(Block("p", "Each estimator's credit divided by its RMS credit over the sample (the "
-                                  f"scale the disagreement uses); the first {HEATMAP_POSITIONS} positions at most."))
+                                  f"scale the disagreement uses); the first {HEATMAP_POSITIONS} positions at most"
+                                  + (", rows drawn from groups whose rewards differ." if name == "heatmap_sampled"
+                                     and live.size else ".")))
             out.append(Block("chart", _heatmap(c, sub, rows), name))
     if c.not_supported:
         out.append(Block("h2", "Estimators not run"))

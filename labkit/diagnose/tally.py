@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import torch
 
 from labkit.core.checks import check_int
@@ -30,7 +31,10 @@ class Tally:
     counters (trajectories with a non-zero / an intermediate reward; generated and used
     positions; the widest chunk); which optional fields appeared; and the stochasticity
     estimate's (situation, result) visit counts, one row per distinct pair, compacted as they
-    grow. The results (:meth:`lengths`, :meth:`rewards`, :meth:`groups`, :meth:`positions`,
+    grow; and a per-trajectory row log for the run over training steps (:meth:`row_table`: the
+    step, lengths, total reward, each logged reward function and the framework's advantage when
+    the reader kept them in ``info``; a few dozen bytes a trajectory). The results
+    (:meth:`lengths`, :meth:`rewards`, :meth:`groups`, :meth:`positions`,
     :meth:`stochasticity`) equal the ``measure_*`` functions on the concatenated batch, padded
     to the widest chunk (the ``measure_*`` functions are this class on one batch), provided the
     chunks number their groups alike, as ``iter_rollouts`` does.
@@ -51,6 +55,8 @@ class Tally:
         self.max_agent = -1
         self.fields: set[str] = set()
         self.situations = Situations()
+        self._log: list[dict[str, np.ndarray]] = []
+        self.part_names: tuple[str, ...] = ()
 
     def add(self, rollouts: Rollouts, *, stochasticity: bool = True, chunk_rows: int = CHUNK_ROWS,
             progress=None) -> "Tally":
@@ -78,6 +84,7 @@ class Tally:
         self.intermediate += int((per_row - on_last.long() > 0).sum())
         self._scores.append(rollouts.scores.to(torch.float64).numpy().copy())
         self._groups.append(rollouts.group_ids.long().numpy().copy())
+        self._log.append(self._row_log(rollouts, gen, episode, per_row > 0))
         self.max_agent = max(self.max_agent, int(rollouts.agent_ids.max()))
         self.fields |= {name for name in ("anchor_keys", "entropies", "logprobs", "states", "prompts")
                         if getattr(rollouts, name) is not None}
@@ -103,9 +110,52 @@ class Tally:
         self.max_agent = max(self.max_agent, other.max_agent)
         self._scores += other._scores
         self._groups += other._groups
+        if self._log and other._log and self.part_names != other.part_names:
+            raise ValueError(f"other: its reward functions {other.part_names} differ from this tally's {self.part_names}")
+        self.part_names = self.part_names or other.part_names
+        self._log += other._log
         self.fields |= other.fields
         self.situations.merge(other.situations)
         return self
+
+    def _row_log(self, ro: Rollouts, gen: torch.Tensor, episode: torch.Tensor, nonzero: torch.Tensor) -> dict:
+        """One chunk's per-trajectory columns (see :meth:`row_table`)."""
+        B = ro.batch_size
+        out = {"generated": gen.numpy().astype(np.int64), "episode": episode.numpy().astype(np.int64),
+               "nonzero": nonzero.numpy().copy()}
+        steps = ro.info.get("training_steps")
+        if isinstance(steps, torch.Tensor) and steps.shape == (B,):
+            out["step"] = steps.long().numpy().copy()
+        parts, names = ro.info.get("reward_parts"), tuple(ro.info.get("reward_part_names", ()))
+        if isinstance(parts, torch.Tensor) and parts.dim() == 2 and parts.shape == (B, len(names)) and names:
+            if self._log and names != self.part_names:
+                raise ValueError(f"rollouts: reward functions {names} differ from the earlier chunks' {self.part_names}")
+            self.part_names = names
+            for k, name in enumerate(names):
+                out[f"reward:{name}"] = parts[:, k].double().numpy().copy()
+        adv = ro.info.get("advantages")
+        if isinstance(adv, torch.Tensor) and adv.shape[:1] == (B,):
+            if adv.dim() == 2 and adv.shape == ro.mask.shape:  # per position: its mean over generated ones
+                m = ro.mask.double()
+                adv = (adv.double() * m).sum(1) / m.sum(1).clamp(min=1)
+            if adv.dim() == 1:
+                out["advantage"] = adv.double().numpy().copy()
+        return out
+
+    def row_table(self) -> pd.DataFrame:
+        """One row per trajectory, in the order added: ``group``, ``score`` (total reward),
+        ``generated`` and ``episode`` lengths, ``nonzero`` (any non-zero reward), and where every
+        chunk's reader kept them: ``step`` (training step), ``reward:<function>`` (each logged
+        reward function; NaN where it returned nothing), ``advantage`` (the framework's, averaged
+        over a trajectory's generated positions when it is per position). ``zero_variance``: the
+        trajectory's group has two or more members, all with the same total reward."""
+        self._need()
+        cols: dict[str, np.ndarray] = {"group": self.group_ids.numpy(), "score": self.scores.numpy()}
+        for key in self._log[0]:
+            if all(key in part for part in self._log):
+                cols[key] = np.concatenate([part[key] for part in self._log])
+        cols["zero_variance"] = constant_groups(self.scores, self.group_ids).numpy()
+        return pd.DataFrame(cols)
 
     def _need(self) -> None:
         if self.n == 0:

@@ -72,7 +72,8 @@ class Recommendation:
 
     ``leaf`` is a key of :data:`LEAVES`; ``candidates`` are method names present in
     ``methods.csv`` or ``baselines.csv``; ``path`` lists the (question, answer) pairs walked from
-    the root; ``caveats`` are warnings specific to the inputs (may be empty).
+    the root; ``caveats`` are warnings specific to the inputs (may be empty), and
+    ``caveat_about[i]`` the inputs caveat i depends on (empty: it always applies).
     """
 
     regime: str
@@ -83,6 +84,7 @@ class Recommendation:
     leaf: str
     caveats: list[str] = field(default_factory=list)
     inputs: DecisionInputs | None = None
+    caveat_about: list[tuple[str, ...]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,10 +110,13 @@ class Question(NamedTuple):
 
 
 class Caveat(NamedTuple):
-    """A warning a leaf adds when ``when(inputs)`` holds, optionally with extra candidates."""
+    """A warning a leaf adds when ``when(inputs)`` holds, optionally with extra candidates.
+    ``about``: the inputs it depends on (a report built from measurements shows it only when
+    those were measured or stated, never about a default nobody chose)."""
     when: Callable[[DecisionInputs], bool]
     text: str
     adds: tuple[str, ...] = ()
+    about: tuple[str, ...] = ()
 
 
 class Leaf(NamedTuple):
@@ -173,7 +178,7 @@ _STOCHASTIC_REASONING = Caveat(
     lambda d: d.stochastic_env,
     "The reasoning branch assumes the model's own sampling is the only randomness. With a "
     "stochastic environment, group comparisons also reward lucky environment draws; consider "
-    "the value-model advice of the hybrid branch.")
+    "the value-model advice of the hybrid branch.", about=("stochastic_env",))
 
 # Where the lab departs from the post's drawing, which files every hindsight method under replay.
 _HINDSIGHT_WITHOUT_REPLAY = Caveat(
@@ -199,7 +204,7 @@ LEAVES: dict[str, Leaf] = {
             Caveat(lambda d: d.trajectory_tokens >= _LONG_COT_TOKENS,
                    "Chains of 10K-30K tokens are the survey's 'hard math' row (Table 8: VinePPO, "
                    "HICRA, CAPO); episode-level credit is spread very thin there.",
-                   adds=("HICRA", "VinePPO")))),
+                   adds=("HICRA", "VinePPO"), about=("trajectory_tokens",)))),
     "reasoning/per_step": Leaf(
         "reasoning", "Process reward model (step-level rewards)",
         ("PURE", "SPRO", "Math-Shepherd", "CAPO"),
@@ -227,7 +232,7 @@ LEAVES: dict[str, Leaf] = {
             Caveat(lambda d: d.privileged_info,
                    "You have privileged information at training time: the survey's web-navigation "
                    "row (Table 8: SWEET-RL, HCAPO, IGPO) suggests comparing a privileged critic "
-                   "such as SWEET-RL."),)),
+                   "such as SWEET-RL.", about=("privileged_info",)),)),
     "agentic/replay": Leaf(
         "agentic", "Hindsight / counterfactual analysis",
         ("HCAPO", "C3", "CCPO"),
@@ -239,10 +244,10 @@ LEAVES: dict[str, Leaf] = {
             Caveat(lambda d: d.privileged_info,
                    "Privileged information is also available: a privileged critic (SWEET-RL, "
                    "CriticSearch) is complementary to counterfactual replay and cheaper per "
-                   "episode."),
+                   "episode.", about=("privileged_info",)),
             Caveat(lambda d: d.stochastic_env,
                    "In a stochastic environment a single replay per counterfactual is noisy; "
-                   "average several re-runs before crediting a turn."),
+                   "average several re-runs before crediting a turn.", about=("stochastic_env",)),
             _HINDSIGHT_WITHOUT_REPLAY)),
     "agentic/privileged": Leaf(
         "agentic", "Privileged asymmetric critic",
@@ -307,10 +312,11 @@ def recommend(trajectory_tokens: int, reward_density: str, stochastic_env: bool,
                             privileged_info)
     path, key = _walk(inputs)
     leaf = LEAVES[key]
-    candidates, caveats = list(leaf.candidates), []
+    candidates, caveats, about = list(leaf.candidates), [], []
     for caveat in leaf.caveats:
         if caveat.when(inputs):
             caveats.append(caveat.text)
+            about.append(caveat.about)
             candidates += caveat.adds
     # Applies to every leaf: some candidates are unusable without replay, whatever the path.
     if not inputs.can_replay:
@@ -319,9 +325,10 @@ def recommend(trajectory_tokens: int, reward_density: str, stochastic_env: bool,
             caveats.append(f"{', '.join(forking)} sample continuations from intermediate "
                            f"prefixes or states; you said you cannot replay, so these need that "
                            f"capability first.")
+            about.append(("can_replay",))
     return Recommendation(regime=leaf.regime, method_class=leaf.method_class,
                           rationale=leaf.rationale, candidates=candidates, path=path, leaf=key,
-                          caveats=caveats, inputs=inputs)
+                          caveats=caveats, inputs=inputs, caveat_about=about)
 
 
 def decision_tree_graph(leaf: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -147,6 +147,9 @@ def line_chart(
         # a log axis's own ticks crowd (50 60 70 80 run together); a few horizons or budgets read
         # best as ticks at the values themselves
         x_axis = alt.Axis(values=[float(v) for v in xs], format=",~g")
+    elif xk == "quantitative" and not log_x and data[x].dtype.kind in "iu":
+        # integer x (training steps, counts): no ticks at 1.5 between them
+        x_axis = alt.Axis(tickMinStep=1, format=",d")
     x_enc = alt.X(
         field=vl_field(x), type=xk, title=x_title if x_title is not None else x,
         scale=x_scale or alt.Undefined, axis=x_axis,

@@ -96,7 +96,11 @@ def test_agent_like_batch_gets_the_agentic_branch_and_given_answers_are_marked()
     assert d.stochasticity.stochastic
     expected = survey.recommend(d.inputs.trajectory_tokens, "outcome", True, False, False)
     assert d.recommendation.leaf == expected.leaf == "agentic/online"
-    assert [a.source for a in d.answers] == ["measured", "given", "given"]
+    # nothing stated: the tree walks on False and says it assumed so
+    assert [a.source for a in d.answers] == ["measured", "assumed", "assumed"]
+    assert "not stated" in d.answers[1].evidence and len(d.unstated) == 2
+    stated = diagnose(ro, estimators=[], can_replay=False, privileged_info=False)
+    assert [a.source for a in stated.answers] == ["measured", "given", "given"] and stated.unstated == ()
     replay = diagnose(ro, estimators=[], can_replay=True)
     assert replay.recommendation.leaf == "agentic/replay"
     assert "can_replay=True" in replay.answers[1].evidence
@@ -147,3 +151,15 @@ def test_each_shipped_sample_gets_notebook_00s_recommendation(name, tokens, stoc
     assert (rec.leaf, rec.candidates, rec.caveats) == (expected.leaf, expected.candidates, expected.caveats)
     # the stochasticity question is off this path, but the report still shows what was measured
     assert "Is the environment stochastic? " + ("yes" if stochastic else "no") in d.to_markdown()
+
+
+def test_caveats_rest_on_what_was_measured_or_stated():
+    from labkit.core.paths import data_path
+
+    run = data_path("framework_runs", "trl_grpo")
+    quiet = diagnose(run, estimators=[], progress=False)
+    said = diagnose(run, estimators=[], can_replay=False, progress=False)
+    # SPO forks from prefixes: its replay caveat only once the user said they cannot replay
+    assert not any("cannot replay" in c for c in quiet.caveats)
+    assert any("cannot replay" in c for c in said.caveats)
+    assert "you said" not in quiet.to_markdown() and "not stated: can_replay was not stated" in quiet.to_markdown()

@@ -68,7 +68,10 @@ def test_a_log_x_axis_with_few_values_ticks_at_them(curves):
     assert [t for t in labels if t[:1].isdigit()] == ["10", "40", "100", "16,384"]
     many = pd.DataFrame({"horizon": range(1, 40), "var": 1.0})
     assert "axis" not in line_chart(many, "horizon", "var", log_x=True).to_dict()["encoding"]["x"]
-    assert "axis" not in line_chart(wide, "horizon", "var").to_dict()["encoding"]["x"]   # linear: Vega's own ticks
+    # linear: Vega's own ticks, whole numbers only for an integer column (no step 1.5)
+    assert line_chart(wide, "horizon", "var").to_dict()["encoding"]["x"]["axis"] == {"format": ",d", "tickMinStep": 1}
+    floats = wide.assign(horizon=wide["horizon"].astype(float))
+    assert "axis" not in line_chart(floats, "horizon", "var").to_dict()["encoding"]["x"]
 
 
 def test_value_domain_fixes_the_value_axis(curves):
