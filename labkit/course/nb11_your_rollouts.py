@@ -221,3 +221,50 @@ def format_round_trip(rollouts: Rollouts) -> pd.DataFrame:
                 and bool(torch.allclose(back.scores.double(), rollouts.scores.double())))
         out.append({"format": fmt, "written as": source, "trajectories": back.batch_size, "same batch": same})
     return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- a real TRL run
+def trl_run_path() -> Path:
+    """The committed real TRL run (``data/framework_runs/trl_grpo``: a ``GRPOTrainer`` on the tiny
+    LM, 4 steps; ``scripts/build_trl_run.py``), its output folder as TRL left it."""
+    path = data_path("framework_runs", "trl_grpo")
+    if not (path / "completions").is_dir():
+        raise FileNotFoundError(f"the TRL run is missing from {path}; rebuild it with scripts/build_trl_run.py in "
+                                f"TRL's side environment (make test-trl)")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def trl_diagnosis() -> Diagnosis:
+    """``diagnose`` of the TRL run's folder, exactly as a practitioner would call it (cached)."""
+    return diagnose(trl_run_path(), progress=False)
+
+
+def trl_logged_zero_share() -> dict[int, float]:
+    """TRL's own ``frac_reward_zero_std`` per step, from the run's ``log_history.json``."""
+    history = json.loads((trl_run_path() / "log_history.json").read_text())
+    return {int(h["step"]): float(h["frac_reward_zero_std"]) for h in history if "frac_reward_zero_std" in h}
+
+
+def grouping_table(dx: Diagnosis) -> pd.DataFrame:
+    """The zero-variance share of the TRL run three ways: grouped as labkit reads the files (training
+    step and prompt), grouped by prompt alone (the same prompt at two steps merged: what a reader
+    that ignores ``step`` computes), and TRL's own per-step log averaged."""
+    ro = read_rollouts(trl_run_path())
+    codes = {p: i for i, p in enumerate(dict.fromkeys(ro.prompts))}
+    pooled = ro.with_(group_ids=torch.tensor([codes[p] for p in ro.prompts]))
+    from labkit.diagnose import measure_groups  # the one zero-variance rule, as the report uses it
+
+    logged = trl_logged_zero_share()
+    rows = [("training step and prompt (labkit)", dx.groups.n_groups, dx.groups.share_rows_zero_variance),
+            ("prompt alone (steps merged)", measure_groups(pooled).n_groups,
+             measure_groups(pooled).share_rows_zero_variance),
+            ("TRL's own log (frac_reward_zero_std, mean over steps)", None, sum(logged.values()) / len(logged))]
+    return pd.DataFrame([{"grouped by": g, "groups": "" if n is None else n, "zero-variance share": f"{s:.2%}"}
+                         for g, n, s in rows])
+
+
+def flag_table(dx: Diagnosis) -> pd.DataFrame:
+    """The diagnosis's red flags: what was measured, the threshold, and the first thing to try."""
+    return pd.DataFrame([{"red flag": f.title, "flagged at": f.threshold, "first thing to try": f.actions[0]}
+                         for f in dx.flags])

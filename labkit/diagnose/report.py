@@ -19,7 +19,7 @@ from labkit import viz
 from labkit.survey.decision_tree import QUESTIONS, decision_tree_graph
 from labkit.core.stats import constant_groups
 from labkit.diagnose.compare import rms_scaled
-from labkit.diagnose.steps import QUANTITIES
+from labkit.diagnose.steps import step_charts
 
 __all__ = ["Block", "blocks", "render_markdown", "render_html", "HEATMAP_POSITIONS", "HEATMAP_ROWS"]
 
@@ -156,7 +156,6 @@ def _step_blocks(d) -> list[Block]:
     if st is None:
         return []
     t = st.table
-    u = st.unit
     out = [Block("h2", f"Over training steps ({len(t)} steps)"),
            Block("p", f"Each step's trajectories measured apart; drift compares the first and the last quarter of "
                       f"the steps (steps {st.windows[0][0]}-{st.windows[0][1]} against "
@@ -164,27 +163,8 @@ def _step_blocks(d) -> list[Block]:
     out.append(Block("list", [x.text for x in st.drifts] or ["no quantity drifted past its threshold"]))
     shown = t.copy()
     out.append(Block("table", shown.round(3)))
-    shares = [c for c in ("zero_variance_share", "nonzero_share", "truncated_share", "tool_share") if c in t.columns]
-    long = t.melt(id_vars="step", value_vars=shares, var_name="quantity", value_name="share")
-    long["quantity"] = long["quantity"].map(QUANTITIES)
-    out.append(Block("chart", viz.line_chart(long, "step", "share", color="quantity", value_domain=(0, 1),
-                                             title="Shares of trajectories per training step", x_title="training step",
-                                             y_title="share of trajectories"), "steps_shares"))
-    out.append(Block("chart", viz.line_chart(t, "step", "length_median", band=("length_p10", "length_p90"),
-                                             title=f"Generated {u}s per step (median, 10-90% band)",
-                                             x_title="training step", y_title=f"generated {u}s"), "steps_lengths"))
-    parts = [c for c in t.columns if c.startswith("reward:")]
-    rw = t.melt(id_vars="step", value_vars=["reward_mean", *parts], var_name="reward", value_name="mean")
-    rw["reward"] = rw["reward"].map(lambda c: "total" if c == "reward_mean" else c.split(":", 1)[1])
-    out.append(Block("chart", viz.line_chart(rw, "step", "mean", color="reward", title="Mean reward per step",
-                                             x_title="training step", y_title="mean reward"), "steps_rewards"))
-    if "advantage_std" in t.columns:
-        adv = t.melt(id_vars="step", value_vars=["advantage_mean", "advantage_std"], var_name="statistic",
-                     value_name="value")
-        adv["statistic"] = adv["statistic"].map({"advantage_mean": "mean", "advantage_std": "std"})
-        out.append(Block("chart", viz.line_chart(adv, "step", "value", color="statistic",
-                                                 title="The framework's advantages per step",
-                                                 x_title="training step", y_title="advantage"), "steps_advantages"))
+    for name, chart in step_charts(st).items():
+        out.append(Block("chart", chart, name))
     return out
 
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from labkit import viz
 from labkit.core.checks import check_int
 
-__all__ = ["Drift", "RunSteps", "run_steps", "DRIFT_RULES", "QUANTITIES"]
+__all__ = ["Drift", "RunSteps", "run_steps", "step_charts", "DRIFT_RULES", "QUANTITIES"]
 
 #: Per quantity: (kind, threshold). "share": an absolute change of the share (0.2 = 20 points);
 #: "relative": a change of at least this fraction of the first window's value (lengths);
@@ -141,3 +142,33 @@ def run_steps(rows: pd.DataFrame, *, unit: str = "token", max_length: int | None
         drifts.append(Drift(quantity, start, end, step, rule, text))
     windows = ((int(steps[0]), int(steps[w - 1])), (int(steps[-w]), int(steps[-1])))
     return RunSteps(table, tuple(drifts), unit, max_length, windows)
+
+
+def step_charts(st: RunSteps) -> dict[str, object]:
+    """The run's charts by name: shares of trajectories per step (zero-variance, non-zero reward,
+    at the cap, tool output), generated length (median and 10-90% band), mean reward per reward
+    function and in total, and the framework's advantages (mean and std) when logged."""
+    t, u = st.table, st.unit
+    out: dict[str, object] = {}
+    shares = [c for c in ("zero_variance_share", "nonzero_share", "truncated_share", "tool_share") if c in t.columns]
+    long = t.melt(id_vars="step", value_vars=shares, var_name="quantity", value_name="share")
+    long["quantity"] = long["quantity"].map(QUANTITIES)
+    out["steps_shares"] = viz.line_chart(long, "step", "share", color="quantity", value_domain=(0, 1),
+                                         title="Shares of trajectories per training step", x_title="training step",
+                                         y_title="share of trajectories")
+    out["steps_lengths"] = viz.line_chart(t, "step", "length_median", band=("length_p10", "length_p90"),
+                                          title=f"Generated {u}s per step (median, 10-90% band)",
+                                          x_title="training step", y_title=f"generated {u}s")
+    parts = [c for c in t.columns if c.startswith("reward:")]
+    rw = t.melt(id_vars="step", value_vars=["reward_mean", *parts], var_name="reward", value_name="mean")
+    rw["reward"] = rw["reward"].map(lambda c: "total" if c == "reward_mean" else c.split(":", 1)[1])
+    out["steps_rewards"] = viz.line_chart(rw, "step", "mean", color="reward", title="Mean reward per step",
+                                          x_title="training step", y_title="mean reward")
+    if "advantage_std" in t.columns:
+        adv = t.melt(id_vars="step", value_vars=["advantage_mean", "advantage_std"], var_name="statistic",
+                     value_name="value")
+        adv["statistic"] = adv["statistic"].map({"advantage_mean": "mean", "advantage_std": "std"})
+        out["steps_advantages"] = viz.line_chart(adv, "step", "value", color="statistic",
+                                                 title="The framework's advantages per step",
+                                                 x_title="training step", y_title="advantage")
+    return out
