@@ -2,10 +2,12 @@
 
 TRL (the trainer whose completions files ``labkit.io`` reads) brings its own stack, so it lives
 in ``.venv-trl`` (``scripts/lib/side_env.py`` builds it from ``requirements-trl.txt``). This script
-then runs ``scripts/build_trl_run.py`` there into a temporary folder (the tiny LM,
-four GRPO steps, seconds) and ``tests/io/test_trl.py`` against what that run wrote, so a
-change in TRL's files fails here rather than in a user's hands. ``--newest``: the same with the
-newest TRL release (``.venv-trl-newest``; ``make test-frameworks-newest``, not in CI).
+then runs ``scripts/build_trl_run.py --all`` there into a temporary folder (the tiny LM: four
+GRPO steps, then two steps of each variant setting, about 25 s) and ``tests/io/test_trl.py`` and
+``tests/diagnose/test_framework_credit.py`` against what those runs wrote, so a change in TRL's
+files, or in how TRL computes its advantages under each setting, fails here rather than in a
+user's hands. ``--newest``: the same with the newest TRL release (``.venv-trl-newest``;
+``make test-frameworks-newest``, not in CI).
 
 Usage: python scripts/run_trl.py [--newest] [-- pytest args]
 """
@@ -28,7 +30,8 @@ def main() -> int:
     print(found, flush=True)
     t1 = time.perf_counter()
     code = regenerate_and_test(vpy, "scripts/build_trl_run.py", "trl_grpo",
-                               ["tests/io/test_trl.py"], pytest_args=tuple(args.pytest_args))
+                               ["tests/io/test_trl.py", "tests/diagnose/test_framework_credit.py"],
+                               script_args=("--all",), pytest_args=tuple(args.pytest_args))
     print(f"test-trl: set-up {t1 - t0:.0f} s, run and tests {time.perf_counter() - t1:.0f} s; {found}")
     return code
 
