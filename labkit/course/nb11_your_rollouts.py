@@ -21,7 +21,7 @@ from labkit.core.checks import check_choice, check_int
 from labkit.core.cache import read_cache
 from labkit.core.paths import data_path
 from labkit.core.rollouts import Rollouts
-from labkit.diagnose import Diagnosis, diagnose, disagreement, rms_scaled
+from labkit.diagnose import Diagnosis, check_framework_advantages, diagnose, disagreement, measure_groups, rms_scaled
 from labkit.io import read_rollouts, to_trl, to_verl_batch, write_rollouts
 from labkit.survey import decision_tree_graph
 from labkit import viz
@@ -253,8 +253,6 @@ def grouping_table(dx: Diagnosis) -> pd.DataFrame:
     ro = read_rollouts(trl_run_path())
     codes = {p: i for i, p in enumerate(dict.fromkeys(ro.prompts))}
     pooled = ro.with_(group_ids=torch.tensor([codes[p] for p in ro.prompts]))
-    from labkit.diagnose import measure_groups  # the one zero-variance rule, as the report uses it
-
     logged = trl_logged_zero_share()
     rows = [("training step and prompt (labkit)", dx.groups.n_groups, dx.groups.share_rows_zero_variance),
             ("prompt alone (steps merged)", measure_groups(pooled).n_groups,
@@ -268,3 +266,25 @@ def flag_table(dx: Diagnosis) -> pd.DataFrame:
     """The diagnosis's red flags: what was measured, the threshold, and the first thing to try."""
     return pd.DataFrame([{"red flag": f.title, "flagged at": f.threshold, "first thing to try": f.actions[0]}
                          for f in dx.flags])
+
+
+def misconfigured_runs() -> list[Path]:
+    """The TRL runs made with one setting changed each (``data/framework_runs/trl_*`` beside the
+    default run; ``scripts/build_trl_run.py --all``), in name order."""
+    default = trl_run_path()
+    return sorted(p for p in default.parent.glob("trl_*") if p.is_dir() and p != default)
+
+
+def credit_check_table() -> pd.DataFrame:
+    """Each TRL run read and its logged advantages checked against labkit's recomputation: the
+    trainer and setting it was made with (its ``meta.json``) beside the cause the check names."""
+    out = []
+    for path in [trl_run_path(), *misconfigured_runs()]:
+        meta = json.loads((path / "meta.json").read_text())
+        made = ", ".join(f"{k}={v}" for k, v in meta.get("settings", {}).items()) or (
+            "defaults, one prompt twice in the dataset" if meta.get("variant") == "duplicate_prompts" else "defaults")
+        check = check_framework_advantages(read_rollouts(path))
+        out.append({"run": path.name, "made with": f"{meta.get('trainer', 'GRPOTrainer')} {made}",
+                    "matches TRL's default": check.matches, "cause found": check.cause,
+                    "max |difference| from the default": f"{check.default_max_diff:.2g}"})
+    return pd.DataFrame(out)

@@ -14,7 +14,8 @@ from labkit.diagnose.compare import (FEATURES, EstimatorComparison, agreement_ma
                                      compare_sample, data_features, disagreement, rms_scaled, sample_groups,
                                      sample_rows, supported_estimators, tally_features)
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
-from labkit.diagnose.diagnosis import DEFAULT_SAMPLE, STREAM_BATCH_ROWS, Diagnosis, diagnose
+from labkit.diagnose.diagnosis import CREDIT_CHECK_ROWS, DEFAULT_SAMPLE, STREAM_BATCH_ROWS, Diagnosis, diagnose
+from labkit.diagnose.framework_credit import AdvantageCheck, check_framework_advantages
 from labkit.diagnose.measure import (measure_groups, measure_lengths, measure_positions, measure_rewards,
                                      measure_stochasticity, position_kinds)
 from labkit.diagnose.results import (INTERMEDIATE_MIN_SHARE, STOCHASTIC_THRESHOLD, GroupStats, Histogram, Lengths,
@@ -31,6 +32,7 @@ __all__ = [
     "INTERMEDIATE_MIN_SHARE", "STOCHASTIC_THRESHOLD",
     "decision_inputs", "walk_tree", "Answer",
     "run_steps", "RunSteps", "Drift", "red_flags", "Flag",
+    "check_framework_advantages", "AdvantageCheck", "CREDIT_CHECK_ROWS",
     "FEATURES", "data_features", "tally_features", "supported_estimators", "sample_groups",
     "sample_rows", "compare_estimators", "compare_sample",
     "agreement_matrix", "disagreement", "rms_scaled", "EstimatorComparison",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from labkit.diagnose.framework_credit import AdvantageCheck
 from labkit.diagnose.results import STOCHASTIC_THRESHOLD, GroupStats, RewardStats, Stochasticity
 from labkit.diagnose.steps import RunSteps
 from labkit.survey.decision_tree import LEAVES
@@ -82,12 +83,26 @@ def _leaf(key: str) -> str:
 
 def red_flags(groups: GroupStats, rewards: RewardStats, stochasticity: Stochasticity, rows: pd.DataFrame,
               steps: RunSteps | None = None, *, unit: str = "token", stochastic_stated: bool | None = None,
-              extra: tuple[Flag, ...] = ()) -> list[Flag]:
+              credit_check: AdvantageCheck | None = None) -> list[Flag]:
     """The red flags the measurements raise, most costly first (see the module docstring).
     ``rows``: :meth:`Tally.row_table`; ``steps``: :func:`run_steps` (drifts, truncation);
     ``stochastic_stated``: the user's statement on the environment, which wins over the
-    measurement; ``extra``: flags computed elsewhere (the framework's own advantages)."""
+    measurement; ``credit_check``: the framework's own advantages checked
+    (:mod:`labkit.diagnose.framework_credit`): a mismatch is flagged first, since every other
+    number assumes the trainer did what its configuration says."""
     flags: list[Flag] = []
+    if credit_check is not None and not credit_check.matches:
+        c = credit_check
+        flags.append(Flag(
+            "framework_credit", f"{c.framework}'s advantages are not its default GRPO",
+            f"{c.rows_compared:,} logged advantages differ from the default recomputation by up to "
+            f"{c.default_max_diff:.3g}; " + c.explanation,
+            f"a difference beyond float32 round-off (tolerance {c.tolerance:.2g} on the worst row)",
+            "the advantages are the credit the trainer actually gave: a setting that differs from the one you "
+            "meant changes which completions are pushed up, before any estimator choice matters",
+            ("check the setting named above against your trainer's configuration",
+             "if it is intended, compare with the matching labkit estimator on this data "
+             "(labkit.diagnose.compare_estimators)")))
     drift = {d.quantity: d for d in (steps.drifts if steps is not None else ())}
     share = groups.share_rows_zero_variance
     if share >= ZERO_VARIANCE_FLAG:
@@ -171,4 +186,4 @@ def red_flags(groups: GroupStats, rewards: RewardStats, stochasticity: Stochasti
              f"shifts every reward alike and cancels)",
              "set reward weights (TRL reward_weights) if the quiet functions should count more"),
         ))
-    return flags + list(extra)
+    return flags

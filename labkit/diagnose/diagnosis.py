@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from labkit.core.checks import check_bool, check_int
@@ -18,6 +19,7 @@ from labkit.diagnose.compare import (EstimatorComparison, _check_names, compare_
                                      supported_estimators, tally_features)
 from labkit.diagnose.advice import Flag, red_flags
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
+from labkit.diagnose.framework_credit import AdvantageCheck, check_framework_advantages
 from labkit.diagnose.steps import RunSteps, run_steps
 from labkit.diagnose.results import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity
 from labkit.diagnose.tally import Tally
@@ -56,6 +58,10 @@ DEFAULT_SAMPLE = 2048
 #: resident memory is about 0.9 GB at 4,096 (0.37 GB of it the imports) and 1.0 GB at 8,192, with
 #: the same speed to within the machine's noise.
 STREAM_BATCH_ROWS = 4096
+#: Trajectories the check of the framework's own advantages runs on at most: whole training steps
+#: (each a batch the framework normalised over), spread over the run. The check recomputes the
+#: advantages about a hundred ways, a few seconds at 20,000 rows.
+CREDIT_CHECK_ROWS = 8192
 #: ``progress=None`` shows progress bars from this many padded positions (B x T) on.
 PROGRESS_MIN_POSITIONS = 2_000_000
 
@@ -79,6 +85,9 @@ class Diagnosis:
     when the data carries no step, or one). ``flags``: the red flags, each with what to change
     (:mod:`labkit.diagnose.advice`). ``caveats``: the tree's caveats about what was measured or
     stated; ``unstated``: what the tree assumed because nobody said (no caveat rests on it).
+    ``credit_check``: the framework's logged advantages set beside labkit's recomputation
+    (:mod:`labkit.diagnose.framework_credit`), on whole training steps of at most
+    :data:`CREDIT_CHECK_ROWS` trajectories; None when the data carries no advantages.
     """
     source: str
     n_trajectories: int
@@ -103,6 +112,7 @@ class Diagnosis:
     flags: tuple[Flag, ...] = ()
     caveats: tuple[str, ...] = ()
     unstated: tuple[str, ...] = ()
+    credit_check: AdvantageCheck | None = None
     _blocks: list | None = field(default=None, repr=False, compare=False)
     _pngs: dict | None = field(default=None, repr=False, compare=False)
 
@@ -206,6 +216,20 @@ def _read_sample(path: Path, fmt, rows: torch.Tensor, names, horizon: int, read:
         ids = torch.tensor([code[local[g]] for g in sub.group_ids.tolist()], dtype=torch.long)
         sub = sub.with_(group_ids=ids, info={**sub.info, "group_names": tuple(names)})
     return _pad_horizon(sub, horizon)
+
+
+def _check_rows(rows) -> torch.Tensor | None:
+    """Indices of the trajectories the advantage check runs on: every one when they fit in
+    :data:`CREDIT_CHECK_ROWS`, else whole training steps spread evenly over the run (a step is the
+    batch a framework normalises over); None when nothing carries a logged advantage."""
+    if "advantage" not in rows.columns:
+        return None
+    if len(rows) <= CREDIT_CHECK_ROWS or "step" not in rows.columns:
+        return torch.arange(min(len(rows), CREDIT_CHECK_ROWS))
+    sizes = rows.groupby("step", sort=True).size()
+    per = max(1, int(CREDIT_CHECK_ROWS // max(1, int(sizes.median()))))
+    chosen = sizes.index[sorted({int(round(i)) for i in np.linspace(0, len(sizes) - 1, per)})]
+    return torch.from_numpy(np.flatnonzero(rows["step"].isin(chosen).to_numpy()))
 
 
 def _known_caveats(rec: Recommendation, known: set[str]) -> tuple[str, ...]:
@@ -333,9 +357,20 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool | None = None,
                      for k, v in stated.items() if v is None)
     rows = tally.row_table()
     steps = run_steps(rows, unit=unit, max_length=max_length)
-    flags = tuple(red_flags(groups, rewards, stochasticity, rows, steps, unit=unit, stochastic_stated=stochastic_env))
-    del rows
     seconds["measure"] += time.perf_counter() - clock
+    clock = time.perf_counter()
+    credit_check = None
+    picked = _check_rows(rows)
+    if picked is not None:
+        if isinstance(source, Rollouts):
+            part = source if picked.numel() == source.batch_size else source.select(picked)
+        else:
+            part = read_rollouts(Path(source), fmt, rows=picked.numpy(), progress=False, **read)
+        credit_check = check_framework_advantages(part)
+        seconds["credit check"] = time.perf_counter() - clock
+    flags = tuple(red_flags(groups, rewards, stochasticity, rows, steps, unit=unit, stochastic_stated=stochastic_env,
+                            credit_check=credit_check))
+    del rows
     comparison = None
     if estimators is None or estimators:
         clock = time.perf_counter()
@@ -353,4 +388,4 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool | None = None,
     return Diagnosis(name, tally.n, tally.horizon, lengths, rewards, groups, positions,
                      stochasticity, features, inputs, evidence, answers, rec, comparison, seed, seconds,
                      unit=unit, grouping=info.get("grouping", GIVEN_GROUPING), source_notes=source_notes(info),
-                     steps=steps, flags=flags, caveats=caveats, unstated=unstated)
+                     steps=steps, flags=flags, caveats=caveats, unstated=unstated, credit_check=credit_check)

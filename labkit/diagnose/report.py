@@ -105,6 +105,11 @@ def blocks(d) -> list[Block]:
         "data carries: " + (", ".join(k for k, v in d.features.items() if v) or "nothing beyond tokens and rewards")]))
 
     out += _step_blocks(d)
+    if d.credit_check is not None:
+        out.append(Block("h2", "The framework's own credit"))
+        out.append(Block("p", "The advantages the trainer logged, recomputed by labkit under the framework's default "
+                              "and under each common misconfiguration (labkit.diagnose.framework_credit)."))
+        out.append(Block("list", d.credit_check.lines()))
 
     out.append(Block("h2", "Environment stochasticity"))
     out.append(Block("p", S.summary() + (

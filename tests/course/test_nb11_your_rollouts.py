@@ -114,3 +114,24 @@ def test_disputed_prompt_answers_read_the_diagnosis():
         lesson.disputed_prompt_answers(dx, "grpo", "no_such_estimator")
     with pytest.raises(ValueError, match="^rows"):
         lesson.disputed_prompt_answers(dx, rows=0)
+
+
+def test_the_trl_run_grouped_three_ways():
+    dx = lesson.trl_diagnosis()
+    table = lesson.grouping_table(dx)
+    shares = dict(zip(table["grouped by"], table["zero-variance share"]))
+    logged = lesson.trl_logged_zero_share()
+    # labkit's reading of the files is TRL's own logged share; merging the steps is not
+    assert shares["training step and prompt (labkit)"] == f"{sum(logged.values()) / len(logged):.2%}"
+    assert shares["prompt alone (steps merged)"] != shares["training step and prompt (labkit)"]
+    assert dx.steps is not None and len(dx.steps.table) == len(logged)
+    assert "Most groups give no gradient" in set(lesson.flag_table(dx)["red flag"])
+
+
+def test_every_misconfigured_run_is_named_for_its_setting():
+    table = lesson.credit_check_table().set_index("run")
+    assert table.loc["trl_grpo", "matches TRL's default"] and table.loc["trl_grpo", "cause found"] == "default"
+    expected = {"trl_scale_none": "std_off", "trl_scale_batch": "batch_std", "trl_rloo": "rloo",
+                "trl_reward_weights": "reward_weights", "trl_normalize_then_sum": "normalize_then_sum",
+                "trl_duplicate_prompts": "group_size"}
+    assert {k: table.loc[k, "cause found"] for k in expected} == expected

@@ -64,3 +64,15 @@ def test_sparse_reward_and_a_stated_noisy_environment():
 
 def test_reward_shares_need_two_functions():
     assert reward_function_shares(pd.DataFrame({"group": [0, 0], "reward:a": [1.0, 0.0]})) == {}
+
+
+def test_a_framework_setting_that_is_not_its_default_is_flagged_first():
+    from labkit.core.paths import data_path
+    from labkit.diagnose import diagnose
+
+    d = diagnose(data_path("framework_runs", "trl_scale_none"), estimators=[], progress=False)
+    assert d.credit_check.cause == "std_off" and d.flags[0].key == "framework_credit"
+    assert "scale_rewards='none'" in d.flags[0].measured
+    assert "The framework's own credit" in d.to_markdown()
+    ok = diagnose(data_path("framework_runs", "trl_grpo"), estimators=[], progress=False)
+    assert ok.credit_check.matches and "framework_credit" not in {f.key for f in ok.flags}
