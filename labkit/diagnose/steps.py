@@ -69,7 +69,8 @@ class Drift:
 @dataclass(frozen=True)
 class RunSteps:
     """The run per training step. ``table``: one row per step (columns: ``step``,
-    ``trajectories``, ``groups`` and the :data:`QUANTITIES`, plus ``reward:<function>`` means);
+    ``trajectories``, ``groups`` and the :data:`QUANTITIES`, plus each reward function's mean
+    ``reward:<function>`` and share of non-zero values ``nonzero:<function>``);
     ``drifts``: what moved; ``unit``: what a length counts; ``max_length``: the generation cap
     (None: unknown, then ``truncated_share`` is absent)."""
     table: pd.DataFrame
@@ -109,6 +110,8 @@ def run_steps(rows: pd.DataFrame, *, unit: str = "token", max_length: int | None
     table["nonzero_share"] = g["nonzero"].mean()
     for col in [c for c in rows.columns if c.startswith("reward:")]:
         table[col] = g[col].mean()
+        # each function's own sparsity: the share of its values that are non-zero (missing: zero)
+        table["nonzero:" + col.split(":", 1)[1]] = g[col].apply(lambda x: float((x.fillna(0) != 0).mean()))
     tool = g["episode"].sum() - g["generated"].sum()
     if (tool > 0).any():
         table["tool_share"] = tool / g["episode"].sum()
