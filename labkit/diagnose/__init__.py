@@ -1,8 +1,8 @@
 """labkit.diagnose: classify a training setup from its own rollouts, walk notebook 00's decision
 tree from the measured numbers, and compare the estimators the data supports. A dump that spans
-training steps is also read as a run (:mod:`.steps`: each step's numbers and their drift), the
-framework's own logged advantages are recomputed (:mod:`.framework_credit`: which setting made
-them), and the red flags say what to change (:mod:`.advice`).
+training steps is also read as a run (:mod:`.training_steps`: each step's numbers and their
+drift), the framework's own logged advantages are recomputed (:mod:`.framework_credit`: which
+setting made them), and the red flags say what to change (:mod:`.advice`).
 
 ``diagnose(source)`` takes a ``Rollouts`` (or a rollout file, streamed in chunks by
 ``labkit.io.iter_rollouts`` into a :class:`Tally`, so memory stays bounded by the chunk size and
@@ -24,7 +24,7 @@ from labkit.diagnose.measure import (measure_groups, measure_lengths, measure_po
 from labkit.diagnose.results import (INTERMEDIATE_MIN_SHARE, STOCHASTIC_THRESHOLD, GroupStats, Histogram, Lengths,
                                      PositionStats, RewardStats, Stochasticity)
 from labkit.diagnose.situations import Situations
-from labkit.diagnose.steps import Drift, RunSteps, run_steps
+from labkit.diagnose.training_steps import Drift, RunSteps, run_steps
 from labkit.diagnose.tally import Tally
 
 __all__ = [

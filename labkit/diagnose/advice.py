@@ -2,8 +2,8 @@
 raised it, why it matters for credit assignment, what to change, and the estimator classes of
 notebook 00's tree that address it.
 
-The flags read only measured quantities (:mod:`labkit.diagnose.tally`, :mod:`.steps`) and what
-the user stated; the thresholds are module constants, quoted in every flag's text so a reader
+The flags read only measured quantities (:mod:`labkit.diagnose.tally`, :mod:`.training_steps`)
+and what the user stated; the thresholds are module constants, quoted in every flag's text so a reader
 can weigh them. The actions are the standard remedies of the RL-for-LLM practice (more samples
 per prompt, difficulty filtering, dynamic sampling as in DAPO, overlong filtering and length
 shaping, reward weights), named as options, not as verdicts: the lab cannot run your trainer.
@@ -17,7 +17,7 @@ import pandas as pd
 
 from labkit.diagnose.framework_credit import AdvantageCheck
 from labkit.diagnose.results import STOCHASTIC_THRESHOLD, GroupStats, RewardStats, Stochasticity
-from labkit.diagnose.steps import RunSteps
+from labkit.diagnose.training_steps import RunSteps
 from labkit.survey.decision_tree import LEAVES
 
 __all__ = ["Flag", "red_flags", "zero_variance_split", "reward_function_shares", "ZERO_VARIANCE_FLAG",

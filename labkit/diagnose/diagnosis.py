@@ -20,7 +20,7 @@ from labkit.diagnose.compare import (EstimatorComparison, _check_names, compare_
 from labkit.diagnose.advice import Flag, red_flags
 from labkit.diagnose.decide import Answer, decision_inputs, walk_tree
 from labkit.diagnose.framework_credit import AdvantageCheck, check_framework_advantages
-from labkit.diagnose.steps import RunSteps, run_steps
+from labkit.diagnose.training_steps import RunSteps, run_steps
 from labkit.diagnose.results import GroupStats, Lengths, PositionStats, RewardStats, Stochasticity
 from labkit.diagnose.tally import Tally
 from labkit.survey.decision_tree import DecisionInputs, Recommendation

@@ -19,7 +19,7 @@ from labkit import viz
 from labkit.survey.decision_tree import QUESTIONS, decision_tree_graph
 from labkit.core.stats import constant_groups
 from labkit.diagnose.compare import rms_scaled
-from labkit.diagnose.steps import step_charts
+from labkit.diagnose.training_steps import step_charts
 
 __all__ = ["Block", "blocks", "render_markdown", "render_html", "HEATMAP_POSITIONS", "HEATMAP_ROWS"]
 

@@ -8,7 +8,7 @@ from labkit.core.rollouts import Rollouts
 from labkit.diagnose import Tally
 from labkit.diagnose.advice import (DOMINANCE_FLAG, ZERO_VARIANCE_FLAG, red_flags, reward_function_shares,
                                     zero_variance_split)
-from labkit.diagnose.steps import run_steps
+from labkit.diagnose.training_steps import run_steps
 
 
 def batch(scores, groups, parts=None, steps=None) -> Tally:

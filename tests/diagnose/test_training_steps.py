@@ -1,11 +1,11 @@
-"""labkit.diagnose.steps: the run per training step, and drift named where it happens."""
+"""labkit.diagnose.training_steps: the run per training step, and drift named where it happens."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from labkit.diagnose.steps import DRIFT_RULES, run_steps
+from labkit.diagnose.training_steps import DRIFT_RULES, run_steps
 
 
 def rows(steps: int = 8, per: int = 8, zero=None, length=None, score=None) -> pd.DataFrame:
