@@ -28,6 +28,8 @@ __all__ = ["Block", "blocks", "render_markdown", "render_html", "HEATMAP_POSITIO
 HEATMAP_POSITIONS = 80
 #: Trajectories drawn in each heatmap: sampled at random, and the most disputed.
 HEATMAP_ROWS = 3
+#: Rows of the per-step table at most (a run of a thousand steps is read from its charts).
+STEP_TABLE_ROWS = 12
 
 
 @dataclass
@@ -166,8 +168,11 @@ def _step_blocks(d) -> list[Block]:
                       f"the steps (steps {st.windows[0][0]}-{st.windows[0][1]} against "
                       f"{st.windows[1][0]}-{st.windows[1][1]}).")]
     out.append(Block("list", [x.text for x in st.drifts] or ["no quantity drifted past its threshold"]))
-    shown = t.copy()
-    out.append(Block("table", shown.round(3)))
+    if len(t) > STEP_TABLE_ROWS:  # a long run: evenly spaced steps in the table, every step in the charts
+        keep = sorted({int(round(i)) for i in np.linspace(0, len(t) - 1, STEP_TABLE_ROWS)})
+        out.append(Block("p", f"{len(keep)} of the {len(t):,} steps, evenly spaced (the charts show every step):"))
+        t = t.iloc[keep]
+    out.append(Block("table", t.round(3)))
     for name, chart in step_charts(st).items():
         out.append(Block("chart", chart, name))
     return out

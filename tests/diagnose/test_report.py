@@ -33,3 +33,17 @@ def test_save_refuses_a_file_as_folder(tmp_path):
     f.write_text("")
     with pytest.raises(ValueError, match="^out_dir:"):
         d.save(f)
+
+
+def test_a_long_run_shows_evenly_spaced_steps_and_every_step_in_its_charts():
+    import torch
+
+    from labkit.diagnose.report import STEP_TABLE_ROWS
+
+    ro = reasoning_like()
+    steps = torch.arange(ro.batch_size) * 30 // ro.batch_size  # 30 training steps
+    d = diagnose(ro.with_(info={**ro.info, "training_steps": steps}), estimators=[])
+    assert len(d.steps.table) == 30
+    text = d.to_markdown()
+    assert f"{STEP_TABLE_ROWS} of the 30 steps, evenly spaced" in text
+    assert "Over training steps (30 steps)" in text and "report_files/steps_shares.png" in text
