@@ -9,9 +9,12 @@ the mergeable counter of visits per (situation, result) pair that turns them int
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from labkit.core.rollouts import Rollouts
+from labkit.core.segments import last_generated
 from labkit.diagnose.results import Stochasticity
 
 __all__ = ["CHUNK_ROWS", "Situations"]
@@ -19,6 +22,9 @@ __all__ = ["CHUNK_ROWS", "Situations"]
 #: Rows handled at once by the position-level passes: bounds the temporaries (each (rows, T)
 #: int64 tensor) on large batches.
 CHUNK_ROWS = 4096
+#: ... and at most this many positions (rows x T) at once, fewer rows for long ones: a larger
+#: temporary is a fresh zero-filled mapping of memory each time, which costs more than the pass.
+BLOCK_POSITIONS = 1 << 21
 
 _MASK64 = (1 << 64) - 1
 
@@ -44,8 +50,10 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
     return x ^ shr(x, 31)
 
 
+@functools.lru_cache(maxsize=8)  # one per horizon seen; a stream's chunks share a few
 def _powers(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """base^0..base^(n-1) and the inverse's powers modulo 2**64, as wrapped int64 tensors."""
+    """base^0..base^(n-1) and the inverse's powers modulo 2**64, as wrapped int64 tensors
+    (shared between calls: never written in place)."""
     inv = pow(_BASE & _MASK64, -1, 1 << 64)
     up, down, a, b = [], [], 1, 1
     for _ in range(n):
@@ -56,6 +64,7 @@ def _powers(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(up, dtype=torch.long), torch.tensor(down, dtype=torch.long)
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a run repeats its prompts chunk after chunk
 def _string_hash(s: str) -> int:
     """A deterministic 63-bit hash of a string (Python's ``hash`` is salted per process)."""
     h = 1469598103934665603
@@ -75,16 +84,66 @@ def _chunk_events(rollouts: Rollouts, rows: slice, row_seed: torch.Tensor):
     generated positions with one turn id; its key hashes (row seed, every position before and
     including it); its result hashes what followed it (environment output up to the next
     action, the observation state there, the end of the episode) and the reward it received.
-    Only the prefix hash is computed per position; everything else per action."""
+    When every row is one action from its first position (one turn, no environment output:
+    completions) they are keyed by :func:`_single_action_events` in a few passes, else by
+    :func:`_events`."""
     mask = rollouts.mask[rows]
-    tokens = rollouts.tokens[rows]
     turns = rollouts.turn_ids[rows]
+    T = mask.shape[1]
+    last = last_generated(mask)
+    # one action from position 0: generated up to its last generated position, one turn (bool
+    # and read-only passes: on long rows allocating (rows, T) int64 temporaries is the cost)
+    single = (mask | (torch.arange(T)[None, :] > last[:, None])).all(1) & (turns.amax(1) <= 0)
+    tensors = {"mask": mask, "tokens": rollouts.tokens[rows], "turns": turns, "rewards": rollouts.rewards[rows],
+               "states": rollouts.states[rows] if rollouts.states is not None else None,
+               "row_seed": row_seed, "last": last}
+    return (_single_action_events if bool(single.all()) else _events)(**tensors)
+
+
+def _single_action_events(mask, tokens, turns, rewards, states, row_seed, last):
+    """:func:`_events` of rows whose generated positions are 0 .. last, one turn: one action per
+    row (none for an empty row), nothing after it. Its key is the prefix hash at ``last``,
+
+        H[last] = base^last * (4 * sum_s tokens[s] base^-s + sum_s base^-s
+                               + _STATE_SHIFT * sum_s states[s] base^-s) + seed * base^(last+1)
+
+    over s <= last (the symbol token * 4 + 1 + state * _STATE_SHIFT of a generated position,
+    summed in the same wrapping int64 arithmetic, so the very same integers), row sums instead of
+    a cumulative sum over every position; its result: no environment output, no next state
+    (-1 with states, 0 without), the episode ends, and the row's reward."""
+    keep = last >= 0
+    if not bool(keep.all()):
+        mask, tokens, rewards, row_seed, last = mask[keep], tokens[keep], rewards[keep], row_seed[keep], last[keep]
+        states = states[keep] if states is not None else None
+    T = mask.shape[1]
+    powers, inverse = _powers(T + 1)
+    inv = inverse[:T]
+    x = tokens.masked_fill(~mask, 0)
+    acc = x.mul_(inv).sum(1) * 4 + inv.cumsum(0)[last]
+    if states is not None:
+        x = states.masked_fill(~mask, 0)
+        acc += x.mul_(inv).sum(1) * _STATE_SHIFT
+    del x
+    key = acc * powers[last] + powers[last + 1] * row_seed
+    r = rewards.to(torch.float64)
+    if bool(((r != 0).view(torch.uint8).sum(1, dtype=torch.int32) <= 1).all()):
+        got = r.sum(1)  # at most one non-zero reward per row: any order of summing gives it exactly
+    else:
+        got = r.cumsum(1).gather(1, last[:, None]).squeeze(1)  # the order _events sums in
+    got = torch.round(got * 1e9).to(torch.long)
+    obs = torch.full_like(key, -1) if states is not None else torch.zeros_like(key)
+    following = torch.zeros_like(key)
+    result = _mix(_mix(_mix(following) ^ (obs + 11)) ^ _mix(got))  # (^ has_next: 0, nothing follows)
+    return key, result
+
+
+def _events(mask, tokens, turns, rewards, states, row_seed, last):
+    """(keys, results) of every action of these rows (see :func:`_chunk_events`). Only the prefix
+    hash is computed per position; everything else per action."""
     B, T = mask.shape
     t = torch.arange(T)
-    last = torch.where(mask, t, -1).amax(1)
     padding = t[None, :] > last[:, None]
     sym = tokens * 4 + torch.where(mask, 1, torch.where(padding, 0, 2))
-    states = rollouts.states[rows] if rollouts.states is not None else None
     if states is not None:
         # the state the policy saw at a generated position is part of what happened there
         sym += torch.where(mask, states, 0) * _STATE_SHIFT
@@ -121,7 +180,7 @@ def _chunk_events(rollouts: Rollouts, rows: slice, row_seed: torch.Tensor):
     else:
         obs = torch.zeros(n, dtype=torch.long)
     # reward received by the action: its positions' rewards (rewards sit on generated positions)
-    cum = rollouts.rewards[rows].to(torch.float64).cumsum(1).reshape(-1)
+    cum = rewards.to(torch.float64).cumsum(1).reshape(-1)
     at_end = cum[er * T + et]
     at_start = torch.where(st > 0, cum[sr * T + (st - 1).clamp(min=0)], 0.0)
     got = torch.round((at_end - at_start) * 1e9).to(torch.long)  # 1e-9: round-off is not luck
@@ -153,14 +212,17 @@ class Situations:
 
     def add_rollouts(self, rollouts: Rollouts, *, chunk_rows: int = CHUNK_ROWS, progress=None) -> None:
         """Count every action of a batch (see the module docstring), ``chunk_rows`` rows at a
-        time."""
+        time (fewer when rows are so long that more would exceed :data:`BLOCK_POSITIONS`)."""
         B = rollouts.batch_size
+        chunk_rows = max(1, min(chunk_rows, BLOCK_POSITIONS // rollouts.horizon))
         seed = _mix(rollouts.group_ids.long() * 2 + 1)
         if rollouts.prompts is not None:
             # "" is no prompt (a reader gives "" to the records without one when others have
             # one): a row reads the same whether its batch has prompts or not
             given = torch.tensor([p != "" for p in rollouts.prompts], dtype=torch.bool)
-            hashed = torch.tensor([_string_hash(str(p)) if p != "" else 0 for p in rollouts.prompts], dtype=torch.long)
+            memo: dict[str, int] = {"": 0}  # each distinct prompt hashed once (a group shares one)
+            hashed = torch.tensor([memo[p] if p in memo else memo.setdefault(p, _string_hash(p))
+                                   for p in map(str, rollouts.prompts)], dtype=torch.long)
             seed = torch.where(given, _mix(seed ^ hashed), seed)
         starts = range(0, B, chunk_rows)
         if progress is not None:

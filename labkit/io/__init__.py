@@ -69,8 +69,12 @@ What the frameworks write, read as they write it (``read_rollouts(path)`` tells 
 Logged text is grouped by (training step, prompt), its reward is the framework's (or
 ``reward=``), and it is cut into positions by the user's ``tokenizer`` or into characters
 (``labkit.io.text_rows``, ``labkit.io.text_positions``); what the framework logged beside it
-(per-function rewards, advantages, steps) is kept in ``info``. Arrays, tensors and Arrow lists
-are accepted wherever the format says list.
+(per-function rewards, advantages, steps) is kept in ``info``. A position's display string is
+not stored per position (``text`` stays None): ``labkit.io.text_positions.display_text`` gives
+it (``chr(id)`` for a character, ``info['vocab_text']`` for a token). A run's files are streamed
+by :func:`iter_rollouts` like a record-format file, and ``rows=`` reads only the files (TRL) or
+lines (verl) holding the rows asked for. Arrays, tensors and Arrow lists are accepted wherever
+the format says list.
 """
 from labkit.io.api import DEFAULT_BATCH_ROWS, FORMATS, iter_rollouts, read_rollouts, write_rollouts
 from labkit.io.errors import RecordError

@@ -197,7 +197,11 @@ def read_rollouts(source: Any, fmt: str | None = None, *, rows: Sequence[int] | 
     lines unparsed, Parquet decodes only the row groups holding a wanted row, a batch at a time.
     Errors still name the record's line / row in the file. String group ids are numbered
     among the records read (their names in ``info['group_names']``); integer ids are kept.
-    Frameworks' files and batches are read whole, then the rows selected.
+    TRL's completions files and verl's rollout dump count records over the run (its files in
+    step order): only the files holding a wanted row are read (TRL), or only the wanted lines
+    parsed (verl), and errors name the file, its row / line and the field; their groups are
+    numbered among the records read, by name ("step 3 | <prompt>"). Batches in memory and
+    saved DataProto files are read whole, then the rows selected.
     """
     fmt = format_of(source, fmt)
     if progress is not None:
@@ -222,11 +226,11 @@ def read_rollouts(source: Any, fmt: str | None = None, *, rows: Sequence[int] | 
         return read_parquet(path, rows=rows, progress=progress)
     if reader == "trl_files":
         from labkit.io.trl import read_trl_files
-        out = read_trl_files(Path(source), progress=progress, **text)
-    elif reader == "verl_dump":
+        return read_trl_files(Path(source), rows=rows, progress=progress, **text)
+    if reader == "verl_dump":
         from labkit.io.verl_dump import read_verl_dump
-        out = read_verl_dump(Path(source), progress=progress, **text)
-    elif reader == "verl_pickle":
+        return read_verl_dump(Path(source), rows=rows, progress=progress, **text)
+    if reader == "verl_pickle":
         from labkit.io.verl import read_saved_verl
         out = read_saved_verl(Path(source), trust_pickle=trust_pickle)
     elif reader == "verl":
@@ -234,7 +238,7 @@ def read_rollouts(source: Any, fmt: str | None = None, *, rows: Sequence[int] | 
         out = read_verl(source)
     else:
         from labkit.io.trl import read_trl
-        out = read_trl(source, progress=progress, **text)
+        out = read_trl(source, **text)
     if rows is None:
         return out
     if int(rows[-1]) >= out.batch_size:
@@ -261,10 +265,16 @@ def iter_rollouts(source: Any, fmt: str | None = None, *, batch_rows: int = DEFA
     ``read_rollouts(rows=...)`` takes) and ``first_record`` (that record's number as errors
     count it: line for JSONL, row for Parquet), with ``source``, ``format``, ``ignored_fields``.
 
-    ``source`` may also be what ``read_rollouts`` reads from a framework (TRL's or verl's files,
-    a batch in memory; ``read``: its ``tokenizer``, ``reward``, ``trust_pickle``): it is read
-    whole, then handed out in chunks. ``progress``: a tqdm bar over the file; None shows one for
-    large files.
+    ``source`` may also be what ``read_rollouts`` reads from a framework (``read``: its
+    ``tokenizer``, ``reward``, ``trust_pickle``). TRL's completions files and verl's rollout
+    dump are streamed the same way: ``batch_rows`` rows at a time across the run's files (their
+    text converted a chunk at a time, see ``labkit.io.text_rows``), groups named "step s |
+    prompt" numbered alike in every chunk, each chunk's ``info`` holding its rows'
+    ``training_steps``, ``advantages``, ``reward_parts`` ... and the run's ``grouping``,
+    ``position_unit``, ``reward_columns``, ``tokenizer``; ``offset`` counts rows over the run,
+    ``first_record`` is the row / line in its file ``first_file``. A batch in memory or a saved
+    DataProto is read whole, then handed out in chunks. ``progress``: a tqdm bar over the file;
+    None shows one for large files.
     """
     fmt = format_of(source, fmt)
     batch_rows = check_int("batch_rows", batch_rows, low=1)
@@ -281,6 +291,14 @@ def iter_rollouts(source: Any, fmt: str | None = None, *, batch_rows: int = DEFA
             return iter_jsonl(path, batch_rows=batch_rows, progress=progress)
         from labkit.io.parquet import iter_parquet
         return iter_parquet(path, batch_rows=batch_rows, progress=progress)
+    if reader in ("trl_files", "verl_dump"):
+        check_bool("trust_pickle", read.get("trust_pickle", False))  # no pickle here: checked, not used
+        text = {k: v for k, v in read.items() if k != "trust_pickle"}
+        if reader == "trl_files":
+            from labkit.io.trl import iter_trl_files
+            return iter_trl_files(Path(source), batch_rows=batch_rows, progress=progress, **text)
+        from labkit.io.verl_dump import iter_verl_dump
+        return iter_verl_dump(Path(source), batch_rows=batch_rows, progress=progress, **text)
     whole = read_rollouts(source, fmt, progress=progress, **read)
     return _slices(whole, batch_rows)
 

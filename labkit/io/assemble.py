@@ -38,6 +38,8 @@ class Padded:
     type is kept: float64 for JSON numbers, the column's or tensor's type otherwise).
     ``numbering``: the file's :class:`GroupNumbering` when the batch is one chunk of a file read
     in chunks (None: the group ids are numbered within this batch, :func:`group_codes`).
+    ``wheres``: each row's file, for a batch drawn from several files (errors name the row's
+    file; ``where`` then names the whole source, for faults of no one row).
     """
 
     argument: str
@@ -61,12 +63,14 @@ class Padded:
     reward_dtype: Any = np.float64
     info: dict = field(default_factory=dict)
     numbering: "GroupNumbering | None" = None
+    wheres: Sequence | None = None
 
     def error(self, row: int | None, rollouts_field: str | None, detail: str):
         """A RecordError for ``row`` (an index into the batch) and a Rollouts field name."""
         number = None if row is None else int(self.numbers[row])
         name = None if rollouts_field is None else self.names.get(rollouts_field, rollouts_field)
-        return record_error(self.argument, self.unit, number, name, detail, self.where)
+        where = self.where if row is None or self.wheres is None else self.wheres[row]
+        return record_error(self.argument, self.unit, number, name, detail, where)
 
 
 def pad_flat(flat: np.ndarray, valid: np.ndarray, fill: Any, dtype) -> np.ndarray:

@@ -24,6 +24,7 @@ from labkit.core.segments import default_labels
 from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat
 from labkit.io.errors import record_error
 from labkit.io.record import ALL_OR_NONE, FIELDS, LOWEST, PER_POSITION, REQUIRED, record_lengths
+from labkit.io.text_positions import position_texts
 
 __all__ = ["read_parquet", "iter_parquet", "write_parquet", "LARGE_ROWS", "ROW_GROUP_ROWS"]
 
@@ -392,8 +393,9 @@ def write_parquet(rollouts: Rollouts, path: Path) -> Path:
             raise TypeError(f"rollouts: anchor_keys must be all strings or all integers to be written as Parquet, "
                             f"got {sorted(k.__name__ for k in kinds)}")
         cols["anchor_keys"] = pa.array(ro.anchor_keys, type=pa.list_(pa.int64() if kinds == {int} else pa.string()))
-    if ro.text is not None:
-        cols["text"] = make.from_arrays(offsets, pa.array([s for row, n in zip(ro.text, lengths.tolist())
+    text = position_texts(ro)
+    if text is not None:
+        cols["text"] = make.from_arrays(offsets, pa.array([s for row, n in zip(text, lengths.tolist())
                                                            for s in row[:n]], type=pa.string()))
     table = pa.table(cols).replace_schema_metadata({"labkit.record_format": "1"})
     path = Path(path)

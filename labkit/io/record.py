@@ -239,9 +239,12 @@ def rollout_records(rollouts, argument: str = "rollouts") -> list[dict]:
     positions' rewards) is written only when some is non-zero; ``generated`` only when a
     position inside the record is not generated; labels only where they differ from the
     default; ``truth`` and ``info`` are not part of the format (``info['group_names']``, left by
-    a reader, turns group ids back into the source's ids).
+    a reader, turns group ids back into the source's ids). ``text``: ``Rollouts.text``, or the
+    display strings of text a reader cut into positions
+    (``labkit.io.text_positions.position_texts``).
     """
     from labkit.core.rollouts import check_rollouts
+    from labkit.io.text_positions import position_texts
 
     ro = check_rollouts(rollouts)
     B = ro.batch_size
@@ -274,6 +277,7 @@ def rollout_records(rollouts, argument: str = "rollouts") -> list[dict]:
                 if type(key) not in (str, int):
                     raise TypeError(f"{argument}: anchor_keys[{b}][{k}] is {show(key)}; the record format stores "
                                     f"strings or integers (write str(key) keys if they are other hashables)")
+    text = position_texts(ro)
     out = []
     for b in range(B):
         n = int(lengths[b])
@@ -294,7 +298,7 @@ def rollout_records(rollouts, argument: str = "rollouts") -> list[dict]:
                 rec[name] = lists[name][b][:n]
         if ro.anchor_keys is not None:
             rec["anchor_keys"] = list(ro.anchor_keys[b])
-        if ro.text is not None:
-            rec["text"] = ro.text[b][:n]
+        if text is not None:
+            rec["text"] = text[b][:n]
         out.append(rec)
     return out

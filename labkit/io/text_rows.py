@@ -18,32 +18,50 @@ place those rows become records of the lab's format, so both follow the same rul
   ``info['reward_part_names']``).
 * **Positions**: ``completion_ids`` / ``tokens`` when given, else the text cut by
   ``labkit.io.text_positions`` (the user's tokenizer, or characters, ``info['position_unit']``).
+  A position's display string is not stored per position (``Rollouts.text`` stays None unless
+  the rows carry a ``text`` field): it is ``chr(id)`` for characters and
+  ``info['vocab_text'][id]`` for tokens; ``labkit.io.text_positions.display_text`` gives them.
 * **Kept from the framework**: ``info['training_steps']`` (B,) and ``info['advantages']`` (B,)
   when logged. Both follow the rows through ``Rollouts.select``.
+
+The rows become padded arrays column by column (numbers and text converted with numpy, no
+per-record dictionaries); fields of the record format riding along (``completion_ids``,
+``generated``, ``logprobs``, ...) are checked row by row as a record-format reader checks them.
+A run's files are read in chunks by :func:`stream_text_rows`: the same rules, group ids numbered
+alike across chunks.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
-from labkit.io.assemble import assemble
+from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat, pad_rows
 from labkit.io.columns import as_list
 from labkit.io.errors import record_error, show
-from labkit.io.record import FIELDS, parse_record, records_to_padded
-from labkit.io.text_positions import TOKENS, text_positions
+from labkit.io.record import ALL_OR_NONE, FIELDS, PER_POSITION, _anchor_keys, _group_id, parse_position_field
+from labkit.io.text_positions import TOKENS, Positions, TextCutter
 
-__all__ = ["TextRows", "read_text_rows", "message_text", "numeric_columns", "GROUPINGS", "LARGE_ROWS"]
+__all__ = ["TextRows", "read_text_rows", "stream_text_rows", "chunk_rows", "text_length", "message_text",
+           "numeric_columns", "GROUPINGS", "LARGE_ROWS", "CHUNK_POSITIONS"]
 
 #: Rows from which a progress bar shows by default.
 LARGE_ROWS = 50_000
+#: Padded positions (rows x longest row, counted in characters) a streamed chunk holds at most:
+#: its (rows, T) int64 tensors stay about 16 MB. Larger ones are each a fresh mapping of memory
+#: that the system zero-fills page by page, which made 4,096 rows of 1,000 characters a third
+#: slower to read and measure than chunks of 2,048 rows (benchmarks/diagnose_trl_run.py).
+CHUNK_POSITIONS = 1 << 21
 #: What ``info['grouping']`` can say.
 GROUPINGS = {"given": "group_id as given", "step": "training step and prompt", "prompt": "prompt"}
+#: The record format's name of each Rollouts field (what errors call it).
+NAMES = {"tokens": "tokens", "mask": "generated", "rewards": "rewards", "group_ids": "group_id", "prompts": "prompt",
+         **{n: n for n in ("step_ids", "turn_ids", "agent_ids", "logprobs", "entropies", "states", "anchor_keys", "text")}}
+_NUMBER_TYPES = frozenset({int, float})
 
 
 @dataclass
@@ -100,8 +118,23 @@ def numeric_columns(cols: dict[str, list], exclude) -> list[str]:
 
 def _numbers(rows: TextRows, name: str, *, missing_ok: bool) -> np.ndarray:
     """A numeric column as float64, NaN where missing (refused unless ``missing_ok``)."""
-    out = np.empty(len(rows.numbers), dtype=np.float64)
-    for i, v in enumerate(rows.columns[name]):
+    values = rows.columns[name]
+    if set(map(type, values)) <= _NUMBER_TYPES:  # plain ints and floats: converted at once
+        try:
+            out = np.array(values, dtype=np.float64)
+        except OverflowError:  # an integer beyond float64: the row-by-row path says where
+            out = None
+        if out is not None:
+            nan, inf = np.isnan(out), np.isinf(out)
+            bad = inf | nan if not missing_ok else inf
+            if bad.any():
+                i = int(bad.argmax())
+                if nan[i]:
+                    raise rows.error(i, name, "missing (None or NaN)")
+                raise rows.error(i, name, f"must be finite, got {values[i]}")
+            return out
+    out = np.empty(len(values), dtype=np.float64)
+    for i, v in enumerate(values):
         if v is None or (isinstance(v, float) and math.isnan(v)):
             if not missing_ok:
                 raise rows.error(i, name, "missing (None or NaN)")
@@ -133,9 +166,70 @@ def _reward_names(rows: TextRows, reward: str | Sequence[str] | None) -> list[st
     return names
 
 
+def _texts(rows: TextRows, has_ids: np.ndarray) -> list[str]:
+    """The completion of every row as a string ("" for a row that gives its ids instead)."""
+    values = rows.columns[rows.completion]
+    if not has_ids.any() and set(map(type, values)) == {str}:
+        return values
+    out = []
+    for i, v in enumerate(values):
+        if v is None and has_ids[i]:
+            out.append("")
+        elif v is None:
+            raise rows.error(i, rows.completion, f"missing (give {rows.completion!r} text or 'completion_ids')")
+        else:
+            out.append(message_text(v, rows, i, rows.completion, with_roles=False))
+    return out
+
+
+def _row_text(positions: Positions, start: int, n: int) -> list[str]:
+    ids = positions.flat[start:start + n].tolist()
+    return [chr(i) for i in ids] if positions.vocab is None else [positions.vocab[i] for i in ids]
+
+
+def _position_fields(rows: TextRows, lengths: np.ndarray, positions: Positions | None,
+                     has_ids: np.ndarray) -> dict[str, list]:
+    """The record format's per-position fields the rows carry (``generated``, ``logprobs``, ...;
+    ``text``): {name: per-row array, or None where the row leaves it out}, each checked as a
+    record-format reader checks it (values, one per position, all-or-none fields)."""
+    out: dict[str, list] = {}
+    starts = np.cumsum(lengths) - lengths
+    for name in PER_POSITION:
+        if name == "tokens" or name not in rows.columns:
+            continue
+        parsed: list = [None] * len(lengths)
+        for i, v in enumerate(rows.columns[name]):
+            if v is None:
+                if name == "text" and positions is not None and not has_ids[i]:
+                    # a row whose positions were cut from its text shows that text
+                    parsed[i] = _row_text(positions, int(starts[i]), int(lengths[i]))
+                continue
+            arr = parse_position_field(name, v, "source", rows.unit, rows.numbers[i], rows.wheres[i])
+            if len(arr) != lengths[i]:
+                raise rows.error(i, name, f"has {len(arr)} entries but 'tokens' has {int(lengths[i])} (one per position)")
+            parsed[i] = arr
+        out[name] = parsed
+    if "anchor_keys" in rows.columns:
+        out["anchor_keys"] = [None if v is None else _anchor_keys(v, "source", rows.unit, rows.numbers[i], rows.wheres[i])
+                              for i, v in enumerate(rows.columns["anchor_keys"])]
+    for name, parsed in out.items():
+        present = [x is not None for x in parsed]
+        if name in ALL_OR_NONE and any(present) and not all(present):
+            i, first = present.index(False), present.index(True)
+            raise rows.error(i, name, f"missing, but {rows.unit} {rows.numbers[first]} has it (give {name!r} in "
+                                      f"every record or in none)")
+    return {name: parsed for name, parsed in out.items() if any(x is not None for x in parsed)}
+
+
 def read_text_rows(rows: TextRows, *, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
-                   progress: bool | None = None) -> Rollouts:
-    """``rows`` -> a validated Rollouts by the rules of the module docstring."""
+                   cutter: TextCutter | None = None, numbering: GroupNumbering | None = None,
+                   info: dict | None = None) -> Rollouts:
+    """``rows`` -> a validated Rollouts by the rules of the module docstring.
+
+    For one chunk of a stream (:func:`stream_text_rows`): ``cutter``, the stream's
+    :class:`~labkit.io.text_positions.TextCutter` (else one is made from ``tokenizer``);
+    ``numbering``, its :class:`~labkit.io.assemble.GroupNumbering` (else groups are numbered
+    within these rows); ``info``, entries added to the result's ``info``."""
     n = len(rows.numbers)
     if n == 0:
         raise rows.error(None, None, "no rows (empty input)")
@@ -152,24 +246,35 @@ def read_text_rows(rows: TextRows, *, tokenizer: Any = None, reward: str | Seque
     chosen = np.stack([parts[c] for c in names], 1)
     missing = np.isnan(chosen)
     total = np.where(missing, 0.0, chosen).sum(1)
+    if not np.isfinite(total).all():  # finite parts can still overflow when summed
+        i = int((~np.isfinite(total)).argmax())
+        raise rows.error(i, "reward", f"expected a finite number, got {show(float(total[i]))}")
 
+    # positions: the given ids, or the text cut by the tokenizer / into characters
     given_ids = "tokens" if "tokens" in cols else "completion_ids" if "completion_ids" in cols else None
+    has_ids = np.array([v is not None for v in cols[given_ids]], dtype=bool) if given_ids else np.zeros(n, bool)
     positions = None
-    if given_ids is None or any(v is None for v in cols[given_ids]):
+    if not has_ids.all():
         if rows.completion not in cols:
             raise rows.error(0, rows.completion, f"missing (give {rows.completion!r} text or 'completion_ids')")
-        texts = []
-        for i, v in enumerate(cols[rows.completion]):
-            if v is None and given_ids is not None and cols[given_ids][i] is not None:
-                texts.append("")
-                continue
-            if v is None:
-                raise rows.error(i, rows.completion, f"missing (give {rows.completion!r} text or 'completion_ids')")
-            texts.append(message_text(v, rows, i, rows.completion, with_roles=False))
-        positions = text_positions(texts, tokenizer)
+        positions = (cutter or TextCutter(tokenizer)).cut(_texts(rows, has_ids))
     elif tokenizer is not None:
         raise ValueError(f"tokenizer: {rows.source} carries token ids ({given_ids!r}); a tokenizer is only for "
                          f"text without ids")
+    if has_ids.any():
+        ends = np.cumsum(positions.lengths) if positions is not None else None
+        pieces = [parse_position_field("tokens", v, "source", rows.unit, rows.numbers[i], rows.wheres[i])
+                  if has_ids[i] else positions.flat[ends[i] - positions.lengths[i]:ends[i]]
+                  for i, v in enumerate(cols[given_ids])]
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=n)
+        flat = np.concatenate(pieces).astype(np.int64, copy=False)
+    else:
+        lengths, flat = positions.lengths, positions.flat
+    T = int(lengths.max())
+    valid = np.arange(T)[None, :] < lengths[:, None]
+    tokens = pad_flat(flat, valid, 0, np.int64)
+    del flat
+    extra = _position_fields(rows, lengths, positions, has_ids)
 
     prompts: list[str | None] = [None] * n
     if rows.prompt in cols:
@@ -183,7 +288,11 @@ def read_text_rows(rows: TextRows, *, tokenizer: Any = None, reward: str | Seque
             raise rows.error(i, rows.step, f"expected a non-negative integer training step, got {show(cols[rows.step][i])}")
         steps = raw.astype(np.int64)
     if "group_id" in cols:
-        grouping, groups = "given", cols["group_id"]
+        grouping, groups = "given", []
+        for i, v in enumerate(cols["group_id"]):
+            if v is None:
+                raise rows.error(i, "group_id", "missing (a required field)")
+            groups.append(_group_id(v, "source", rows.unit, rows.numbers[i], rows.wheres[i]))
     else:
         if any(p is None for p in prompts):
             i = prompts.index(None)
@@ -196,36 +305,82 @@ def read_text_rows(rows: TextRows, *, tokenizer: Any = None, reward: str | Seque
     used = {rows.prompt, rows.completion, rows.step, rows.advantage, rows.reward, "completion_ids", "group_id",
             *rows.reward_columns, *names, *rows.known}
     ignored = sorted(c for c in cols if c not in used and c not in FIELDS)
-    show_bar = n >= LARGE_ROWS if progress is None else progress
-    records = []
-    for i in progress_bar(range(n), desc=rows.source, enabled=show_bar):
-        rec = {k: cols[k][i] for k in FIELDS if k in cols and k not in ("prompt", "reward", "group_id", "tokens")}
-        rec["group_id"] = groups[i]
-        rec["reward"] = float(total[i])
-        if prompts[i] is not None:
-            rec["prompt"] = prompts[i]
-        if given_ids is not None and cols[given_ids][i] is not None:
-            rec["tokens"] = cols[given_ids][i]
-        else:
-            rec["tokens"] = positions.ids[i]
-            if rec.get("text") is None:
-                rec["text"] = positions.text[i]
-        records.append(parse_record(rec, "source", rows.unit, rows.numbers[i], rows.wheres[i]))
-    info: dict[str, Any] = {"source": rows.source, "format": rows.format, "grouping": GROUPINGS[grouping],
+    meta: dict[str, Any] = {"source": rows.source, "format": rows.format, "grouping": GROUPINGS[grouping],
                             "reward_columns": tuple(names),
                             "position_unit": TOKENS if positions is None else positions.unit}
     if positions is not None:
-        info["tokenizer"] = positions.how
+        meta["tokenizer"] = positions.how
+        if positions.vocab is not None:
+            meta["vocab_text"] = positions.vocab
     if missing.any():
-        info["missing_rewards"] = int(missing.sum())
+        meta["missing_rewards"] = int(missing.sum())
     if parts:
-        info["reward_part_names"] = tuple(parts)
-        info["reward_parts"] = torch.from_numpy(np.stack([parts[c] for c in parts], 1))
+        meta["reward_part_names"] = tuple(parts)
+        meta["reward_parts"] = torch.from_numpy(np.stack([parts[c] for c in parts], 1))
     if steps is not None:
-        info["training_steps"] = torch.from_numpy(steps)
+        meta["training_steps"] = torch.from_numpy(steps)
     if rows.advantage is not None and rows.advantage in cols:
-        info["advantages"] = torch.from_numpy(_numbers(rows, rows.advantage, missing_ok=False))
+        meta["advantages"] = torch.from_numpy(_numbers(rows, rows.advantage, missing_ok=False))
     if ignored:
-        info["ignored_fields"] = tuple(ignored)
-    where = rows.wheres[0] if len(set(rows.wheres)) == 1 else None
-    return assemble(records_to_padded(records, rows.numbers, "source", rows.unit, where, info=info))
+        meta["ignored_fields"] = tuple(ignored)
+    meta.update(info or {})
+
+    one_file = len(set(rows.wheres)) == 1
+    p = Padded(argument="source", unit=rows.unit, numbers=np.asarray(rows.numbers), names=NAMES,
+               where=rows.wheres[0] if one_file else rows.source, wheres=None if one_file else rows.wheres,
+               tokens=tokens, valid=valid, group=groups, reward=total, prompts=prompts, info=meta,
+               numbering=numbering)
+    if "generated" in extra:
+        p.generated = pad_rows(extra["generated"], lengths, valid, False, bool)
+    if "rewards" in extra:
+        p.rewards = pad_rows(extra["rewards"], lengths, valid, 0.0, np.float64)
+    for name in ("step_ids", "turn_ids", "agent_ids"):
+        if name in extra:
+            p.labels[name] = pad_rows(extra[name], lengths, valid, -1, np.int64)
+    for name, fill, dtype in (("logprobs", 0.0, np.float64), ("entropies", 0.0, np.float64), ("states", 0, np.int64)):
+        if name in extra:
+            setattr(p, name, pad_rows(extra[name], lengths, valid, fill, dtype)[0])
+    p.text, p.anchor_keys = extra.get("text"), extra.get("anchor_keys")
+    return assemble(p)
+
+
+def text_length(value: Any) -> int:
+    """Characters of a completion as logged (a string, or a conversation's contents; 0 for
+    anything else): what a chunk's size is counted in before the text is cut."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(len(m["content"]) for m in value if isinstance(m, dict) and isinstance(m.get("content"), str))
+    return 0
+
+
+def chunk_rows(lengths: Sequence[int], batch_rows: int, final: bool) -> int | None:
+    """How many of the buffered rows (``lengths``: their text lengths, in order) the next chunk
+    takes: ``batch_rows``, or fewer where that many rows padded to their longest would exceed
+    :data:`CHUNK_POSITIONS` (at least one row); None while the buffer cannot tell yet (fewer
+    rows than ``batch_rows``, all fitting, and more may come: ``final`` False)."""
+    m = min(len(lengths), batch_rows)
+    if m == 0:
+        return None
+    padded = np.maximum.accumulate(np.asarray(lengths[:m], dtype=np.int64)) * np.arange(1, m + 1)
+    k = max(1, int((padded <= CHUNK_POSITIONS).sum()))
+    if k < m or m == batch_rows or final:
+        return k
+    return None
+
+
+def stream_text_rows(chunks: Iterable[TextRows], *, tokenizer: Any = None,
+                     reward: str | Sequence[str] | None = None) -> Iterator[Rollouts]:
+    """Each chunk of a run's rows (consecutive, in the run's order) as a validated Rollouts, by
+    :func:`read_text_rows` with one tokenizer and one group numbering for them all: a group's
+    code is the same in every chunk, and each chunk's ``info['group_names']`` holds the names
+    numbered so far. Each chunk's ``info`` adds ``offset`` (its first row's index in the run,
+    0-based), ``first_record`` (that row's number in its file, as errors count it) and
+    ``first_file``."""
+    cutter = TextCutter(tokenizer)
+    numbering = GroupNumbering()
+    offset = 0
+    for rows in chunks:
+        info = {"offset": offset, "first_record": rows.numbers[0], "first_file": rows.wheres[0]}
+        yield read_text_rows(rows, tokenizer=tokenizer, reward=reward, cutter=cutter, numbering=numbering, info=info)
+        offset += len(rows.numbers)

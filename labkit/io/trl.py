@@ -5,7 +5,10 @@
   ``prompt``, ``completion``, one column per reward function (named after it, e.g.
   ``correct_reward``), any extra columns the reward functions logged, and ``advantage``; no token
   ids. ``read_trl_files`` reads one such file, the ``completions`` folder, or the output folder
-  holding it (files in step order).
+  holding it (files in step order), or only the files holding some rows (``rows=``);
+  ``iter_trl_files`` streams it in chunks of rows. The files' footers are read first: every
+  file must have the first file's columns, and a reward function's column is one whose Parquet
+  type is numeric.
 * **In-memory logs**: ``trainer._logs`` (``prompt``, ``completion``, ``rewards`` = {function:
   values}, ``advantages``, ``extra``), which holds the last generation batch only: one step, so
   its rows are grouped by prompt.
@@ -25,16 +28,22 @@ time; with ``logging_steps`` > 1 a file holds the last generation batch before i
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
+import numpy as np
+
+from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.io.columns import as_list, is_table, table_columns
 from labkit.io.errors import record_error
 from labkit.io.record import FIELDS, rollout_records
-from labkit.io.text_rows import LARGE_ROWS, TextRows, numeric_columns, read_text_rows
+from labkit.io.text_rows import (LARGE_ROWS, TextRows, chunk_rows, numeric_columns, read_text_rows, stream_text_rows,
+                                 text_length)
 
-__all__ = ["read_trl", "read_trl_files", "trl_files", "is_trl_logs", "looks_like_trl", "to_trl", "LARGE_ROWS"]
+__all__ = ["read_trl", "read_trl_files", "iter_trl_files", "trl_files", "is_trl_logs", "looks_like_trl", "to_trl",
+           "LARGE_ROWS"]
 
 _NOT_REWARDS = {"step", "advantage", "advantages", "completion_ids", "prompt", "completion", "images", *FIELDS}
 
@@ -50,10 +59,11 @@ def looks_like_trl(names) -> bool:
     return "completion" in set(names)
 
 
-def _rows(cols: dict[str, list], source: str, numbers=None, wheres=None) -> TextRows:
+def _rows(cols: dict[str, list], source: str, numbers=None, wheres=None, rewards=None) -> TextRows:
     n = len(next(iter(cols.values()))) if cols else 0
     # a 'reward' column is the reward; without one, TRL's files have a column per reward function
-    rewards = [] if "reward" in cols else numeric_columns(cols, _NOT_REWARDS)
+    if rewards is None:
+        rewards = [] if "reward" in cols else numeric_columns(cols, _NOT_REWARDS)
     advantage = "advantage" if "advantage" in cols else "advantages" if "advantages" in cols else None
     return TextRows(source=source, format="trl", unit="row", columns=cols,
                     numbers=list(range(n)) if numbers is None else numbers,
@@ -88,12 +98,11 @@ def _columns(source: Any) -> dict[str, list]:
                     f"dicts) or trainer._logs, got {type(source).__name__}")
 
 
-def read_trl(source: Any, *, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
-             progress: bool | None = None) -> Rollouts:
+def read_trl(source: Any, *, tokenizer: Any = None, reward: str | Sequence[str] | None = None) -> Rollouts:
     """TRL rows or ``trainer._logs`` in memory -> validated Rollouts (RecordError naming the row and
     the field)."""
     name = "TRL trainer._logs" if is_trl_logs(source) else "TRL rows"
-    return read_text_rows(_rows(_columns(source), name), tokenizer=tokenizer, reward=reward, progress=progress)
+    return read_text_rows(_rows(_columns(source), name), tokenizer=tokenizer, reward=reward)
 
 
 def trl_files(path: Path) -> list[Path]:
@@ -109,36 +118,149 @@ def trl_files(path: Path) -> list[Path]:
     return []
 
 
-def read_trl_files(path: Path, *, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
-                   progress: bool | None = None) -> Rollouts:
-    """TRL's completions Parquet (one file or a folder of them) -> validated Rollouts."""
+def _numeric_type(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+@dataclass
+class _Run:
+    """A run's completions files, from their footers only: ``counts[k]`` rows in ``files[k]``,
+    ``columns`` (the first file's, in its order; every file has the same) and ``rewards`` (the
+    reward functions' columns: numeric by their Parquet type, in the first file that types them)."""
+    path: Path
+    files: list[Path]
+    counts: np.ndarray
+    columns: list[str]
+    rewards: list[str]
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Index of each file's first row in the run."""
+        return np.cumsum(self.counts) - self.counts
+
+
+def _run(path: Path) -> _Run:
+    """Check the files' footers (readable, same columns) before any row is read."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     files = trl_files(path)
     if not files:
         raise FileNotFoundError(f"source: no TRL completions files (completions_*.parquet) in {path} or its "
                                 f"completions/ folder")
-    cols: dict[str, list] = {}
-    numbers: list[int] = []
-    wheres: list[str] = []
+    counts, columns, types = [], None, {}
     for f in files:
         try:
-            table = pq.read_table(f)
+            meta = pq.read_metadata(f)
+            schema = meta.schema.to_arrow_schema()
         except Exception as err:  # pyarrow's own ArrowInvalid for a file that is not Parquet
             raise record_error("source", "row", None, None, f"not a readable Parquet file ({err})", str(f)) from None
-        part = table_columns(table)
-        if cols and set(part) != set(cols):
+        if columns is None:
+            columns = list(schema.names)
+        elif set(schema.names) != set(columns):
             raise record_error("source", "row", None, None,
-                               f"columns {sorted(part)} differ from {files[0].name}'s {sorted(cols)} (one run's "
-                               f"files have the same columns)", str(f))
-        for k, v in part.items():
-            cols.setdefault(k, []).extend(v)
-        numbers.extend(range(table.num_rows))
-        wheres.extend([str(f)] * table.num_rows)
-    if not numbers:
+                               f"columns {sorted(schema.names)} differ from {files[0].name}'s {sorted(columns)} (one "
+                               f"run's files have the same columns)", str(f))
+        for name, t in zip(schema.names, schema.types):
+            if name not in types and meta.num_rows and not pa.types.is_null(t):
+                types[name] = t
+        counts.append(meta.num_rows)
+    if not sum(counts):
         raise record_error("source", "row", None, None, "no rows (empty files)", str(path))
-    rows = _rows(cols, str(path), numbers, wheres)
-    return read_text_rows(rows, tokenizer=tokenizer, reward=reward, progress=progress)
+    # what numeric_columns says of the rows' values, said from the column types
+    rewards = [] if "reward" in columns else [c for c in columns if c not in _NOT_REWARDS and c in types
+                                              and _numeric_type(types[c])]
+    return _Run(Path(path), files, np.array(counts, dtype=np.int64), columns, rewards)
+
+
+def _read_table(f: Path, rows: np.ndarray | None = None):
+    """File ``f`` (only its rows ``rows``, 0-based in the file, when given) as an Arrow table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(f)
+    except Exception as err:
+        raise record_error("source", "row", None, None, f"not a readable Parquet file ({err})", str(f)) from None
+    return table if rows is None else table.take(pa.array(rows))
+
+
+def read_trl_files(path: Path, *, rows: np.ndarray | None = None, tokenizer: Any = None,
+                   reward: str | Sequence[str] | None = None, progress: bool | None = None) -> Rollouts:
+    """TRL's completions Parquet (one file or a folder of them) -> validated Rollouts.
+
+    ``rows``: sorted, distinct 0-based row indices of the run (its files in step order; checked by
+    the caller) to read only those rows: only the files holding one are read. Groups are then
+    numbered among the rows read (their names in ``info['group_names']``)."""
+    run = _run(path)
+    total = int(run.counts.sum())
+    if rows is not None and rows.size and int(rows[-1]) >= total:
+        raise ValueError(f"rows: record {int(rows[-1])} is past the last record ({total:,} records)")
+    cols: dict[str, list] = {c: [] for c in run.columns}
+    numbers: list[int] = []
+    wheres: list[str] = []
+    starts = run.starts
+    want = None if rows is None else np.searchsorted(starts, rows, side="right") - 1  # each wanted row's file
+    picked = range(len(run.files)) if rows is None else np.unique(want).tolist()
+    show_bar = (total if rows is None else len(rows)) >= LARGE_ROWS if progress is None else progress
+    for k in progress_bar(picked, desc=run.path.name, unit="file", enabled=show_bar):
+        local = None if rows is None else rows[want == k] - starts[k]
+        table = _read_table(run.files[k], local)
+        for name, values in table_columns(table).items():
+            cols[name].extend(values)
+        numbers.extend(range(table.num_rows) if local is None else local.tolist())
+        wheres.extend([str(run.files[k])] * table.num_rows)
+    text = _rows(cols, str(path), numbers, wheres, run.rewards)
+    return read_text_rows(text, tokenizer=tokenizer, reward=reward)
+
+
+def iter_trl_files(path: Path, *, batch_rows: int, tokenizer: Any = None, reward: str | Sequence[str] | None = None,
+                   progress: bool | None = None) -> Iterator[Rollouts]:
+    """TRL's completions Parquet as consecutive Rollouts of ``batch_rows`` rows (fewer for the
+    last one, and where long completions would make a chunk of more than
+    ``labkit.io.text_rows.CHUNK_POSITIONS`` padded positions), a chunk across file boundaries
+    where it falls, holding one chunk's rows at a time.
+    Group ids are numbered alike in every chunk; ``info['offset']`` is the chunk's first row in
+    the run, ``info['first_record']`` / ``info['first_file']`` that row's row number and file
+    (``labkit.io.text_rows.stream_text_rows``). The files' footers are checked first (readable,
+    same columns), so a run that cannot be read fails before its first chunk."""
+    run = _run(path)
+    total = int(run.counts.sum())
+    show_bar = total >= LARGE_ROWS if progress is None else progress
+
+    def chunks() -> Iterator[TextRows]:
+        cols: dict[str, list] = {c: [] for c in run.columns}
+        numbers: list[int] = []
+        wheres: list[str] = []
+        lengths: list[int] = []
+
+        def take(n: int) -> TextRows:
+            out = _rows({c: v[:n] for c, v in cols.items()}, str(path), numbers[:n], wheres[:n], run.rewards)
+            for v in (*cols.values(), numbers, wheres, lengths):
+                del v[:n]
+            return out
+
+        with progress_bar(total=total, desc=run.path.name, unit="row", enabled=show_bar) as bar:
+            for f, count in zip(run.files, run.counts.tolist()):
+                if not count:
+                    continue
+                table = _read_table(f)
+                for name, values in table_columns(table).items():
+                    cols[name].extend(values)
+                numbers.extend(range(table.num_rows))
+                wheres.extend([str(f)] * table.num_rows)
+                lengths.extend(map(text_length, cols["completion"][-table.num_rows:]) if "completion" in cols
+                               else [0] * table.num_rows)
+                del table
+                while (n := chunk_rows(lengths, batch_rows, final=False)) is not None:
+                    yield take(n)
+                bar.update(count)
+            while (n := chunk_rows(lengths, batch_rows, final=True)) is not None:
+                yield take(n)
+
+    return stream_text_rows(chunks(), tokenizer=tokenizer, reward=reward)
 
 
 def to_trl(rollouts: Rollouts) -> dict:

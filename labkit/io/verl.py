@@ -24,6 +24,7 @@ import torch
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.io.assemble import Padded, assemble
 from labkit.io.errors import record_error
+from labkit.io.text_positions import position_texts
 
 __all__ = ["read_verl", "read_saved_verl", "to_verl_batch", "REWARD_KEYS", "EXTRAS", "PICKLE_SUFFIXES"]
 
@@ -203,8 +204,9 @@ def to_verl_batch(rollouts: Rollouts) -> dict:
         out["states"] = ro.states.clone()
     if ro.anchor_keys is not None:
         out["anchor_keys"] = [list(k) for k in ro.anchor_keys]
-    if ro.text is not None:
-        out["text"] = [list(t) for t in ro.text]
+    text = position_texts(ro)
+    if text is not None:
+        out["text"] = [list(t) for t in text]
     if ro.prompts is not None:
         out["prompt_text"] = list(ro.prompts)
     return out

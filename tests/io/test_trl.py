@@ -17,8 +17,10 @@ import torch
 
 from labkit.core.paths import data_path
 from labkit.diagnose import diagnose, measure_groups
-from labkit.io import RecordError, read_rollouts
+from labkit.io import RecordError, iter_rollouts, read_rollouts
+from labkit.io.text_positions import display_text
 from framework_runs import IS_COMMITTED, TRL, trl_log_history
+from io_cases import assert_chunks_are_the_whole, assert_rows_are_the_whole
 
 FILES = sorted((TRL / "completions").glob("completions_*.parquet"))
 META = json.loads((TRL / "meta.json").read_text())
@@ -49,8 +51,9 @@ def test_the_completions_files_read_as_trl_wrote_them(where):
     assert torch.equal(ro.info["advantages"], torch.tensor(df["advantage"].to_numpy(), dtype=torch.float64))
     # the reward is the unweighted sum of the reward functions (TRL's default weights are 1)
     assert np.allclose(ro.scores.numpy(), df[REWARDS].sum(axis=1).to_numpy())
-    assert ["".join(t).rstrip("") for t in ro.text] == [c for c in df["completion"]] or all(
-        "".join(t[:len(c)]) == c for t, c in zip(ro.text, df["completion"]))
+    # no per-position strings are stored: the characters are the ids, shown by display_text
+    assert ro.text is None
+    assert ["".join(t) for t in display_text(ro, range(ro.batch_size))] == df["completion"].tolist()
     assert ro.prompts == df["prompt"].tolist()
     # one group per (step, prompt): a prompt drawn at two steps is two groups
     keys = list(zip(df["step"], df["prompt"]))
@@ -123,7 +126,9 @@ def test_a_tokenizer_counts_tokens():
     chars = read_rollouts(TRL)
     assert ro.info["position_unit"] == "token" and "tiny_lm" in ro.info["tokenizer"]
     # the lab's tokenizer has one token per character of its alphabet: the same positions
-    assert torch.equal(ro.mask.sum(1), chars.mask.sum(1)) and ro.text == chars.text
+    rows = range(ro.batch_size)
+    assert torch.equal(ro.mask.sum(1), chars.mask.sum(1)) and display_text(ro, rows) == display_text(chars, rows)
+    assert set(ro.info["vocab_text"]) == set(ro.tokens[ro.mask].tolist())
     assert not torch.equal(ro.tokens, chars.tokens)
     d = diagnose(TRL, estimators=[], tokenizer=TINY_LM, progress=False)
     assert d.unit == "token" and "characters per token" not in d.answers[0].evidence
@@ -224,7 +229,7 @@ def test_trl_rows_read_as_rollouts():
             "extra": [1, 2, 3]}
     ro = read_rollouts(cols)
     assert ro.tokens[:, :2].tolist() == [[ord("2"), 0], [ord("1"), ord("1")], [ord("h"), ord("é")]]
-    assert ro.text[2][:2] == ["h", "é"] and ro.mask.sum(1).tolist() == [1, 2, 2]
+    assert display_text(ro, [2], 2) == [["h", "é"]] and ro.mask.sum(1).tolist() == [1, 2, 2]
     assert ro.group_ids.tolist() == [0, 0, 1] and ro.prompts[2] == "user: hi"
     assert ro.scores.tolist() == [1.0, 0.0, 0.5] and ro.info["position_unit"] == "character"
     assert ro.info["ignored_fields"] == ("extra",)
@@ -235,3 +240,105 @@ def test_trl_rows_read_as_rollouts():
         read_rollouts({"prompt": ["a", "b"], "completion": ["x", "y"], "reward": [1, "abc"]}, "trl")
     with pytest.raises(RecordError, match=r"^source: row 0, field 'completion': missing"):
         read_rollouts([{"prompt": "a", "reward": 1}], "trl")
+
+
+# ---- a run read in chunks (iter_rollouts, diagnose) and in part (rows=)
+def write_run(folder, steps: dict[int, list[tuple]]) -> list:
+    """TRL-shaped files in ``folder``: {step: [(prompt, completion, reward), ...]}."""
+    import pyarrow as pa
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for step, rows in steps.items():
+        table = pa.table({"step": [step] * len(rows), "prompt": [r[0] for r in rows],
+                          "completion": [r[1] for r in rows], "f_reward": [r[2] for r in rows],
+                          "advantage": [0.0] * len(rows)})
+        out.append(folder / f"completions_{step:05d}.parquet")
+        pq.write_table(table, out[-1])
+    return out
+
+
+@pytest.mark.parametrize("batch_rows", [1, 5, 16, 1000])
+def test_chunks_are_the_run_read_whole(batch_rows):
+    chunks = assert_chunks_are_the_whole(TRL, batch_rows)
+    starts = np.cumsum([pq.read_metadata(f).num_rows for f in FILES])
+    for c in chunks:
+        k = int(np.searchsorted(starts, c.info["offset"], side="right"))  # the file of the chunk's first row
+        assert c.info["first_file"] == str(FILES[k])
+        assert c.info["first_record"] == c.info["offset"] - (starts[k - 1] if k else 0)
+
+
+def test_chunks_with_a_tokenizer_carry_their_ids_display_strings():
+    for c in assert_chunks_are_the_whole(TRL, 7, tokenizer=TINY_LM):
+        assert set(c.info["vocab_text"]) == set(c.tokens[c.mask].tolist())
+        assert all("".join(t) for t in display_text(c, range(c.batch_size)))
+
+
+def test_groups_are_numbered_alike_across_files_and_chunks(tmp_path):
+    write_run(tmp_path, {1: [("a", "xx", 1.0), ("a", "x", 0.0), ("b", "y", 1.0)],
+                         2: [("b", "yy", 0.0), ("a", "x", 1.0), ("a", "xy", 1.0)]})
+    chunks = list(iter_rollouts(tmp_path, batch_rows=2, progress=False))
+    assert [c.group_ids.tolist() for c in chunks] == [[0, 0], [1, 2], [3, 3]]
+    assert chunks[-1].info["group_names"] == ("step 1 | a", "step 1 | b", "step 2 | b", "step 2 | a")
+    assert chunks[1].info["group_names"] == ("step 1 | a", "step 1 | b", "step 2 | b")
+    # the chunk across the two files says where its rows came from
+    assert chunks[1].info["first_file"].endswith("completions_00001.parquet") and chunks[1].info["first_record"] == 2
+    assert chunks[1].info["training_steps"].tolist() == [1, 2]
+
+
+def test_rows_reads_only_the_files_holding_them(monkeypatch):
+    import labkit.io.trl as trl
+
+    read = []
+    real = trl._read_table
+    monkeypatch.setattr(trl, "_read_table", lambda f, rows=None: read.append(f) or real(f, rows))
+    n = sum(pq.read_metadata(f).num_rows for f in FILES)
+    sub = assert_rows_are_the_whole(TRL, [1, 2, n - 1])
+    assert sub.info["training_steps"].tolist() == [int(pd.read_parquet(FILES[0])["step"][0])] * 2 + [
+        int(pd.read_parquet(FILES[-1])["step"][0])]
+    read.clear()
+    read_rollouts(TRL, rows=[1, 2, n - 1])
+    assert read == [FILES[0], FILES[-1]]
+    with pytest.raises(ValueError, match=rf"^rows: record {n} is past the last record \({n} records\)"):
+        read_rollouts(TRL, rows=[n])
+
+
+def test_a_bad_row_in_a_later_file_is_named_when_its_chunk_is_read(tmp_path):
+    files = write_run(tmp_path, {1: [("a", "x", 1.0), ("a", "y", 0.0)], 2: [("a", "x", 1.0), ("a", "y", 0.0)]})
+    pd.read_parquet(files[1]).astype({"f_reward": str}).to_parquet(files[1])  # the step's rewards logged as text
+    chunks = iter_rollouts(tmp_path, batch_rows=2, progress=False)
+    assert next(chunks).batch_size == 2  # the first file's rows are handed out
+    with pytest.raises(RecordError, match=r"^source: row 0, field 'f_reward': expected a number, got '1.0' "
+                                          r"\(in .*completions_00002.parquet\)"):
+        next(chunks)
+    # a fault found on the padded batch names the row's file too
+    files = write_run(tmp_path / "b", {1: [("a", "x", 1.0)], 2: [("a", "x", 1.0), ("a", "", 1.0)]})
+    with pytest.raises(RecordError, match=r"^source: row 1, field 'reward': is 1, but the trajectory has no "
+                                          r"generated position .*completions_00002.parquet"):
+        read_rollouts(tmp_path / "b")
+    # a file that is not Parquet is refused before any chunk, from the files' footers
+    (tmp_path / "b" / "completions_00003.parquet").write_text("not parquet")
+    with pytest.raises(RecordError, match=r"not a readable Parquet file .*completions_00003.parquet"):
+        iter_rollouts(tmp_path / "b", batch_rows=1)
+
+
+def test_long_completions_make_chunks_of_fewer_rows(tmp_path, monkeypatch):
+    import labkit.io.text_rows as text_rows
+
+    write_run(tmp_path, {1: [("a", "x" * 6, 1.0), ("a", "x", 0.0), ("a", "xx", 1.0)], 2: [("b", "y" * 9, 0.0)]})
+    monkeypatch.setattr(text_rows, "CHUNK_POSITIONS", 12)
+    chunks = list(iter_rollouts(tmp_path, batch_rows=100, progress=False))
+    assert [c.batch_size for c in chunks] == [2, 1, 1] and [c.horizon for c in chunks] == [6, 2, 9]
+    assert torch.cat([c.group_ids for c in chunks]).tolist() == [0, 0, 0, 1]
+
+
+def test_text_read_without_ids_is_written_with_its_text(tmp_path):
+    from labkit.io import to_trl, to_verl_batch, write_rollouts
+
+    ro = read_rollouts(TRL)
+    completions = frame()["completion"].tolist()
+    assert to_trl(ro)["completion"] == completions
+    for name in ("run.jsonl", "run.parquet"):
+        back = read_rollouts(write_rollouts(ro, tmp_path / name))
+        assert ["".join(t) for t in back.text] == completions
+    assert ["".join(t) for t in to_verl_batch(ro)["text"]] == completions

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from labkit.diagnose import diagnose, measure_groups
-from labkit.io import RecordError, read_rollouts
+from labkit.io import RecordError, iter_rollouts, read_rollouts
+from labkit.io.text_positions import display_text
 from framework_runs import IS_COMMITTED, VERL
+from io_cases import assert_chunks_are_the_whole, assert_rows_are_the_whole
 
 FILES = sorted(VERL.glob("*.jsonl"), key=lambda p: int(p.stem))
 
@@ -34,8 +36,8 @@ def test_the_rollout_dump_reads_as_verl_wrote_it():
     assert ro.prompts == [r["input"] for r in rows] and "gts" in ro.info["ignored_fields"]
     extras = [k for k in rows[0] if k not in ("input", "output", "gts", "score", "step")]
     assert ro.info["reward_part_names"] == ("score", *extras)
-    assert ["".join(t).rstrip("") for t in ro.text] == [r["output"] + "" for r in rows] or all(
-        "".join(t[:len(r["output"])]) == r["output"] for t, r in zip(ro.text, rows))
+    assert ro.text is None
+    assert ["".join(t) for t in display_text(ro, range(ro.batch_size))] == [r["output"] for r in rows]
     keys = [(r["step"], r["input"]) for r in rows]
     assert ro.group_ids.unique().numel() == len(set(keys)) > len({k[1] for k in keys})  # a prompt at two steps
     one = read_rollouts(FILES[-1])
@@ -104,3 +106,64 @@ def test_the_command_line_reads_the_dump_with_format_given(tmp_path, monkeypatch
     assert main([str(VERL), "--format", "jsonl", "--estimators", "none", "--no-progress",
                  "--out", str(tmp_path / "as_jsonl")]) == 2
     assert capsys.readouterr().err.startswith("error: source: ")
+
+
+# ---- the dump read in chunks (iter_rollouts, diagnose) and in part (rows=)
+@pytest.mark.parametrize("batch_rows", [1, 3, 10, 1000])
+def test_chunks_are_the_dump_read_whole(batch_rows):
+    chunks = assert_chunks_are_the_whole(VERL, batch_rows)
+    where = [(str(f), n) for f in FILES for n, line in enumerate(f.read_text().splitlines(), 1) if line.strip()]
+    assert [(c.info["first_file"], c.info["first_record"]) for c in chunks] == [where[c.info["offset"]]
+                                                                                for c in chunks]
+
+
+def test_rows_parses_only_the_lines_asked_for(tmp_path):
+    rows = lines()
+    assert_rows_are_the_whole(VERL, [0, 1, len(rows) - 1])
+    # a line not asked for is skipped unparsed: a broken one does not stop the read
+    text = FILES[0].read_text().splitlines()
+    text[3] = "{not json"
+    (tmp_path / "1.jsonl").write_text("\n".join(text) + "\n")
+    sub = read_rollouts(tmp_path, rows=[0, 1])
+    assert sub.prompts == [rows[0]["input"], rows[1]["input"]]
+    with pytest.raises(RecordError, match=r"^source: line 4: not valid JSON"):
+        read_rollouts(tmp_path, rows=[3])
+    with pytest.raises(ValueError, match=r"^rows: record 99 is past the last record"):
+        read_rollouts(VERL, rows=[99])
+
+
+def test_a_bad_line_in_a_later_file_is_named_when_its_chunk_is_read(tmp_path):
+    for f in FILES[:2]:
+        (tmp_path / f.name).write_text(f.read_text())
+    text = FILES[1].read_text().splitlines()
+    bad = json.loads(text[1])
+    bad["score"] = "n/a"
+    text[1] = json.dumps(bad)
+    (tmp_path / FILES[1].name).write_text("\n".join(text) + "\n")
+    first = sum(1 for line in FILES[0].read_text().splitlines() if line.strip())
+    chunks = iter_rollouts(tmp_path, batch_rows=first, progress=False)
+    assert next(chunks).batch_size == first
+    with pytest.raises(RecordError, match=rf"^source: line 2, field 'score': expected a number, got 'n/a' "
+                                          rf"\(in .*{FILES[1].name}\)"):
+        next(chunks)
+
+
+def test_a_numeric_field_first_seen_after_the_first_chunk_is_listed_not_summed(tmp_path):
+    rows = [{"input": "p", "output": "ab", "score": 1.0, "step": 1}, {"input": "p", "output": "a", "score": 0.0, "step": 1},
+            {"input": "p", "output": "b", "score": 1.0, "step": 2, "acc": 1.0}]
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    chunks = list(iter_rollouts(tmp_path, batch_rows=2, progress=False))
+    assert chunks[0].info["reward_part_names"] == ("score",) == chunks[1].info["reward_part_names"]
+    assert chunks[1].info["ignored_fields"] == ("acc",)
+    assert read_rollouts(tmp_path).info["reward_part_names"] == ("score", "acc")  # read whole: every field seen
+    assert torch.cat([c.scores for c in chunks]).tolist() == [1.0, 0.0, 1.0]
+
+
+def test_long_outputs_make_chunks_of_fewer_lines(tmp_path, monkeypatch):
+    import labkit.io.text_rows as text_rows
+
+    rows = [{"input": "p", "output": "o" * n, "score": 1.0, "step": 1} for n in (6, 1, 2, 9)]
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(text_rows, "CHUNK_POSITIONS", 12)
+    chunks = list(iter_rollouts(tmp_path, batch_rows=100, progress=False))
+    assert [c.batch_size for c in chunks] == [2, 1, 1] and [c.info["first_record"] for c in chunks] == [1, 3, 4]
