@@ -248,7 +248,7 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool | None = None,
 
     ``source``: a ``Rollouts``, or a path to a rollout file or a run's folder, read as
     ``labkit.io.read_rollouts`` reads it (``fmt``, ``tokenizer``, ``reward``, ``trust_pickle``:
-    its arguments; TRL's and verl's files are read whole first). A record-format file is **streamed**: read in chunks of ``batch_rows`` records
+    its arguments; a saved verl batch is read whole first). A file or folder is **streamed**: read in chunks of ``batch_rows`` records
     (``labkit.io.iter_rollouts``), each measured into a :class:`~labkit.diagnose.tally.Tally`
     and dropped, then only the comparison's sample is read back (``read_rollouts(rows=...)``).
     Memory is therefore bounded by one chunk (``batch_rows`` x its longest record) plus the
@@ -335,6 +335,12 @@ def diagnose(source, *, fmt: str | None = None, can_replay: bool | None = None,
             names = chunk.info.get("group_names")
             if info is None:
                 info = {k: v for k, v in chunk.info.items() if not isinstance(v, torch.Tensor)}
+                info.pop("missing_rewards", None)
+            # what a chunk says about the whole source adds up over the chunks
+            info["missing_rewards"] = info.get("missing_rewards", 0) + int(chunk.info.get("missing_rewards", 0))
+            ignored = set(info.get("ignored_fields", ())) | set(chunk.info.get("ignored_fields", ()))
+            if ignored:
+                info["ignored_fields"] = tuple(sorted(ignored))
             del chunk  # the next chunk replaces it, not joins it
         show = progress if progress is not None else tally.n * tally.horizon >= PROGRESS_MIN_POSITIONS
     else:

@@ -18,6 +18,7 @@ import pandas as pd
 from labkit import viz
 from labkit.survey.decision_tree import QUESTIONS, decision_tree_graph
 from labkit.core.stats import constant_groups
+from labkit.io.text_positions import display_text
 from labkit.diagnose.compare import rms_scaled
 from labkit.diagnose.training_steps import step_charts
 
@@ -246,7 +247,7 @@ def _heatmap(c, sub, rows: list[int]):
     mask = sub.mask[rows]
     used = int(mask.any(0).nonzero().max()) + 1 if bool(mask.any()) else 1
     W = min(used, HEATMAP_POSITIONS)
-    tokens = [list(sub.text[r][:W]) for r in rows] if sub.text is not None else None
+    tokens = display_text(sub, rows, W)
     labels = [f"row {int(c.rows[r])}" for r in rows]
     panels = {}
     for name, credit in c.credit.items():

@@ -342,3 +342,13 @@ def test_text_read_without_ids_is_written_with_its_text(tmp_path):
         back = read_rollouts(write_rollouts(ro, tmp_path / name))
         assert ["".join(t) for t in back.text] == completions
     assert ["".join(t) for t in to_verl_batch(ro)["text"]] == completions
+
+
+def test_missing_rewards_in_several_files_add_up_in_the_diagnosis(tmp_path):
+    (tmp_path / "completions").mkdir()
+    for f in FILES[:2]:
+        df = pd.read_parquet(f)
+        df.loc[0, REWARDS[1]] = None
+        df.to_parquet(tmp_path / "completions" / f.name)
+    d = diagnose(tmp_path, estimators=[], progress=False, batch_rows=8)
+    assert any(n.startswith("2 missing reward values") for n in d.source_notes)
