@@ -14,7 +14,8 @@ computes it (the group's rewards minus their mean, over their standard deviation
 
 A fresh process then runs ``diagnose(folder)`` with its defaults (the text read in chunks and
 measured into a ``Tally``; the estimator comparison on a sample of 2,048 trajectories read back
-with ``read_rollouts(rows=...)``) and prints the wall time of each stage from
+with ``read_rollouts(rows=...)``), writes its report (every chart, the per-step ones included,
+rendered to PNG) and prints the wall time of each stage from
 ``Diagnosis.seconds``, the CPU time, and the peak resident set size sampled every 5 ms (as
 ``benchmarks/diagnose_speed.py`` does; ``ru_maxrss`` would carry the parent's peak into the
 child). Wall time is what the target is about; on a shared machine it also counts waiting for a
@@ -87,15 +88,19 @@ def measure(folder: Path, sample: int) -> None:
 
     torch.set_num_threads(2)
     imports = current_mb()
-    with PhasePeak() as mem:
+    with PhasePeak() as mem, tempfile.TemporaryDirectory() as out:
         start, cpu = time.perf_counter(), time.process_time()
         d = diagnose(folder, sample=sample or None, progress=False)
+        mid = time.perf_counter()
+        d.save(out)  # the report with every chart (the per-step ones included) rendered to PNG
+        report = time.perf_counter() - mid
         sec, cpu = time.perf_counter() - start, time.process_time() - cpu
     print(f"after imports: {imports:.0f} MB resident")
     print(f"{'stage':32s} {'wall s':>7s}")
     for stage, s in d.seconds.items():
         print(f"{'  ' + stage:32s} {s:7.2f}")
-    print(f"{'diagnose(folder), all stages':32s} {sec:7.2f}   ({cpu:.1f} s CPU, 2 threads)")
+    print(f"{'  report (charts rendered)':32s} {report:7.2f}")
+    print(f"{'diagnose(folder) + report':32s} {sec:7.2f}   ({cpu:.1f} s CPU, 2 threads)")
     chars = d.lengths.generated_mean * d.n_trajectories
     print(f"\n{d.n_trajectories:,} completions, {chars / 1e6:,.0f} M characters: {sec:.1f} s wall "
           f"(target {TARGET_SECONDS:.0f} s), peak RSS {mem.peak / 1024:.2f} GB (target {TARGET_GB:.0f} GB); "
