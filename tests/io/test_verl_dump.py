@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from labkit.diagnose import diagnose, measure_groups
+from labkit.diagnose import check_framework_advantages, diagnose, measure_groups
 from labkit.io import RecordError, iter_rollouts, read_rollouts
 from labkit.io.text_positions import display_text
 from framework_runs import IS_COMMITTED, VERL
@@ -94,6 +94,9 @@ def test_verls_own_saved_dataproto():
         # the dump's score is the batch's token-level scores summed; its groups are the batch's uids
         assert np.allclose(dump.scores.numpy(), ro.scores.numpy())
         assert measure_groups(dump).n_zero_variance == measure_groups(ro).n_zero_variance
+        # verl's own GRPO advantages, read back and recomputed: its default, to round-off
+        check = check_framework_advantages(ro)
+        assert check.framework == "verl" and check.matches and check.cause == "default"
 
 
 def test_the_command_line_reads_the_dump_with_format_given(tmp_path, monkeypatch, capsys):
