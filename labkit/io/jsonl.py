@@ -20,7 +20,7 @@ from labkit.io.assemble import GroupNumbering, assemble
 from labkit.io.errors import record_error
 from labkit.io.record import ALL_OR_NONE, FIELDS, parse_record, records_to_padded, rollout_records
 
-__all__ = ["read_jsonl", "iter_jsonl", "write_jsonl", "LARGE_BYTES"]
+__all__ = ["read_jsonl", "iter_jsonl", "write_jsonl", "LARGE_BYTES", "RecordPicker"]
 
 #: Files at least this large get a progress bar when ``progress=None``.
 LARGE_BYTES = 32 * 2 ** 20
@@ -42,34 +42,59 @@ def _bad_json(line: str, err: json.JSONDecodeError, number: int, where: str):
                         f"not valid JSON at character {err.pos + 1}: {err.msg}{cut}", where)
 
 
+class RecordPicker:
+    """Which records of a JSON Lines stream to parse: all of them, or the sorted 0-based record
+    indices ``want`` (blank lines are not records). Call :meth:`take` on each record in order;
+    lines not asked for are counted, never parsed. :meth:`finish` refuses indices past the end."""
+
+    def __init__(self, want: np.ndarray | None = None) -> None:
+        self.want, self.index, self.k = want, 0, 0
+
+    @property
+    def done(self) -> bool:
+        """Every wanted record has been taken (the rest of the stream need not be read)."""
+        return self.want is not None and self.k == len(self.want)
+
+    def take(self) -> int | None:
+        """The next record's index when it is to be parsed, else None (it is skipped)."""
+        index = self.index
+        self.index += 1
+        if self.want is None:
+            return index
+        if self.k < len(self.want) and self.want[self.k] == index:
+            self.k += 1
+            return index
+        return None
+
+    def finish(self, what: str = "the file's last record") -> None:
+        if self.want is not None and self.k < len(self.want):
+            raise ValueError(f"rows: record {int(self.want[self.k])} is past {what} ({self.index:,} records)")
+
+
 def _lines(path: Path, progress: bool | None, want: np.ndarray | None = None):
     """(record index, line number, parsed record, ignored field names) of each record of the
     file, in order; with ``want`` (sorted record indices) only those records are parsed."""
     size = path.stat().st_size
     show_bar = size >= LARGE_BYTES if progress is None else progress
     where = str(path)
-    index, k = 0, 0
+    picker = RecordPicker(want)
     with _open(path, "r") as f, progress_bar(total=size, unit="B", unit_scale=True, desc=path.name,
                                              enabled=show_bar) as bar:
         for number, line in enumerate(f, 1):
             bar.update(len(line))
             if not line.strip():
                 continue
-            if want is not None:
-                if k == len(want):
-                    return
-                if want[k] != index:  # a record not asked for: counted, not parsed
-                    index += 1
-                    continue
-                k += 1
+            if picker.done:
+                return
+            index = picker.take()
+            if index is None:
+                continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise _bad_json(line, err, number, where) from None
             yield index, number, parse_record(obj, "source", "line", number, where), obj.keys() - _FIELD_SET
-            index += 1
-    if want is not None and k < len(want):
-        raise ValueError(f"rows: record {int(want[k])} is past the file's last record ({index:,} records)")
+    picker.finish()
 
 
 def read_jsonl(path: Path, *, rows: np.ndarray | None = None, progress: bool | None = None) -> Rollouts:

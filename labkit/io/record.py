@@ -20,7 +20,7 @@ from labkit.core.segments import default_labels, last_generated
 from labkit.io.errors import record_error, show
 
 __all__ = ["SCHEMA_FILE", "REQUIRED", "PER_POSITION", "PER_RECORD", "ALL_OR_NONE", "FIELDS",
-           "load_schema", "parse_record", "stack_records"]
+           "load_schema", "parse_record", "stack_records", "pad_optional"]
 
 SCHEMA_FILE = ("io", "rollout_record.schema.json")
 
@@ -197,7 +197,7 @@ def stack_records(records: list[dict], numbers: list[int], argument: str, unit: 
 def records_to_padded(records: list[dict], numbers: list[int], argument: str, unit: str,
                       where: str | None = None, info: dict | None = None):
     """Parsed records (``parse_record``'s output) -> a ``Padded`` batch for ``assemble``."""
-    from labkit.io.assemble import Padded, pad_flat, pad_rows  # one direction: assemble knows no records
+    from labkit.io.assemble import Padded, pad_flat  # one direction: assemble knows no records
 
     cols = stack_records(records, numbers, argument, unit, where)
     lengths = cols["lengths"]
@@ -211,6 +211,15 @@ def records_to_padded(records: list[dict], numbers: list[int], argument: str, un
                group=cols["group_id"], reward=np.array(cols["reward"], dtype=np.float64),
                text=cols.get("text"), anchor_keys=cols.get("anchor_keys"), prompts=cols.get("prompt"),
                info=dict(info or {}))
+    pad_optional(p, cols, lengths, valid)
+    return p
+
+
+def pad_optional(p, cols: dict, lengths: np.ndarray, valid: np.ndarray) -> None:
+    """Set the optional per-position fields of ``cols`` (per-record arrays, None where a record
+    lacks the field) on the ``Padded`` batch ``p``, each with its padding value and default."""
+    from labkit.io.assemble import pad_rows
+
     if "generated" in cols:
         p.generated = pad_rows(cols["generated"], lengths, valid, False, bool)
     if "rewards" in cols:
@@ -221,7 +230,6 @@ def records_to_padded(records: list[dict], numbers: list[int], argument: str, un
     for name, fill, dtype in (("logprobs", 0.0, np.float64), ("entropies", 0.0, np.float64), ("states", 0, np.int64)):
         if name in cols:
             setattr(p, name, pad_rows(cols[name], lengths, valid, fill, dtype)[0])
-    return p
 
 
 def record_lengths(rollouts) -> tuple[np.ndarray, np.ndarray]:

@@ -40,10 +40,11 @@ import numpy as np
 import torch
 
 from labkit.core.rollouts import Rollouts
-from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat, pad_rows
+from labkit.io.assemble import GroupNumbering, Padded, assemble, pad_flat
 from labkit.io.columns import as_list
 from labkit.io.errors import record_error, show
-from labkit.io.record import ALL_OR_NONE, FIELDS, PER_POSITION, _anchor_keys, _group_id, parse_position_field
+from labkit.io.record import (ALL_OR_NONE, FIELDS, PER_POSITION, _anchor_keys, _group_id, pad_optional,
+                              parse_position_field)
 from labkit.io.text_positions import TOKENS, Positions, TextCutter
 
 __all__ = ["TextRows", "read_text_rows", "stream_text_rows", "chunk_rows", "text_length", "message_text",
@@ -330,16 +331,7 @@ def read_text_rows(rows: TextRows, *, tokenizer: Any = None, reward: str | Seque
                where=rows.wheres[0] if one_file else rows.source, wheres=None if one_file else rows.wheres,
                tokens=tokens, valid=valid, group=groups, reward=total, prompts=prompts, info=meta,
                numbering=numbering)
-    if "generated" in extra:
-        p.generated = pad_rows(extra["generated"], lengths, valid, False, bool)
-    if "rewards" in extra:
-        p.rewards = pad_rows(extra["rewards"], lengths, valid, 0.0, np.float64)
-    for name in ("step_ids", "turn_ids", "agent_ids"):
-        if name in extra:
-            p.labels[name] = pad_rows(extra[name], lengths, valid, -1, np.int64)
-    for name, fill, dtype in (("logprobs", 0.0, np.float64), ("entropies", 0.0, np.float64), ("states", 0, np.int64)):
-        if name in extra:
-            setattr(p, name, pad_rows(extra[name], lengths, valid, fill, dtype)[0])
+    pad_optional(p, extra, lengths, valid)
     p.text, p.anchor_keys = extra.get("text"), extra.get("anchor_keys")
     return assemble(p)
 

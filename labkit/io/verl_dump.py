@@ -24,6 +24,7 @@ import numpy as np
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
 from labkit.io.errors import record_error
+from labkit.io.jsonl import RecordPicker
 from labkit.io.jsonl import LARGE_BYTES
 from labkit.io.text_rows import TextRows, chunk_rows, numeric_columns, read_text_rows, stream_text_rows, text_length
 
@@ -57,7 +58,7 @@ def _lines(files: list[Path], want: np.ndarray | None = None, progress: bool | N
     counted) only those lines are parsed, and reading stops after the last one."""
     size = sum(f.stat().st_size for f in files)
     show_bar = size >= LARGE_BYTES if progress is None else progress
-    index, k = 0, 0
+    picker = RecordPicker(want)
     with progress_bar(total=size, unit="B", unit_scale=True, desc=files[0].parent.name or str(files[0]),
                       enabled=show_bar) as bar:
         for f in files:
@@ -67,13 +68,10 @@ def _lines(files: list[Path], want: np.ndarray | None = None, progress: bool | N
                     bar.update(len(line))
                     if not line.strip():
                         continue
-                    if want is not None:
-                        if k == len(want):
-                            return
-                        if want[k] != index:  # a record not asked for: counted, not parsed
-                            index += 1
-                            continue
-                        k += 1
+                    if picker.done:
+                        return
+                    if picker.take() is None:
+                        continue
                     try:
                         obj = json.loads(line)
                     except json.JSONDecodeError as err:
@@ -87,9 +85,7 @@ def _lines(files: list[Path], want: np.ndarray | None = None, progress: bool | N
                             raise record_error("source", "line", number, key,
                                                "missing (verl's rollout dump has input, output, score and step)", where)
                     yield where, number, obj
-                    index += 1
-    if want is not None and k < len(want):
-        raise ValueError(f"rows: record {int(want[k])} is past the last record ({index:,} records)")
+    picker.finish("the last record")
 
 
 def _text_rows(path: Path, lines: list[tuple], names: list[str] | None = None,
