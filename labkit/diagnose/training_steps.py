@@ -88,6 +88,10 @@ def _fmt(quantity: str, x: float, unit: str) -> str:
     return f"{x:.3g}"
 
 
+def _steps_text(window) -> str:
+    return f"step {int(window[0])}" if len(window) == 1 else f"steps {int(window[0])}-{int(window[-1])}"
+
+
 def run_steps(rows: pd.DataFrame, *, unit: str = "token", max_length: int | None = None,
               reward_range: float | None = None) -> RunSteps | None:
     """Per-step table and drifts of a run from :meth:`Tally.row_table`'s ``rows`` (it needs a
@@ -139,9 +143,9 @@ def run_steps(rows: pd.DataFrame, *, unit: str = "token", max_length: int | None
         rule = {"share": f"a change of {threshold * 100:.0f} percentage points or more",
                 "relative": f"a change of {threshold:.0%} of the start or more",
                 "spread": f"a change of {threshold:.0%} of the run's reward range ({scale:.3g}) or more"}[kind]
+        first, last = _steps_text(steps[:w]), _steps_text(steps[-w:])
         text = (f"{QUANTITIES[quantity]} {'rises' if change > 0 else 'falls'} from {_fmt(quantity, start, unit)} "
-                f"(first {w} step{'s' if w > 1 else ''}) to {_fmt(quantity, end, unit)} (last {w}), past halfway "
-                f"at step {step} (drift: {rule})")
+                f"({first}) to {_fmt(quantity, end, unit)} ({last}), past halfway at step {step} (drift: {rule})")
         drifts.append(Drift(quantity, start, end, step, rule, text))
     windows = ((int(steps[0]), int(steps[w - 1])), (int(steps[-w]), int(steps[-1])))
     return RunSteps(table, tuple(drifts), unit, max_length, windows)
