@@ -10,6 +10,9 @@ timings of
 * each of verl's variants of it, and the ratios labkit / verl's fastest variant (<= 1: labkit is
   at least as fast as the engine).
 
+Times are in milliseconds. The best of many calls is the figure least disturbed by other work on
+the machine (a busy second core can slow a two-thread call tenfold), hence 20 calls by default.
+
 No assertion: timings depend on the machine; the ratios are read, and reported in the issue.
 """
 from __future__ import annotations
@@ -49,7 +52,7 @@ def batch(seed: int = 0):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="timed calls per entry (default 5)")
+    parser.add_argument("--repeat", type=int, default=20, help="timed calls per entry (default 20)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     args = parser.parse_args()
     if args.repeat < 1:
@@ -87,19 +90,20 @@ def main() -> None:
         ("gae (whitened)", lambda: gae(ro, values=v, whiten_advantages=True), lambda: lb.labkit_gae(r, v, m, config=cfg),
          {"gae": lambda: ca.compute_gae_advantage_return(r, v, m, 1.0, 1.0)}),
     ]
-    print(f"batch {B} x {T} (groups of {GROUP}), {args.threads} threads, best of {args.repeat}; seconds")
-    print(f"{'estimator':30s} {'labkit':>8s} {'bridge':>8s} {'verl fastest':>26s} {'labkit/verl':>12s} {'bridge/verl':>12s}")
+    print(f"batch {B} x {T} (groups of {GROUP}), {args.threads} threads, best of {args.repeat}; milliseconds")
+    print(f"{'estimator':30s} {'labkit':>8s} {'bridge':>8s} {'verl fastest':>37s} {'labkit/verl':>12s} {'bridge/verl':>12s}")
     t_build = rp(lambda: lb.rollouts_from_verl(r, m, uid))
     for name, ours, bridged, variants in rows:
         t_ours, t_bridge = rp(ours), rp(bridged)
         verl_times = {k: rp(fn) for k, fn in variants.items()}
         fastest = min(verl_times, key=verl_times.get)
         tv = verl_times[fastest]
-        print(f"{name:30s} {t_ours:8.4f} {t_bridge:8.4f} {fastest:>17s} {tv:8.4f} {t_ours / tv:12.2f} {t_bridge / tv:12.2f}")
+        print(f"{name:30s} {1e3 * t_ours:8.3f} {1e3 * t_bridge:8.3f} {fastest:>28s} {1e3 * tv:8.3f} "
+              f"{t_ours / tv:12.2f} {t_bridge / tv:12.2f}")
         for k, t in verl_times.items():
             if k != fastest:
-                print(f"{'':30s} {'':8s} {'':8s} {k:>17s} {t:8.4f} {t_ours / t:12.2f} {t_bridge / t:12.2f}")
-    print(f"(the bridge includes building the Rollouts from verl's tensors: {t_build:.4f} s)")
+                print(f"{'':30s} {'':8s} {'':8s} {k:>28s} {1e3 * t:8.3f} {t_ours / t:12.2f} {t_bridge / t:12.2f}")
+    print(f"(the bridge includes building the Rollouts from verl's tensors: {1e3 * t_build:.3f} ms)")
 
 
 if __name__ == "__main__":

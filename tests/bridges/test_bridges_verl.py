@@ -77,3 +77,99 @@ def test_bad_input_names_the_argument():
 def test_register_without_verl_names_the_extra():
     with pytest.raises(ImportError, match=r"labkit\[verl\]"):
         lb.register()
+
+
+@pytest.mark.parametrize("where, value", [((0, 1), float("nan")), ((2, 0), float("inf")),
+                                          ((1, 2), float("-inf")), ((0, 2), float("nan"))])
+def test_non_finite_rewards_are_refused_naming_the_argument(where, value):
+    # on the mask and off it (0, 2): the fast check folds both rules into one pass, so a bad value
+    # off the mask must still be reported as non-finite, not as a misplaced reward
+    r, m, uid = _batch()
+    r[where] = value
+    for call in (lambda: lb.labkit_grpo(r, m, uid), lambda: lb.labkit_reinforce_pp(r, m),
+                 lambda: lb.labkit_gae(r, torch.zeros_like(r), m), lambda: lb.rollouts_from_verl(r, m, uid)):
+        with pytest.raises(ValueError, match=r"^token_level_rewards: contains a non-finite value"):
+            call()
+
+
+def _validated(r, m, uid):
+    """The same batch as a Rollouts built through every check (np.unique's group codes)."""
+    from labkit.core.rollouts import Rollouts
+    codes = torch.from_numpy(np.unique(uid, return_inverse=True)[1].astype(np.int64))
+    return Rollouts(tokens=torch.zeros(r.shape, dtype=torch.long), mask=m, rewards=r, group_ids=codes)
+
+
+def _big_batch(seed=0, shuffle=False):
+    g = torch.Generator().manual_seed(seed)
+    B, T = 48, 10
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    m = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    m[:, 1:-1] *= (torch.rand(B, T - 2, generator=g) > 0.2).float()  # holes (tool output)
+    r = torch.randn(B, T, generator=g) * m
+    uid = np.array([f"p{i // 6}" for i in range(B)], dtype=object)
+    uid[5] = "p0"  # p0 appears again after another prompt's run: not consecutive runs
+    if shuffle:
+        perm = torch.randperm(B, generator=g)
+        r, m, uid = r[perm], m[perm], uid[perm.numpy()]
+    return r, m, uid
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_bridge_equals_the_estimator_on_a_fully_validated_rollouts_bit_for_bit(shuffle):
+    from labkit.credit.episode import dr_grpo, grpo, reinforce_pp, rloo
+    from labkit.credit.td import gae
+    r, m, uid = _big_batch(shuffle=shuffle)
+    ro = _validated(r, m, uid)
+    assert torch.equal(lb.labkit_grpo(r, m, uid)[0], grpo(ro).token)
+    assert torch.equal(lb.labkit_dr_grpo(r, m, uid)[0], dr_grpo(ro).token)
+    assert torch.equal(lb.labkit_rloo(r, m, uid)[0], rloo(ro).token)
+    assert torch.equal(lb.labkit_reinforce_pp(r, m, uid, group_baseline=True)[0],
+                       reinforce_pp(ro, group_baseline=True).token)
+    adv, ret = lb.labkit_reinforce_pp(r, m, config={"gamma": 0.9})
+    one = _validated(r, m, np.zeros(len(uid)))
+    assert torch.equal(adv, reinforce_pp(one, gamma=0.9).token) and torch.equal(ret, one.returns(0.9))
+    v = torch.randn(r.shape, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(lb.labkit_gae(r, v, m, gamma=0.9, lam=0.8)[0],
+                       gae(one, values=v, gamma=0.9, lam=0.8, whiten_advantages=True).token)
+
+
+def test_group_ids_from_runs_and_from_np_unique_group_the_same_rows():
+    for uid in (np.array(["b", "b", "a", "a", "a", "c"], dtype=object),  # consecutive runs
+                np.array(["b", "a", "b", "c", "a", "a"], dtype=object),  # a uid in two runs
+                np.array([7, 7, 3, 3, 9, 9]), np.array([[1], [1], [2], [2], [3], [3]])[:, 0]):
+        ids = lb._group_ids(uid, len(uid)).numpy()
+        same = uid[:, None] == uid[None, :]
+        assert ids.dtype == np.int64 and np.array_equal(ids[:, None] == ids[None, :], same)
+
+
+def test_rollouts_from_verl_is_a_valid_rollouts_with_default_labels():
+    from labkit.core.rollouts import Rollouts
+    from labkit.core.segments import default_labels
+    r, m, uid = _big_batch()
+    ro = lb.rollouts_from_verl(r, m, uid)
+    full = _validated(r, m, uid)
+    assert isinstance(ro, Rollouts) and ro.mask.dtype == torch.bool and torch.equal(ro.mask, full.mask)
+    assert torch.equal(ro.rewards, r) and torch.equal(ro.tokens, full.tokens)
+    for name, want in default_labels(full.mask).items():  # built on first read
+        assert torch.equal(getattr(ro, name), want) and torch.equal(getattr(full, name), want)
+    assert torch.equal(ro.n_steps, full.n_steps)
+    # the public Rollouts keeps its own copy of the float mask: changing verl's tensor later changes nothing
+    before = ro.mask_as(torch.float32).clone()
+    m.zero_()
+    assert torch.equal(ro.mask_as(torch.float32), before)
+    # select / with_ give Rollouts that went through every check
+    sub = ro.select([0, 2])
+    assert type(sub) is Rollouts and torch.equal(sub.step_ids, full.step_ids[[0, 2]])
+    changed = ro.with_(rewards=torch.zeros_like(r))
+    assert type(changed) is Rollouts and torch.equal(changed.step_ids, full.step_ids)
+    with pytest.raises(ValueError, match="^step_ids"):
+        ro.with_(step_ids=torch.ones_like(full.step_ids))
+
+
+def test_a_bool_mask_and_a_mask_of_another_dtype_give_the_same_advantages():
+    r, m, uid = _big_batch()
+    want = lb.labkit_grpo(r, m, uid)[0]
+    assert torch.equal(lb.labkit_grpo(r, m.bool(), uid)[0], want)
+    assert torch.equal(lb.labkit_grpo(r, m.double(), uid)[0], want)
+    with pytest.raises(ValueError, match="^token_level_rewards: non-zero reward"):
+        lb.labkit_grpo(r, m.bool().logical_not(), uid)
