@@ -128,7 +128,7 @@ def rloo(rollouts: Rollouts) -> Credit:
                    r"\epsilon}",
           symbols="s_i: trajectory score; g(i): trajectories sharing i's prompt; std unbiased; eps = 1e-6; a group "
                   "of one: mean 0, std 1")
-def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
+def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True, batch_std: bool = False) -> Credit:
     """GRPO group-relative advantage (Shao et al. 2024, arXiv:2402.03300).
 
     Inputs:
@@ -137,9 +137,11 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
     Formula:
         A_i = (s_i - mean_group) / (std_group + eps)      (std unbiased)
         ``normalize_std=False`` drops the division (that is Dr. GRPO, see ``dr_grpo``).
+        ``batch_std=True`` divides by the std of every score in the batch instead, one scale
+        for all groups (TRL's ``scale_rewards="batch"``): (s_i - mean_group) / (std_batch + eps).
 
     Defaults:
-        eps = 1e-6 (verl's), normalize_std = True.
+        eps = 1e-6 (verl's), normalize_std = True, batch_std = False.
 
     Degenerate input:
         a group of one gets mean 0 and std 1, i.e. its raw score / (1 + eps) (verl's
@@ -153,12 +155,21 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -
 
     Returns:
         credit at level "episode" (method "dr_grpo" when normalize_std=False); ``info``:
-        ``group_mean`` and ``group_std`` (B,), each trajectory's group statistics.
+        ``group_mean`` and ``group_std`` (B,), each trajectory's group statistics (and
+        ``batch_std``, a float, with ``batch_std=True``).
 
     Cost:
         none beyond the sampled batch.
     """
     eps = check_number("eps", eps, low=0.0)
+    if check_bool("batch_std", batch_std):
+        if not check_bool("normalize_std", normalize_std):
+            raise ValueError("batch_std: divides by the batch's std, so it needs normalize_std=True")
+        centred, mean, std, _ = group_normalize(rollouts.scores, rollouts.group_ids, normalize_std=False)
+        scores = rollouts.scores.to(torch.float64)
+        batch = scores.std() if scores.numel() > 1 else torch.zeros((), dtype=torch.float64)
+        adv = (centred / (batch.to(centred.dtype) + eps))
+        return _episode_credit(rollouts, adv, "grpo", group_mean=mean, group_std=std, batch_std=float(batch))
     adv, mean, std, _ = group_normalize(rollouts.scores, rollouts.group_ids, eps=eps, normalize_std=normalize_std)
     return _episode_credit(rollouts, adv, "grpo" if normalize_std else "dr_grpo",
                            group_mean=mean, group_std=std)
@@ -255,3 +266,183 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
     mu, var = masked_moments(G, rollouts.mask)
     adv = whiten(G, rollouts.mask, eps, moments=(mu, var))
     return Credit.from_tokens(rollouts, adv, "reinforce_pp", batch_mean=float(mu), batch_var=float(var))
+
+
+@register("reinforce_pp_baseline", level="token", status="implemented", paper="2501.03262",
+          equation=r"A_{i,t} = \frac{G_i - \operatorname{mean}(G)}{\sqrt{\operatorname{var}(G) + \epsilon}},\quad "
+                   r"G_i = s_i - \operatorname{mean}_{j \in g(i)} s_j",
+          symbols="s_i: trajectory score; g(i): its prompt group; mean, population var over all generated tokens "
+                  "of the batch; eps = 1e-8")
+def reinforce_pp_baseline(rollouts: Rollouts, *, eps: float = 1e-8) -> Credit:
+    """REINFORCE++-baseline (Hu 2025, arXiv:2501.03262): the group-mean baseline, then batch whitening.
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``mask``, ``group_ids``.
+
+    Formula:
+        G_i = s_i - mean_group, painted on every generated token of trajectory i, then
+        A_{i,t} = (G_i - mean(G)) / sqrt(var(G) + eps) over every generated token in the batch.
+        It is ``reinforce_pp(group_baseline=True)`` under verl's name for it.
+
+    Defaults:
+        eps = 1e-8 (OpenRLHF's).
+
+    Degenerate input:
+        a group of one keeps its raw score before whitening (verl's convention); equal G
+        everywhere gives 0 (0 / sqrt(eps)).
+
+    Deviations from the reference:
+        as ``reinforce_pp``: the whitening uses the population variance, verl's ``masked_whiten``
+        the unbiased one (a factor of about 1 + 1/(2n), n generated tokens); no KL term.
+
+    Returns:
+        credit at level "token"; ``info``: ``batch_mean`` and ``batch_var``.
+
+    Cost:
+        none beyond the sampled batch.
+    """
+    credit = reinforce_pp(rollouts, group_baseline=True, eps=eps)
+    credit.method = "reinforce_pp_baseline"
+    return credit
+
+
+@register("opo", level="episode", status="implemented", paper="2505.23585",
+          equation=r"A_i = s_i - \frac{\sum_{j \in g(i)} L_j s_j}{\sum_{j \in g(i)} L_j}",
+          symbols="s_i: trajectory score; L_j: generated tokens of trajectory j; g(i): its prompt group; a group of "
+                  "one: baseline 0")
+def opo(rollouts: Rollouts) -> Credit:
+    """OPO, on-policy RL with the optimal reward baseline (arXiv:2505.23585).
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``mask`` (lengths L_i), ``group_ids``.
+
+    Formula:
+        b_g = sum_j L_j s_j / sum_j L_j over the group (the length-weighted mean score),
+        A_i = s_i - b_g, no std division. With a sequence-level loss summed over tokens, the
+        baseline that minimises the gradient's variance weighs each sample by its length.
+
+    Defaults:
+        none (no options).
+
+    Degenerate input:
+        a group of one gets baseline 0, so its raw score (verl's convention); a group whose
+        trajectories generated nothing falls back to the plain mean.
+
+    Deviations from the reference:
+        none from verl's ``compute_opo_outcome_advantage`` (tested); the paper's other part,
+        strictly on-policy training (one gradient step per batch), is a training-loop choice.
+
+    Returns:
+        credit at level "episode"; ``info``: ``baseline`` (B,), each trajectory's b_g.
+
+    Cost:
+        none beyond the sampled batch.
+    """
+    scores = rollouts.scores.to(torch.float64)
+    length = rollouts.mask.sum(1).to(torch.float64)
+    _, inverse, size = torch.unique(rollouts.group_ids, return_inverse=True, return_counts=True)
+    n = size.numel()
+    weighted = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse, length * scores)
+    total = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse, length)
+    plain = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse, scores) / size
+    base = torch.where(total > 0, weighted / total.clamp(min=1e-300), plain)
+    base = torch.where(size > 1, base, torch.zeros_like(base))[inverse]
+    adv = (scores - base).to(rollouts.scores.dtype)
+    return _episode_credit(rollouts, adv, "opo", baseline=base.to(rollouts.scores.dtype))
+
+
+@register("grpo_passk", level="episode", status="implemented", paper="2503.19595",
+          equation=r"A_i = \mathbb{1}[i = \arg\max_{j \in g(i)} s_j]\,\frac{s_{(1)} - s_{(2)}}"
+                   r"{\operatorname{std}_{j \in g(i)} s_j + \epsilon}",
+          symbols="s_(1), s_(2): the group's best and second-best scores; std unbiased; eps = 1e-6; "
+                  "normalize_std=False drops the division")
+def grpo_passk(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
+    """Pass@k GRPO (arXiv:2503.19595, as verl implements it): only the group's best answer gets credit.
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``group_ids``.
+
+    Formula:
+        in each group, the best trajectory gets A = (s_(1) - s_(2)) / (std_group + eps), its
+        margin over the second best; every other trajectory gets 0. Training then pushes up the
+        best of k samples (pass@k), not the average one.
+
+    Defaults:
+        eps = 1e-6, normalize_std = True (verl's ``norm_adv_by_std_in_grpo``).
+
+    Degenerate input:
+        a group of one gets 0 (verl raises: it needs two samples); ties for the best: the first
+        trajectory of the group (lowest row) gets the credit, and the margin is 0 when two share
+        the best score.
+
+    Deviations from the reference:
+        verl's ``compute_grpo_passk_outcome_advantage`` breaks ties with ``torch.topk``, whose
+        order among equal scores is unspecified; labkit takes the lowest row. With a tie the
+        margin is 0, so the advantages agree either way (tested).
+
+    Returns:
+        credit at level "episode"; ``info``: ``best`` (B,) bool, the trajectory credited in its group.
+
+    Cost:
+        none beyond the sampled batch.
+    """
+    eps = check_number("eps", eps, low=0.0)
+    normalize_std = check_bool("normalize_std", normalize_std)
+    scores = rollouts.scores.to(torch.float64)
+    _, inverse, size = torch.unique(rollouts.group_ids, return_inverse=True, return_counts=True)
+    n = size.numel()
+    top = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, scores, "amax")
+    is_top = scores == top[inverse]
+    rows = torch.arange(scores.numel())
+    first = torch.full((n,), scores.numel(), dtype=torch.long).scatter_reduce(
+        0, inverse, torch.where(is_top, rows, scores.numel()), "amin")
+    best = rows == first[inverse]
+    # the second best: the group's max once its credited row is left out (= the best on a tie)
+    second = torch.full((n,), -torch.inf, dtype=torch.float64).scatter_reduce(
+        0, inverse, torch.where(best, -torch.inf, scores), "amax")
+    margin = torch.where(size > 1, top - second, torch.zeros_like(top))
+    if normalize_std:
+        _, std, _ = group_stats(scores, rollouts.group_ids)
+        margin = margin / (std.new_zeros(n).scatter_reduce(0, inverse, std, "amax") + eps)
+    adv = torch.where(best & (size[inverse] > 1), margin[inverse], torch.zeros_like(scores))
+    return _episode_credit(rollouts, adv.to(rollouts.scores.dtype), "grpo_passk", best=best)
+
+
+@register("gpg", level="episode", status="implemented", paper="2504.02546",
+          equation=r"A_i = \alpha\,\frac{s_i - \operatorname{mean}_{j \in g(i)} s_j}{F},\quad "
+                   r"\alpha = \frac{B}{\max(1, |\{j : s_j \neq 0\}|)}",
+          symbols="s_i: trajectory score; g(i): its prompt group (a group of one: mean 0); B: trajectories in the "
+                  "batch; F = f_norm = 1")
+def gpg(rollouts: Rollouts, *, f_norm: float = 1.0) -> Credit:
+    """GPG, group policy gradient (arXiv:2504.02546).
+
+    Inputs:
+        rollouts: ``rewards`` (their sum is the score s_i), ``group_ids``.
+
+    Formula:
+        A_i = alpha (s_i - mean_group) / f_norm with alpha = B / (number of trajectories with a
+        non-zero score): the group-mean advantage, scaled up by how few trajectories carry a
+        reward, so a batch of mostly zero-reward groups still gives a gradient of full size.
+
+    Defaults:
+        f_norm = 1 (verl's).
+
+    Degenerate input:
+        a group of one gets mean 0, so alpha s_i (verl's convention); a batch with no non-zero
+        score gets alpha = B and all-zero advantages.
+
+    Deviations from the reference:
+        none from verl's ``compute_gpg_outcome_advantage`` (tested); the paper's threshold on
+        the share of non-zero groups, which drops the scaling when it is high, is not modelled.
+
+    Returns:
+        credit at level "episode"; ``info``: ``alpha`` (a float).
+
+    Cost:
+        none beyond the sampled batch.
+    """
+    f_norm = check_number("f_norm", f_norm, low=0.0, low_open=True)
+    scores = rollouts.scores
+    alpha = scores.numel() / max(1, int((scores != 0).sum()))
+    centred = group_normalize(scores, rollouts.group_ids, normalize_std=False).normalized
+    return _episode_credit(rollouts, alpha * centred / f_norm, "gpg", alpha=float(alpha))
