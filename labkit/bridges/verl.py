@@ -65,11 +65,13 @@ import torch
 from labkit.core.checks import as_tensor, check_finite, check_shape
 from labkit.core.rollouts import Rollouts
 from labkit.core.segments import default_labels
+from labkit.credit import get_estimator
 from labkit.credit.episode import dr_grpo, grpo, reinforce_pp, rloo
 from labkit.credit.td import gae
 
 __all__ = ["BRIDGED", "rollouts_from_verl", "labkit_grpo", "labkit_dr_grpo", "labkit_rloo",
-           "labkit_reinforce_pp", "labkit_gae", "register"]
+           "labkit_reinforce_pp", "labkit_gae", "labkit_opo", "labkit_grpo_passk", "labkit_gpg",
+           "labkit_reinforce_pp_baseline", "register"]
 
 INSTALL_HINT = ("labkit.bridges.verl needs verl (an optional extra): pip install 'labkit[verl]', "
                 "or `make test-verl` for the tested environment (requirements-verl.txt)")
@@ -276,9 +278,34 @@ def _require(index: Any) -> Any:
 
 
 # labkit name -> the verl-signature wrapper; each is registered as "labkit_<name>"
+def _episode_wrapper(name: str, doc: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """A verl-signature wrapper of a labkit estimator that reads only rewards, mask and groups."""
+    def wrapper(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
+        options = {}
+        if name == "grpo_passk":
+            options["normalize_std"] = bool(_option(config, "norm_adv_by_std_in_grpo", True))
+        adv = _out(get_estimator(name)(ro, **options).token, token_level_rewards)
+        return adv, adv
+
+    wrapper.__name__ = wrapper.__qualname__ = f"labkit_{name}"
+    wrapper.__doc__ = doc
+    return wrapper
+
+
+labkit_opo = _episode_wrapper("opo", "labkit's ``opo`` (length-weighted group baseline) with verl's signature.")
+labkit_grpo_passk = _episode_wrapper(
+    "grpo_passk", "labkit's ``grpo_passk`` (the group's best answer gets its margin) with verl's signature; "
+                  "``config.norm_adv_by_std_in_grpo`` as in verl; a group of one gets 0 where verl raises.")
+labkit_gpg = _episode_wrapper("gpg", "labkit's ``gpg`` (group mean, scaled by the share of rewards) with verl's signature.")
+labkit_reinforce_pp_baseline = _episode_wrapper(
+    "reinforce_pp_baseline", "labkit's ``reinforce_pp_baseline`` with verl's signature (advantages twice).")
+
 BRIDGED: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
     "grpo": labkit_grpo, "dr_grpo": labkit_dr_grpo, "rloo": labkit_rloo,
-    "reinforce_pp": labkit_reinforce_pp, "gae": labkit_gae,
+    "reinforce_pp": labkit_reinforce_pp, "gae": labkit_gae, "opo": labkit_opo, "grpo_passk": labkit_grpo_passk,
+    "gpg": labkit_gpg, "reinforce_pp_baseline": labkit_reinforce_pp_baseline,
 }
 
 

@@ -194,3 +194,31 @@ def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int 
             raise ValueError(f"settings: unknown control {unknown[0]!r}; the controls are {list(DIAL_START)}")
         rows.append(dial(**{**DIAL_START, **setting}, n_batches=n_batches, seed=seed)[1])
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the engines' other group baselines
+#: Group-relative estimators verl and TRL offer beside GRPO, compared with it on the tiny LM's answers.
+ENGINE_VARIANTS = ("grpo", "dr_grpo", "opo", "grpo_passk", "gpg", "reinforce_pp_baseline")
+
+
+def engine_variants(names: Sequence[str] = ENGINE_VARIANTS) -> pd.DataFrame:
+    """Each estimator's credit beside GRPO's on the tiny LM's arithmetic sample
+    (``data/sample_rollouts/arithmetic_lm.jsonl``: groups of 8 answers, one 0/1 verdict each): the
+    share of answers it gives non-zero credit, the Spearman correlation of its per-answer credit
+    with GRPO's, and its RMS credit (its scale)."""
+    from labkit.core.paths import data_path
+    from labkit.io import read_rollouts
+    from labkit.scoring.agreement import rank_correlation
+
+    ro = read_rollouts(data_path("sample_rollouts", "arithmetic_lm.jsonl"))
+    per_answer = {}
+    for name in names:
+        credit = get_estimator(name)(ro).token.double()
+        # one number per answer: its mean credit over the tokens it generated
+        per_answer[name] = (credit * ro.mask).sum(1) / ro.mask.sum(1).clamp(min=1)
+    base = per_answer["grpo"] if "grpo" in per_answer else get_estimator("grpo")(ro).values[:, 0].double()
+    every = torch.ones(ro.batch_size, 1, dtype=torch.bool)
+    return pd.DataFrame([{"estimator": name, "answers credited": f"{float((v != 0).double().mean()):.1%}",
+                          "rank correlation with grpo": round(rank_correlation(v[:, None], base[:, None], every), 3),
+                          "RMS credit": round(float(v.pow(2).mean().sqrt()), 3)}
+                         for name, v in per_answer.items()])

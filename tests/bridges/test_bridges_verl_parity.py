@@ -193,26 +193,19 @@ def test_import_verl_registers_labkits_estimators_through_the_plugin_entry_point
     assert out.stdout.strip().splitlines()[-1] == ("labkit.bridges.verl" if found else "not registered")
 
 
-# ---- verl's other outcome estimators, called on a Rollouts built by the bridge
-def _labkit(name, r, m, uid, **kw):
-    from labkit.credit import ESTIMATORS
-
-    ro = lb.rollouts_from_verl(r, m, uid)
-    return ESTIMATORS[name](ro, **kw).token.float() * m
-
-
+# ---- verl's other outcome estimators, through their bridge wrappers
 @pytest.mark.parametrize("seed", SEEDS)
 def test_opo_matches_verl(seed):
     r, m, uid = verl_batch(seed, holes=True)
     theirs, _ = core_algos.compute_opo_outcome_advantage(r.clone(), m, uid)
-    assert torch.allclose(_labkit("opo", r, m, uid), theirs, atol=1e-5)
+    assert torch.allclose(lb.labkit_opo(r, m, uid)[0], theirs, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_gpg_matches_verl(seed):
     r, m, uid = verl_batch(seed, binary=True)
     theirs, _ = core_algos.compute_gpg_outcome_advantage(r.clone(), m, uid)
-    assert torch.allclose(_labkit("gpg", r, m, uid), theirs, atol=1e-5)
+    assert torch.allclose(lb.labkit_gpg(r, m, uid)[0], theirs, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -221,6 +214,13 @@ def test_grpo_passk_matches_verl_on_groups_of_two_or_more(seed, norm):
     r, m, uid = verl_batch(seed)
     keep = ~_singleton_rows(uid)  # verl refuses a group of one; labkit gives it 0
     r, m, uid = r[keep], m[keep], uid[keep.numpy()]
-    theirs, _ = core_algos.compute_grpo_passk_outcome_advantage(r.clone(), m, uid,
-                                                                config={"norm_adv_by_std_in_grpo": norm})
-    assert torch.allclose(_labkit("grpo_passk", r, m, uid, normalize_std=norm), theirs, atol=1e-5)
+    config = {"norm_adv_by_std_in_grpo": norm}
+    theirs, _ = core_algos.compute_grpo_passk_outcome_advantage(r.clone(), m, uid, config=config)
+    assert torch.allclose(lb.labkit_grpo_passk(r, m, uid, config=config)[0], theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reinforce_pp_baseline_under_its_name_is_the_group_baseline_variant(seed):
+    r, m, uid = verl_batch(seed)
+    assert torch.equal(lb.labkit_reinforce_pp_baseline(r, m, uid)[0],
+                       lb.labkit_reinforce_pp(r, m, uid, group_baseline=True)[0])

@@ -152,3 +152,13 @@ def test_dial_summary_reports_what_the_dashboard_shows_at_each_setting():
         lesson.dial_summary([{"gamma": 0.9}])
     with pytest.raises(TypeError, match="^settings:"):
         lesson.dial_summary([30])
+
+
+def test_the_engines_group_baselines_beside_grpo():
+    table = lesson.engine_variants().set_index("estimator")
+    # dr_grpo and opo keep GRPO's ranking; pass@k credits only a group's single best answer
+    assert table.loc["dr_grpo", "rank correlation with grpo"] == 1.0
+    assert float(table.loc["grpo_passk", "answers credited"].rstrip("%")) < 5
+    assert table.loc["reinforce_pp_baseline", "answers credited"] == "100.0%"
+    # GPG is Dr. GRPO scaled by the inverse share of non-zero rewards
+    assert table.loc["gpg", "RMS credit"] > table.loc["dr_grpo", "RMS credit"]

@@ -127,3 +127,66 @@ def test_unbiased_estimators_match_the_exact_gradient(name):
     z = ((mean - exact).abs() / se.clamp(min=1e-12))[se > 0]
     assert float(z.max()) < 5.0
     assert cosine(mean, exact) > 0.97
+
+
+# ---- the engines' other group baselines (verl's opo, grpo_passk, gpg, reinforce_plus_plus_baseline;
+#      TRL's scale_rewards="batch"); their parity with verl runs in tests/bridges (make test-verl)
+def _hand(scores, groups, lengths):
+    T = max(lengths)
+    mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+    rewards = torch.zeros(len(scores), T, dtype=torch.float64)
+    rewards[torch.arange(len(scores)), torch.tensor(lengths) - 1] = torch.tensor(scores, dtype=torch.float64)
+    return Rollouts(tokens=torch.ones(len(scores), T, dtype=torch.long), mask=mask, rewards=rewards,
+                    group_ids=torch.tensor(groups))
+
+
+def test_opo_baseline_weighs_scores_by_length():
+    from labkit.credit.episode import opo
+
+    ro = _hand([1.0, 0.0, 1.0, 2.0], [0, 0, 0, 1], [4, 2, 4, 3])
+    c = opo(ro)
+    # group 0: b = (4*1 + 2*0 + 4*1) / 10 = 0.8; a group of one keeps its raw score
+    assert torch.allclose(c.values[:, 0], torch.tensor([0.2, -0.8, 0.2, 2.0], dtype=torch.float64))
+    equal = _hand([1.0, 0.0, 1.0], [0, 0, 0], [3, 3, 3])
+    assert torch.allclose(opo(equal).values, dr_grpo(equal).values)   # equal lengths: Dr. GRPO
+
+
+def test_grpo_passk_credits_the_best_answer_by_its_margin():
+    from labkit.credit.episode import grpo_passk
+
+    ro = _hand([0.2, 0.9, 0.5, 1.0, 1.0, 3.0], [0, 0, 0, 1, 1, 2], [2] * 6)
+    raw = grpo_passk(ro, normalize_std=False).values[:, 0]
+    # group 0: best 0.9, second 0.5 -> 0.4 on row 1 only; a tie (group 1) -> 0; a group of one -> 0
+    assert torch.allclose(raw, torch.tensor([0, 0.4, 0, 0, 0, 0], dtype=torch.float64))
+    scaled = grpo_passk(ro).values[:, 0]
+    std = torch.tensor([0.2, 0.9, 0.5], dtype=torch.float64).std()
+    assert torch.isclose(scaled[1], 0.4 / (std + 1e-6)) and grpo_passk(ro).info["best"][[1, 3]].all()
+
+
+def test_gpg_scales_the_group_mean_advantage_by_the_inverse_share_of_rewards():
+    from labkit.credit.episode import gpg
+
+    ro = _hand([1.0, 0.0, 0.0, 0.0], [0, 0, 1, 1], [2] * 4)
+    c = gpg(ro)
+    assert c.info["alpha"] == 4.0 and torch.allclose(c.values, 4.0 * dr_grpo(ro).values)
+    with pytest.raises(ValueError, match="^f_norm:"):
+        gpg(ro, f_norm=0.0)
+
+
+def test_reinforce_pp_baseline_is_reinforce_pp_with_the_group_baseline():
+    from labkit.credit.episode import reinforce_pp_baseline
+
+    ro = _hand([1.0, 0.0, 0.5, 2.0], [0, 0, 1, 1], [3, 2, 3, 1])
+    ours = reinforce_pp_baseline(ro)
+    assert ours.method == "reinforce_pp_baseline"
+    assert torch.equal(ours.values, reinforce_pp(ro, group_baseline=True).values)
+
+
+def test_grpo_batch_std_divides_every_group_by_the_batch_std():
+    ro = _hand([1.0, 0.0, 0.5, 2.0], [0, 0, 1, 1], [2] * 4)
+    c = grpo(ro, batch_std=True)
+    centred = dr_grpo(ro).values[:, 0]
+    batch = torch.tensor([1.0, 0.0, 0.5, 2.0], dtype=torch.float64).std()
+    assert torch.allclose(c.values[:, 0], centred / (batch + 1e-6)) and c.info["batch_std"] == pytest.approx(float(batch))
+    with pytest.raises(ValueError, match="^batch_std:"):
+        grpo(ro, batch_std=True, normalize_std=False)
