@@ -352,10 +352,10 @@ def opo(rollouts: Rollouts) -> Credit:
 
 
 @register("grpo_passk", level="episode", status="implemented", paper="2503.19595",
-          equation=r"A_i = \mathbb{1}[i = \arg\max_{j \in g(i)} s_j]\,\frac{s_{(1)} - s_{(2)}}"
+          equation=r"A_i = \mathbb{1}[i = b(g(i))]\,\frac{s_{(1)} - s_{(2)}}"
                    r"{\operatorname{std}_{j \in g(i)} s_j + \epsilon}",
-          symbols="s_(1), s_(2): the group's best and second-best scores; std unbiased; eps = 1e-6; "
-                  "normalize_std=False drops the division")
+          symbols="b(g): the first trajectory of group g with its highest score; s_(1), s_(2): the group's best and "
+                  "second-best scores; std unbiased; eps = 1e-6; normalize_std=False drops the division")
 def grpo_passk(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True) -> Credit:
     """Pass@k GRPO (arXiv:2503.19595, as verl implements it): only the group's best answer gets credit.
 
