@@ -246,6 +246,8 @@ def _width(ro, axis: str) -> int:
         return 2 ** (int(ro.agent_ids.max().clamp(min=-1)) + 1)
     if axis == "step_coalition":
         return 2 ** int(ro.n_steps.max().clamp(min=0))
+    if axis == "reward_function":
+        return 2
     raise KeyError(axis)
 
 
@@ -294,15 +296,21 @@ def _credit_fn(q, state, agents):
     return {a: q[a] for a in agents}
 
 
+def _greedy_scores(ro):
+    import torch
+    return torch.full((ro.batch_size,), 0.5, dtype=torch.float64)
+
+
 # A valid value of every callable kind.
 CALLABLE_FILLS: dict[str, Callable[..., Any]] = {
     "step_vines": _value_fn, "cut_vines": _cut_value_fn, "outcome_model": _outcome_model,
     "step_rewriter": _rewrite_fn, "irl_reward": _step_reward, "credit_function": _credit_fn,
+    "greedy_scores": _greedy_scores,
 }
 # Kinds only the ToolWorld can give: estimators that declare one run there.
 TOOLWORLD_KINDS = ("env", "policy", "hidden_states", "privileged_critic")
 # Fill values that keep each input valid (log-probabilities <= 0, probabilities in [0, 1]).
-FILL = {"ref_logprobs": -1.0, "logprobs": -0.5, "better_logprobs": -0.5, "worse_logprobs": -1.0,
+FILL = {"sum_pi_squared": 0.5, "ref_logprobs": -1.0, "logprobs": -0.5, "better_logprobs": -0.5, "worse_logprobs": -1.0,
         "planning_mask": 1.0, "grades": 1.0}
 # Optional tensor options the valid call passes too, so that their bad values are probed.
 EXTRA_TENSORS: dict[str, dict[str, str]] = {
@@ -721,9 +729,10 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                 return _fill(inp, axis, ro)
             optional = name != "archer" and inp in sig.parameters and sig.parameters[inp].default is None
             variants = [] if optional else [("missing (None)", lambda ro: None)]
+            variants += [("one row too few", lambda ro, good=good: good(ro)[:-1])]
+            if axis != "reward_function":   # any number of reward functions is valid
+                variants += [("one column too many", lambda ro, good=good: torch.cat([good(ro), good(ro)[:, :1]], 1))]
             variants += [
-                ("one row too few", lambda ro, good=good: good(ro)[:-1]),
-                ("one column too many", lambda ro, good=good: torch.cat([good(ro), good(ro)[:, :1]], 1)),
                 ("flattened", lambda ro, good=good: good(ro).reshape(-1)),
                 ("extra trailing dim", lambda ro, good=good: good(ro)[..., None]),
                 ("NaN everywhere", lambda ro, good=good: torch.full(good(ro).shape, float("nan"))),

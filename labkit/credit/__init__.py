@@ -3,11 +3,12 @@
 (``labkit.credit.registry``: ``spec(name)``, ``specs()``)."""
 from labkit.credit.registry import ESTIMATORS, estimate, get_estimator, register, spec, specs
 from labkit.credit import episode, mc, td  # noqa: F401  (importing registers the estimators)
+from labkit.credit import token_baseline  # noqa: F401
 from labkit.credit import entropy, group, information  # noqa: F401  (turn-level agent estimators)
 from labkit.credit import counterfactual, hindsight, privileged  # noqa: F401
 from labkit.credit import judge, multiagent  # noqa: F401
 from labkit.credit import implicit, process, redistribution  # noqa: F401  (notebook 04's families)
 
-__all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "mc", "td",
+__all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution"]

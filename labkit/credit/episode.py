@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import check_bool, check_number
-from labkit.core.credit import Credit
+from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input, trajectory_totals
+from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
 from labkit.credit.registry import register
@@ -446,3 +446,130 @@ def gpg(rollouts: Rollouts, *, f_norm: float = 1.0) -> Credit:
     alpha = scores.numel() / max(1, int((scores != 0).sum()))
     centred = group_normalize(scores, rollouts.group_ids, normalize_std=False).normalized
     return _episode_credit(rollouts, alpha * centred / f_norm, "gpg", alpha=float(alpha))
+
+
+@register("gdpo", level="episode", inputs={"reward_parts": "reward_parts"}, status="implemented",
+          paper="2601.05242",
+          equation=r"A_i = \frac{a_i - \bar a}{\sqrt{\operatorname{var}(a) + 10^{-8}}},\quad "
+                   r"a_i = \sum_k w_k \frac{r_{i,k} - \operatorname{mean}_{j \in g(i)} r_{j,k}}"
+                   r"{\operatorname{std}_{j \in g(i)} r_{j,k} + \epsilon}",
+          symbols="r_{i,k}: reward function k's score of trajectory i; w_k: its weight (1 by default); g(i): its "
+                  "prompt group; std unbiased, eps = 1e-6; mean and unbiased var of a over every generated "
+                  "token of the batch")
+def gdpo(rollouts: Rollouts, *, reward_parts, weights=None, eps: float = 1e-6,
+         normalize_std: bool = True) -> Credit:
+    """GDPO, group reward-decoupled normalisation (arXiv:2601.05242).
+
+    Inputs:
+        rollouts: ``mask`` (the whitening weighs a trajectory by its generated tokens), ``group_ids``.
+        ``reward_parts`` (reward_parts): (B, K) float tensor, each reward function's score of every trajectory
+            (or a callable rollouts -> that tensor), e.g. ``rollouts.info['reward_parts']`` of a
+            TRL or verl file read by ``labkit.io``.
+        weights: K weights w_k (None: all 1), as verl's ``gdpo_reward_weights``.
+
+    Formula:
+        each reward function is GRPO-normalised within the prompt group on its own,
+        (r_k - mean_group) / (std_group + eps), the K results are summed with weights w_k, and
+        the sum is whitened over every generated token of the batch (mean, unbiased variance,
+        1e-8 inside the square root, verl's ``masked_whiten``). GRPO normalises the summed
+        reward instead, so a reward function with a large spread drowns the others; here each
+        one counts by its rank inside the group, whatever its scale.
+
+    Defaults:
+        weights = None (all 1), eps = 1e-6, normalize_std = True (verl's ``norm_adv_by_std_in_grpo``).
+
+    Degenerate input:
+        a group of one keeps each raw score / (1 + eps) before whitening (GRPO's convention);
+        a reward function constant within a group adds 0 there; a batch with fewer than two
+        generated tokens gets 0 (verl raises).
+
+    Deviations from the reference:
+        none from verl's ``compute_gdpo_outcome_advantage`` (tested); verl reads the parts
+        from ``non_tensor_batch`` under ``algorithm.gdpo_reward_keys``, labkit takes the tensor.
+        verl computes in float32, labkit in float64.
+
+    Returns:
+        credit at level "episode"; ``info``: ``part_advantages`` (B, K), each reward function's
+        group-normalised score, and ``summed`` (B,), their weighted sum before whitening.
+
+    Cost:
+        none beyond the sampled batch (the reward functions scored every trajectory when it
+        was sampled).
+    """
+    eps = check_number("eps", eps, low=0.0)
+    normalize_std = check_bool("normalize_std", normalize_std)
+    parts, _ = resolve_input("reward_parts", reward_parts, rollouts,
+                             expected="each reward function's score of every trajectory, a (B, K) float tensor")
+    parts = as_tensor("reward_parts", parts)
+    check_shape("reward_parts", parts, (rollouts.batch_size, None))
+    if parts.shape[1] == 0 or not (parts.is_floating_point() or parts.dtype in (torch.int32, torch.int64, torch.bool)):
+        raise ValueError(f"reward_parts: expected (B, K) numbers with K >= 1, got {tuple(parts.shape)} {parts.dtype}")
+    parts = parts.to(torch.float64)
+    check_finite("reward_parts", parts)
+    K = parts.shape[1]
+    if weights is None:
+        w = torch.ones(K, dtype=torch.float64)
+    else:
+        w = as_tensor("weights", weights).to(torch.float64)
+        check_shape("weights", w, (K,))
+        check_finite("weights", w)
+    normed = torch.stack([group_normalize(parts[:, k], rollouts.group_ids, eps=eps,
+                                          normalize_std=normalize_std).normalized for k in range(K)], 1)
+    summed = normed @ w
+    length = rollouts.mask.sum(1).to(torch.float64)
+    n = float(length.sum())
+    if n < 2:
+        adv = torch.zeros_like(summed)
+    else:
+        mean = (length * summed).sum() / n
+        var = (length * (summed - mean) ** 2).sum() / (n - 1)
+        adv = (summed - mean) / torch.sqrt(var + 1e-8)
+    dtype = rollouts.scores.dtype
+    return _episode_credit(rollouts, adv.to(dtype), "gdpo", part_advantages=normed.to(dtype), summed=summed.to(dtype))
+
+
+@register("remax", level="token", inputs={"greedy_scores": "greedy_scores"}, status="implemented",
+          paper="2310.10505",
+          equation=r"A_{i,t} = G_{i,t} - s(\hat y_{g(i)}),\quad G_{i,t} = \sum_{t' \ge t} r_{i,t'}",
+          symbols="G_{i,t}: reward-to-go (the score s_i when only the end is rewarded); \\hat y_g: the policy's "
+                  "greedy response to prompt g; s(\\hat y_g): its score")
+def remax(rollouts: Rollouts, *, greedy_scores) -> Credit:
+    """ReMax (Li et al. 2023, arXiv:2310.10505): the greedy response's reward is the baseline.
+
+    Inputs:
+        rollouts: ``rewards``, ``mask``.
+        ``greedy_scores`` (greedy_scores): (B,) float tensor, the score of the policy's greedy (argmax) response
+            to each trajectory's prompt (or a callable rollouts -> that tensor).
+
+    Formula:
+        A_{i,t} = G_{i,t} - b_i with G the undiscounted reward-to-go and b_i the greedy
+        response's score. The baseline depends on the prompt but not on the sampled response,
+        so the estimate stays unbiased; it needs one extra (greedy) generation per prompt
+        instead of a group of samples, and it works with one sample per prompt.
+
+    Defaults:
+        none (no options).
+
+    Degenerate input:
+        a sample equal to its greedy response's score gets 0; rows with nothing generated get 0.
+
+    Deviations from the reference:
+        equal to verl's ``compute_remax_outcome_advantage`` on every generated token (tested),
+        which receives the greedy scores as ``reward_baselines``; on tool-output positions inside
+        a response verl leaves the reward-to-go (its loss masks them), labkit 0. Generating the
+        greedy responses is the caller's.
+
+    Returns:
+        credit at level "token"; ``info``: ``baseline`` (B,), each trajectory's b_i.
+
+    Cost:
+        the greedy responses, one per prompt, are the caller's cost: counted as one policy
+        forward per group when ``greedy_scores`` is a callable labkit calls, not when it is a tensor.
+    """
+    b, called = resolve_input("greedy_scores", greedy_scores, rollouts,
+                              expected="the greedy response's score for every trajectory's prompt, a (B,) tensor")
+    b = trajectory_totals("greedy_scores", b, rollouts.scores)
+    G = rollouts.returns(1.0).to(torch.float64)
+    adv = (G - b[:, None]).to(rollouts.rewards.dtype)
+    cost = Cost(policy_forwards=int(torch.unique(rollouts.group_ids).numel())) if called else None
+    return Credit.from_tokens(rollouts, adv, "remax", cost=cost, baseline=b.to(rollouts.rewards.dtype))

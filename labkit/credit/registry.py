@@ -64,9 +64,9 @@ FEATURES: dict[str, str] = {
 FIELD_FEATURES = ("anchor_keys", "entropies", "logprobs", "states")
 
 #: What the second axis of a tensor input counts: generated-or-not positions (T), steps, turns,
-#: turn boundaries (turns + 1: before the first and after every turn), agents, or coalitions of
-#: agents (2**agents) or of steps (2**steps).
-AXES = ("position", "step", "turn", "turn_boundary", "agent", "agent_coalition", "step_coalition")
+#: turn boundaries (turns + 1: before the first and after every turn), agents, coalitions of
+#: agents (2**agents) or of steps (2**steps), or reward functions (as many as the run has).
+AXES = ("position", "step", "turn", "turn_boundary", "agent", "agent_coalition", "step_coalition", "reward_function")
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,13 @@ INPUT_KINDS: dict[str, InputKind] = {
     "prefix_scores": InputKind("a reward model's prefix scores", "(B, T) float tensor" + _OR_CALLABLE, "position"),
     "outcome_model": InputKind("an outcome model for attribution",
                                "callable outcome_model(rollouts) -> (scores (B,), input embeddings (B, T, D))"),
+    "reward_parts": InputKind("each reward function's score of every trajectory (the file's reward columns)",
+                              "(B, K) float tensor, K reward functions" + _OR_CALLABLE, "reward_function"),
+    "greedy_scores": InputKind("the score of the policy's greedy response to every trajectory's prompt",
+                               "(B,) float tensor" + _OR_CALLABLE),
+    "sum_pi_squared": InputKind("the policy's sum of squared next-token probabilities at every position",
+                                "(B, T) float tensor in [0, 1], sum over the vocabulary of pi(v)^2" + _OR_CALLABLE,
+                                "position"),
     "progress_contributions": InputKind("a progress model's step contributions",
                                         "(B, T) float tensor" + _OR_CALLABLE, "position"),
 }

@@ -60,7 +60,7 @@ NOTEBOOKS: tuple[str, ...] = (
 
 #: The submodules of ``labkit.credit`` a ``labkit_function`` may point into.
 CREDIT_MODULES: tuple[str, ...] = (
-    "episode", "td", "mc", "group", "process", "entropy", "information", "redistribution",
+    "episode", "token_baseline", "td", "mc", "group", "process", "entropy", "information", "redistribution",
     "implicit", "hindsight", "counterfactual", "privileged", "judge", "multiagent",
 )
 

@@ -224,3 +224,84 @@ def test_reinforce_pp_baseline_under_its_name_is_the_group_baseline_variant(seed
     r, m, uid = verl_batch(seed)
     assert torch.equal(lb.labkit_reinforce_pp_baseline(r, m, uid)[0],
                        lb.labkit_reinforce_pp(r, m, uid, group_baseline=True)[0])
+
+
+# ---- the estimators whose inputs verl's trainer hands only to its own names: labkit's function on
+# the Rollouts of verl's tensors against verl's function on those tensors
+def _rollouts(r, m, uid, **fields):
+    ro = lb.rollouts_from_verl(r, m, uid)
+    return ro.with_(**fields) if fields else ro
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("norm", [True, False])
+def test_gdpo_matches_verl_with_several_reward_functions(seed, norm):
+    from labkit.credit.episode import gdpo
+    r, m, uid = verl_batch(seed, holes=True)
+    g = torch.Generator().manual_seed(seed + 10)
+    parts = torch.stack([(torch.rand(len(uid), generator=g) < 0.5).float(),
+                         torch.randn(len(uid), generator=g) * 5.0, torch.rand(len(uid), generator=g)], 1)
+    parts[1:5] = parts[1]  # an all-equal group in every reward function
+    keys, weights = ["accuracy", "length", "format"], [1.0, 0.5, 2.0]
+    prompts = torch.zeros(len(uid), 3, dtype=torch.long)
+    # verl puts each part on the last token of the response: attention_mask covers prompt + response
+    last = (m * torch.arange(1, m.shape[1] + 1)).argmax(1)
+    attention = torch.cat([torch.ones(len(uid), 3), (torch.arange(m.shape[1]) <= last[:, None]).float()], 1).long()
+    config = {"gdpo_reward_keys": keys, "gdpo_reward_weights": weights, "norm_adv_by_std_in_grpo": norm}
+    theirs, _ = core_algos.compute_gdpo_outcome_advantage(
+        r.clone(), m, uid, norm_adv_by_std_in_grpo=norm, config=config,
+        non_tensor_batch={k: parts[:, i].numpy() for i, k in enumerate(keys)},
+        batch={"prompts": prompts, "attention_mask": attention})
+    ours = gdpo(_rollouts(r, m, uid), reward_parts=parts, weights=weights, normalize_std=norm).token.float()
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_remax_matches_verl(seed):
+    from labkit.credit.episode import remax
+    r, m, uid = verl_batch(seed, holes=True, dense=True)
+    greedy = torch.randn(len(uid), generator=torch.Generator().manual_seed(seed))
+    theirs, _ = core_algos.compute_remax_outcome_advantage(r.clone(), greedy, m)
+    ours = remax(_rollouts(r, m, uid), greedy_scores=greedy).token.float()
+    # equal on every generated token; verl leaves the return-to-go on tool-output positions
+    # (the loss masks them), labkit puts 0 there as on every position off the mask
+    assert torch.allclose(ours, theirs * m, atol=1e-5)
+    assert not torch.allclose(ours, theirs, atol=1e-3)
+
+
+def _policy_stats(seed, m):
+    g = torch.Generator().manual_seed(seed + 20)
+    probs = torch.rand(m.shape, generator=g) * 0.9 + 0.05
+    sum_sq = probs ** 2 + (1 - probs) ** 2 * torch.rand(m.shape, generator=g)  # >= pi^2, <= 1
+    return probs.log() * m, sum_sq * m
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("tail", [True, False])
+@pytest.mark.parametrize("is_weights", [False, True])
+def test_optimal_token_baseline_matches_verl(seed, tail, is_weights):
+    from labkit.credit.token_baseline import optimal_token_baseline
+    r, m, uid = verl_batch(seed, dense=True)
+    logp, s2 = _policy_stats(seed, m)
+    rho = (torch.rand(m.shape, generator=torch.Generator().manual_seed(seed)) + 0.5) * m if is_weights else None
+    theirs, _ = core_algos.compute_optimal_token_baseline_advantage(
+        r.clone(), m, uid, logp, s2, rollout_is_weights=rho, handle_zero_tail=tail)
+    ours = optimal_token_baseline(_rollouts(r, m, uid, logprobs=logp), sum_pi_squared=s2, rollout_is_weights=rho,
+                                  handle_zero_tail=tail).token.float()
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("tail", [True, False])
+def test_tir_optimal_token_baseline_matches_verl_with_tool_outputs_in_the_mask(seed, tail):
+    from labkit.credit.token_baseline import optimal_token_baseline, tir_optimal_token_baseline
+    r, m, uid = verl_batch(seed, holes=True, dense=True)
+    logp, s2 = _policy_stats(seed, m)
+    theirs, _ = core_algos.compute_multi_turn_optimal_token_baseline_advantage(
+        r.clone(), m, uid, logp, s2, handle_zero_tail=tail)
+    ro = _rollouts(r, m, uid, logprobs=logp)
+    ours = tir_optimal_token_baseline(ro, sum_pi_squared=s2, handle_zero_tail=tail).token.float()
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    # with holes the column-aligned baseline compares different tokens: the two differ
+    plain = optimal_token_baseline(ro, sum_pi_squared=s2, handle_zero_tail=tail).token.float()
+    assert not torch.allclose(plain, theirs, atol=1e-3)

@@ -190,3 +190,40 @@ def test_grpo_batch_std_divides_every_group_by_the_batch_std():
     assert torch.allclose(c.values[:, 0], centred / (batch + 1e-6)) and c.info["batch_std"] == pytest.approx(float(batch))
     with pytest.raises(ValueError, match="^batch_std:"):
         grpo(ro, batch_std=True, normalize_std=False)
+
+
+def test_gdpo_normalises_each_reward_function_in_its_group_before_summing():
+    from labkit.credit.episode import gdpo
+
+    ro = _hand([0.0] * 4, [0, 0, 0, 0], [2] * 4)
+    # a correctness reward (0/1) and a length bonus 100x larger in scale
+    parts = torch.tensor([[1.0, 0.0], [1.0, 100.0], [0.0, 0.0], [0.0, 100.0]], dtype=torch.float64)
+    c = gdpo(ro, reward_parts=parts)
+    # each part counts by its rank in the group: correctness and the bonus weigh alike
+    assert torch.allclose(c.values[0, 0], -c.values[3, 0]) and torch.allclose(c.values[1, 0], c.values[2, 0] * -1)
+    summed = grpo(_hand(parts.sum(1).tolist(), [0, 0, 0, 0], [2] * 4)).values[:, 0]
+    assert torch.corrcoef(torch.stack([summed, parts[:, 1]]))[0, 1] > 0.999   # GRPO: the bonus drowns correctness
+    tokens = c.token[ro.mask]   # whitened over the batch's 8 tokens (unbiased variance)
+    assert abs(float(tokens.mean())) < 1e-12 and abs(float(tokens.var()) - 1.0) < 1e-6
+    weighted = gdpo(ro, reward_parts=parts, weights=[1.0, 0.0]).info["summed"]
+    assert torch.allclose(weighted, c.info["part_advantages"][:, 0])
+    for bad, match in (({"reward_parts": parts[:3]}, "^reward_parts:"), ({"reward_parts": parts[:, :0]}, "^reward_parts:"),
+                       ({"reward_parts": parts, "weights": [1.0]}, "^weights:"),
+                       ({"reward_parts": parts * float("nan")}, "^reward_parts:"), ({"reward_parts": None}, "^reward_parts:")):
+        with pytest.raises(ValueError, match=match):
+            gdpo(ro, **bad)
+
+
+def test_remax_subtracts_the_greedy_score_from_the_return_to_go():
+    from labkit.credit.episode import remax
+
+    ro = _hand([1.0, 0.0, 1.0], [0, 0, 1], [3, 2, 3])
+    c = remax(ro, greedy_scores=torch.tensor([0.5, 0.5, 1.0]))
+    assert torch.allclose(c.token[:, 0], torch.tensor([0.5, -0.5, 0.0], dtype=torch.float64))
+    assert c.cost.policy_forwards == 0
+    called = remax(ro, greedy_scores=lambda r: torch.ones(r.batch_size))
+    assert called.cost.policy_forwards == 2   # one greedy response per prompt group
+    with pytest.raises(ValueError, match="^greedy_scores:"):
+        remax(ro, greedy_scores=torch.ones(2))
+    with pytest.raises(ValueError, match="^greedy_scores:"):
+        remax(ro, greedy_scores=torch.tensor([0.0, float("inf"), 0.0]))

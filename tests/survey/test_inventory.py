@@ -262,7 +262,8 @@ def test_baselines_table(baselines, methods):
         "labkit.credit.episode.rloo", "labkit.credit.episode.grpo",
         "labkit.credit.episode.dr_grpo",
         "labkit.credit.episode.reinforce_pp",
-        "labkit.credit.episode.opo", "labkit.credit.episode.grpo_passk", "labkit.credit.episode.gpg"}
+        "labkit.credit.episode.opo", "labkit.credit.episode.grpo_passk", "labkit.credit.episode.gpg",
+        "labkit.credit.episode.remax", "labkit.credit.episode.gdpo"}
     assert set(episode["status"]) == {"implemented"}
     assert set(episode["notebook"]) == {"01_reinforce_variance.ipynb"}
     rest = baselines.set_index("name").loc[["GAE", "Math-Shepherd"]]
