@@ -97,6 +97,22 @@ class Task:
             raise ValueError(f"family: expected one of {FAMILIES}, got {self.family!r}")
 
 
+# the greedy responses ReMax's baseline scores: one per task, sampled with seed + GREEDY_SEED
+GREEDY_SEED = 2000
+
+
+def _engine_inputs(policy, ro: Rollouts, greedy: Rollouts) -> tuple[dict, dict, dict]:
+    """(inputs, provenance, input costs) of the engines' estimators that need the policy: the
+    greedy response's score per task (ReMax; ``greedy`` holds one greedy episode per group of
+    ``ro``, in group order) and sum_a pi(a | s)^2 at every position (the optimal token baselines)."""
+    per_group = greedy.scores.to(torch.float64)
+    inputs = {"greedy_scores": per_group[ro.group_ids], "sum_pi_squared": policy.sum_pi_squared(ro)}
+    provenance = {"greedy_scores": "the policy's greedy (argmax) episode on each task, one sample, scored by the world",
+                  "sum_pi_squared": "the tabular policy's sum of squared action probabilities at each recorded state"}
+    costs = {"remax": Cost(policy_forwards=greedy.batch_size, env_steps=int(greedy.mask.sum()))}
+    return inputs, provenance, costs
+
+
 # --------------------------------------------------------------------------- the three families
 ORACLE = "ORACLE, from the exact DP truth, zero cost"
 JUDGE_ERROR = 0.1  # the stand-in judges' error rate (labkit.learn.judges), recorded in inputs
@@ -203,6 +219,13 @@ def lm_task() -> Task:
                       "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
                       "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
         overrides, more, costs = _lm_model_inputs(env, ro, seed)
+        engine, engine_costs = env.credit_inputs(ro, seed=seed + GREEDY_SEED)
+        inputs |= engine
+        more |= {"reward_parts": "the verifier's answer, format and step signals as three reward functions (the "
+                                 "outcome is answer and format; the step signal is GDPO's extra)",
+                 "greedy_scores": "the tiny LM's greedy answer to each problem, graded by the verifier",
+                 "sum_pi_squared": "the tiny LM's sum of squared next-token probabilities at every position"}
+        costs |= {"remax": engine_costs["greedy_scores"]}
         return Instance(ro, adv, "token", targets, inputs, provenance | more, lengths=ro.mask.sum(1), unit="tokens",
                         overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}} | overrides, input_costs=costs)
     return Task("lm_reference", "reasoning", params, build)
@@ -235,7 +258,10 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
         # no ``env``: the chain cannot restore a hidden state and play on, so C3 / CCPO's
         # re-execution does not apply (a skip with the reason, not an error)
         inputs = {"value_fn": env.vine_value_fn(policy, seed=seed), "policy": policy, "values": v}
-        provenance = {"value_fn": "vine: k continuations re-run from the recorded state (Monte Carlo)",
+        engine, engine_src, engine_costs = _engine_inputs(
+            policy, ro, env.sample(policy.greedy(), n // group_size, group_size=1, seed=seed + GREEDY_SEED))
+        inputs |= engine
+        provenance = engine_src | {"value_fn": "vine: k continuations re-run from the recorded state (Monte Carlo)",
                       "spo.value_fn": "vine at SPO's cut positions (Monte Carlo)",
                       "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
                       "values": f"exact V per token as the critic ({ORACLE})",
@@ -243,7 +269,7 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
                         overrides={"spo": {"value_fn": env.cut_value_fn(policy, seed=seed)},
-                                   "turn_gae": {"values": v_turn}})
+                                   "turn_gae": {"values": v_turn}}, input_costs=engine_costs)
     return Task(f"chain_T{horizon}", "reasoning", params, build)
 
 
@@ -345,12 +371,19 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
                       "gigpo.anchor_keys": "the observation each turn starts from (the world's own)",
                       "spo.value_fn": f"exact V at SPO's cut positions ({ORACLE}; stands in for Monte Carlo vines)"}
         present = ro.view(ro.rewards, "turn", "first")[1]
+        engine, engine_src, engine_costs = _engine_inputs(
+            policy, ro, env.sample(policy.greedy(), n_tasks, group_size=1, seed=seed + GREEDY_SEED,
+                                   bugs=ro.truth["bug"][::group_size]))
+        # no reward_parts: the world's reward is one function (the submit's outcome), so GDPO is skipped
+        inputs |= engine
+        provenance |= engine_src
         overrides, more = _toolworld_model_inputs(env, policy, truth, ro, seed)
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance | more,
                         lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
                         skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)},
                                                                 "turn_gae": {"values": turn(v)},
-                                                                "istar": {"step_rewards": token_rewards}} | overrides)
+                                                                "istar": {"step_rewards": token_rewards}} | overrides,
+                        input_costs=engine_costs)
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 

@@ -199,21 +199,34 @@ def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int 
 # --------------------------------------------------------------------------- the engines' other group baselines
 #: Group-relative estimators verl and TRL offer beside GRPO, compared with it on the tiny LM's answers.
 ENGINE_VARIANTS = ("grpo", "dr_grpo", "opo", "grpo_passk", "gpg", "reinforce_pp_baseline")
+#: The engines' estimators that need more than the file holds, which the tiny LM that wrote it supplies
+#: (its float32 forward passes make these numbers machine-dependent in the last digits), with GRPO.
+MODEL_FED_VARIANTS = ("grpo", "gdpo", "remax", "optimal_token_baseline")
 
 
 def engine_variants(names: Sequence[str] = ENGINE_VARIANTS) -> pd.DataFrame:
     """Each estimator's credit beside GRPO's on the tiny LM's arithmetic sample
     (``data/sample_rollouts/arithmetic_lm.jsonl``: groups of 8 answers, one 0/1 verdict each): the
     share of answers it gives non-zero credit, the Spearman correlation of its per-answer credit
-    with GRPO's, and its RMS credit (its scale)."""
+    with GRPO's, and its RMS credit (its scale). An estimator that needs an input the file lacks
+    gets it from the shipped tiny LM (``ArithmeticLM.credit_inputs``): the verifier's answer,
+    format and step signals as separate reward functions (GDPO), the greedy answer's reward
+    (ReMax) and the next-token distributions' sum of squared probabilities (the optimal token
+    baseline)."""
     from labkit.core.paths import data_path
+    from labkit.credit import spec
     from labkit.io import read_rollouts
     from labkit.scoring.agreement import rank_correlation
 
     ro = read_rollouts(data_path("sample_rollouts", "arithmetic_lm.jsonl"))
+    inputs: dict = {}
+    if any(spec(name).inputs for name in names):
+        from labkit.envs.arithmetic.lm import ArithmeticLM  # loads transformers: only when needed
+
+        inputs, _ = ArithmeticLM.load().credit_inputs(ro)
     per_answer = {}
     for name in names:
-        credit = get_estimator(name)(ro).token.double()
+        credit = get_estimator(name)(ro, **{k: inputs[k] for k in spec(name).inputs}).token.double()
         # one number per answer: its mean credit over the tokens it generated
         per_answer[name] = (credit * ro.mask).sum(1) / ro.mask.sum(1).clamp(min=1)
     base = per_answer["grpo"] if "grpo" in per_answer else get_estimator("grpo")(ro).values[:, 0].double()

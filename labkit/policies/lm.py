@@ -160,10 +160,9 @@ def task_tokens(tokenizer) -> TaskTokens:
     return TaskTokens(*ids, eos=int(tokenizer.eos_token_id))
 
 
-def sequence_logprobs(model: torch.nn.Module, prompts: list[list[int]], tokens: torch.Tensor,
-                      mask: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
-    """log pi(tokens[b, t] | prompt_b, tokens[b, :t]) for every generated position, (B, T),
-    differentiable with respect to the model; 0 off the mask.
+def _next_token_logp(model: torch.nn.Module, prompts: list[list[int]], tokens: torch.Tensor,
+                     mask: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """log pi(. | prompt_b, tokens[b, :t]) over the vocabulary at every position, (B, T, V).
 
     Each row is prompt + completion, right-padded (positions start at 0 on every row, as in
     the sampler); the logits at position p score the token at p + 1.
@@ -183,6 +182,21 @@ def sequence_logprobs(model: torch.nn.Module, prompts: list[list[int]], tokens: 
     # generated token t of row b sits at position len(prompt_b) + t and is scored at one before it
     prompt_len = torch.tensor([len(p) for p in prompts])
     pos = (prompt_len[:, None] - 1 + torch.arange(T)[None, :]).clamp(max=L - 1)
-    picked = logp_all.gather(1, pos[..., None].expand(B, T, logp_all.shape[-1]))
+    return logp_all.gather(1, pos[..., None].expand(B, T, logp_all.shape[-1]))
+
+
+def sequence_logprobs(model: torch.nn.Module, prompts: list[list[int]], tokens: torch.Tensor,
+                      mask: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
+    """log pi(tokens[b, t] | prompt_b, tokens[b, :t]) for every generated position, (B, T),
+    differentiable with respect to the model; 0 off the mask."""
+    picked = _next_token_logp(model, prompts, tokens, mask, pad_id)
     out = picked.gather(-1, tokens.clamp(min=0)[..., None]).squeeze(-1)
+    return torch.where(mask, out, torch.zeros((), dtype=out.dtype))
+
+
+def sequence_sum_pi_squared(model: torch.nn.Module, prompts: list[list[int]], tokens: torch.Tensor,
+                            mask: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
+    """sum_v pi(v | prompt_b, tokens[b, :t])^2 at every generated position, (B, T), 0 off the
+    mask: how concentrated the next-token distribution is (1: one certain token)."""
+    out = _next_token_logp(model, prompts, tokens, mask, pad_id).mul(2).exp().sum(-1)
     return torch.where(mask, out, torch.zeros((), dtype=out.dtype))

@@ -33,6 +33,31 @@ class SoftmaxOverTable:
         return states
 
     @torch.no_grad()
+    def sum_pi_squared(self, rollouts: Rollouts) -> torch.Tensor:
+        """sum_a pi(a | s)^2 at every position's recorded state, (B, T) float64, 0 off the mask:
+        how concentrated the policy is there (1: one certain action); the optimal token
+        baseline's ``sum_pi_squared`` (labkit.credit.token_baseline)."""
+        if rollouts.states is None:
+            raise ValueError(f"rollouts.states: {type(self).__name__} needs the state index of every position")
+        S = self.logits.shape[0]
+        per_state = self.probs().double().pow(2).sum(-1)
+        out = per_state[self._states(rollouts.states.clamp(0, S - 1))]
+        return torch.where(rollouts.mask, out, torch.zeros((), dtype=out.dtype))
+
+    def greedy(self) -> "TabularSoftmaxPolicy":
+        """A tabular policy that always takes this one's most likely action (the first on a tie):
+        the policy's greedy response, as ReMax's baseline samples it. Other actions get logit
+        -1e4, so probability exactly 0 in float64 and finite log-probabilities."""
+        with torch.no_grad():
+            logits = self.logits.detach()
+            best = logits.argmax(-1)
+            table = torch.full_like(logits, -1e4)
+            table[torch.arange(logits.shape[0]), best] = 0.0
+        greedy = TabularSoftmaxPolicy(logits.shape[0], logits.shape[1], dtype=logits.dtype)
+        greedy.logits.data.copy_(table)
+        return greedy
+
+    @torch.no_grad()
     def sample(self, states: torch.Tensor, generator: torch.Generator,
                log_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample one action per entry of ``states``; returns (actions, log-probs, entropies).

@@ -279,3 +279,27 @@ def test_istar_and_lare_get_rewards_sized_to_their_view_on_a_long_toolworld():
     for name in ("istar", "lare", "turn_gae", "archer"):
         rec = run_cell("full", task, name, 0, inst)
         assert rec["status"] == "ok", (name, rec["reason"])
+
+
+@pytest.mark.parametrize("family", ["reasoning", "agentic"])
+def test_the_tabular_worlds_feed_the_engines_greedy_baseline_and_token_baseline(tiny, family):
+    (task, inst), seed = tiny[family], SEED
+    groups = int(inst.rollouts.group_ids.unique().numel())
+    remax = run_cell("tiny", task, "remax", seed, inst)
+    assert remax["status"] == "ok" and "greedy" in remax["inputs"]["greedy_scores"]
+    # one greedy episode per task, paid for on top of the batch
+    assert remax["cost"]["policy_forwards"] == groups and remax["cost"]["env_steps"] >= groups
+    for name in ("optimal_token_baseline", "tir_optimal_token_baseline"):
+        rec = run_cell("tiny", task, name, seed, inst)
+        assert rec["status"] == "ok" and "squared" in rec["inputs"]["sum_pi_squared"]
+    # one reward function in these worlds: GDPO has nothing to decouple
+    gdpo = run_cell("tiny", task, "gdpo", seed, inst)
+    assert gdpo["status"] == "skipped" and "reward_parts" in gdpo["reason"]
+
+
+def test_the_lm_task_feeds_gdpo_the_verifiers_signals_and_remax_its_greedy_answers(lm):
+    task, inst = lm
+    gdpo = run_cell("full", task, "gdpo", 0, inst)
+    assert gdpo["status"] == "ok" and "three reward functions" in gdpo["inputs"]["reward_parts"]
+    remax = run_cell("full", task, "remax", 0, inst)
+    assert remax["status"] == "ok" and remax["cost"]["policy_tokens"] > 0

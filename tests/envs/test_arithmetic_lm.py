@@ -156,3 +156,33 @@ def test_the_shipped_tuned_copies_are_refused_once_the_tiny_model_changed(env, m
         env.tuned("dpo")
     with pytest.raises(ValueError, match="^name"):
         env.tuned("sft")
+
+
+def test_credit_inputs_grade_greedy_answers_and_measure_next_token_concentration(env, batch):
+    inputs, costs = env.credit_inputs(batch)
+    parts = inputs["reward_parts"]
+    assert parts.shape == (batch.batch_size, len(env.REWARD_PARTS))
+    # the outcome reward is "answer right and well formed"
+    assert torch.equal(parts[:, 0] * parts[:, 1], batch.scores.double())
+    assert ((parts[:, 2] >= 0) & (parts[:, 2] <= 1)).all()
+    # one greedy answer per prompt: rows of the same prompt share it, and it is reproducible
+    greedy = inputs["greedy_scores"]
+    for g in batch.group_ids.unique():
+        assert greedy[batch.group_ids == g].unique().numel() == 1
+    assert torch.equal(env.greedy_scores(batch)[0], greedy)
+    assert costs["greedy_scores"].policy_forwards == batch.group_ids.unique().numel()
+    s2 = inputs["sum_pi_squared"]
+    p = env.rollout_logprobs(batch).exp()
+    m = batch.mask
+    # sum_v pi(v)^2 lies between the sampled token's pi^2 and 1
+    assert (s2[m] <= 1 + 1e-6).all() and (s2[m] >= p[m] ** 2 - 1e-6).all() and (s2[~m] == 0).all()
+
+
+def test_a_file_without_problems_is_graded_from_its_prompt_text(env, batch):
+    from labkit.envs.arithmetic import operands_of
+    text_only = batch.with_(prompts=[p.prompt for p in batch.info["problems"]])
+    text_only.info.pop("problems"), text_only.info.pop("prompt_ids")
+    assert torch.equal(env.reward_parts(text_only), env.reward_parts(batch))
+    assert operands_of("23+48+19=") == (23, 48, 19)
+    with pytest.raises(ValueError, match="^prompt:"):
+        operands_of("23+48")

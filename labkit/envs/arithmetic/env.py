@@ -144,6 +144,17 @@ def prompt_for(operands: Sequence[int]) -> str:
     return "+".join(str(x) for x in _check_operands(operands)) + "="
 
 
+def operands_of(prompt: str) -> tuple[int, ...]:
+    """``"23+48+19=" -> (23, 48, 19)``: the inverse of :func:`prompt_for`; a ValueError naming
+    ``prompt`` for text that is not such a prompt."""
+    if not isinstance(prompt, str) or not prompt.endswith("="):
+        raise ValueError(f"prompt: expected a problem such as '23+48+19=', got {prompt!r}")
+    try:
+        return _check_operands([int(x) for x in prompt[:-1].split("+")])
+    except (TypeError, ValueError):
+        raise ValueError(f"prompt: expected a problem such as '23+48+19=', got {prompt!r}") from None
+
+
 def solution(operands: Sequence[int]) -> str:
     """The reference chain of thought, e.g. ``(23, 48, 19) -> "23+48=71;71+19=90;#90"``.
 

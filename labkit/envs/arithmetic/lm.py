@@ -15,7 +15,7 @@ import torch
 from labkit.core.paths import data_path
 from labkit.core.cache import read_meta, require
 from labkit.core.checks import check_int, check_number
-from labkit.envs.arithmetic.env import ArithmeticTask, Problem, Verdict, verify
+from labkit.envs.arithmetic.env import ArithmeticTask, Problem, Verdict, operands_of, verify
 from labkit.policies.lm import load_lm, task_tokens
 from labkit.policies.sampling import fork, sample, to_rollouts
 from labkit.core.credit import Cost
@@ -425,6 +425,36 @@ class ArithmeticLM:
         tok = self.tokenizer.encode(self.TREG_CONDITIONS[condition], add_special_tokens=False)[0]
         return [[tok] + list(p[1:]) for p in prompts]
 
+    def _prompt_rows(self, rollouts: Rollouts) -> list[list[int]]:
+        """Every row's prompt ids: ``info['prompt_ids']`` (this class's rollouts) or the tokenised
+        ``prompts`` text (a file read by ``labkit.io``)."""
+        prompts = rollouts.info.get("prompt_ids")
+        if prompts is None and rollouts.prompts is not None:
+            prompts = [self.tokenizer(p)["input_ids"] for p in rollouts.prompts]
+        if prompts is None:
+            raise ValueError("rollouts: need info['prompt_ids'] or prompts (use ArithmeticLM.rollouts, "
+                             "load_reference or a file with a prompt per row)")
+        return prompts
+
+    def _per_position(self, fn, rollouts: Rollouts, model, condition: str | None) -> torch.Tensor:
+        """``fn(model, prompts, tokens, mask, pad_id=...)`` over the batch in chunks, float64, no grad."""
+        prompts = self.condition_prompts(self._prompt_rows(rollouts), condition)
+        model = self.model if model is None else model
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model: expected a causal LM (torch module), got {type(model).__name__}")
+        out = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                for s in range(0, rollouts.batch_size, self.LOGPROB_ROWS):
+                    rows = slice(s, s + self.LOGPROB_ROWS)
+                    out[rows] = fn(model, prompts[rows], rollouts.tokens[rows], rollouts.mask[rows],
+                                   pad_id=self.pad_id).double()
+        finally:
+            model.train(was_training)
+        return out
+
     def rollout_logprobs(self, rollouts: Rollouts, *, model=None, condition: str | None = None) -> torch.Tensor:
         """log p(token_t | prompt, tokens before t) of every generated token under ``model``
         (default: this model), (B, T) float64, 0 off the mask, no grad. ``condition`` puts a
@@ -433,25 +463,67 @@ class ArithmeticLM:
         base model; the tuned policy's are ``tuned("dpo").rollout_logprobs(ro)``."""
         from labkit.policies.lm import sequence_logprobs
 
-        prompts = rollouts.info.get("prompt_ids")
-        if prompts is None:
-            raise ValueError("rollouts: need info['prompt_ids'] (use ArithmeticLM.rollouts or load_reference)")
-        model = self.model if model is None else model
-        if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"model: expected a causal LM (torch module), got {type(model).__name__}")
-        prompts = self.condition_prompts(prompts, condition)
-        out = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                for s in range(0, rollouts.batch_size, self.LOGPROB_ROWS):
-                    rows = slice(s, s + self.LOGPROB_ROWS)
-                    out[rows] = sequence_logprobs(model, prompts[rows], rollouts.tokens[rows], rollouts.mask[rows],
-                                                  pad_id=self.pad_id).double()
-        finally:
-            model.train(was_training)
-        return out
+        return self._per_position(sequence_logprobs, rollouts, model, condition)
+
+    def rollout_sum_pi_squared(self, rollouts: Rollouts, *, model=None) -> torch.Tensor:
+        """sum_v p(v | prompt, tokens before t)^2 at every generated position under ``model``
+        (default: this model), (B, T) float64, 0 off the mask: the optimal token baseline's
+        ``sum_pi_squared`` (labkit.credit.token_baseline)."""
+        from labkit.policies.lm import sequence_sum_pi_squared
+
+        return self._per_position(sequence_sum_pi_squared, rollouts, model, None)
+
+    def greedy_scores(self, rollouts: Rollouts, *, seed: int = 0) -> tuple[torch.Tensor, int]:
+        """ReMax's baseline (labkit.credit.episode.remax): the verifier's reward of this model's
+        greedy (argmax) answer to every row's prompt, (B,) float64, and the tokens the greedy
+        generation ran through the model. Each distinct prompt is answered once."""
+        seed = check_int("seed", seed)
+        prompts = self._prompt_rows(rollouts)
+        problems = self._problems(rollouts)
+        distinct = {}
+        for row, ids in enumerate(prompts):
+            distinct.setdefault(tuple(ids), row)
+        rows = list(distinct.values())
+        gen = sample(self.model, [prompts[r] for r in rows], max_new_tokens=self._budget([prompts[r] for r in rows]),
+                     temperature=0.0, eos_id=self.tokens.eos, pad_id=self.pad_id, seed=seed)
+        reward = {key: self.grade(problems[r], c).reward for key, r, c in zip(distinct, rows, gen.completions())}
+        return torch.tensor([float(reward[tuple(ids)]) for ids in prompts], dtype=torch.float64), gen.forward_tokens
+
+    #: The verifier's three signals as separate reward functions, TRL-style (``reward_parts``).
+    REWARD_PARTS = ("answer", "format", "steps")
+
+    def reward_parts(self, rollouts: Rollouts) -> torch.Tensor:
+        """Each row's answer graded by the verifier's three signals as separate reward functions,
+        (B, 3) float64 in the order of ``REWARD_PARTS``: the answer is right, the chain has the
+        reference's shape, and the share of its segments that are correct. (The outcome reward is
+        1 when the first two are.) GDPO's ``reward_parts`` (labkit.credit.episode.gdpo)."""
+        problems = self._problems(rollouts)
+        rows = []
+        for b, problem in enumerate(problems):
+            v = self.grade(problem, rollouts.tokens[b][rollouts.mask[b]].tolist())
+            share = sum(v.step_correct) / len(v.step_correct) if v.step_correct else 0.0
+            rows.append([float(v.answer_correct), float(v.well_formed), share])
+        return torch.tensor(rows, dtype=torch.float64)
+
+    def _problems(self, rollouts: Rollouts) -> list[Problem]:
+        problems = rollouts.info.get("problems")
+        if problems is None:
+            if rollouts.prompts is None:
+                raise ValueError("rollouts: need info['problems'] or prompts to grade the answers")
+            problems = [self.task.problem(operands_of(p)) for p in rollouts.prompts]
+        return list(problems)
+
+    def credit_inputs(self, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict]:
+        """``(inputs, costs)``: what the estimators that need more than the rollouts get from this
+        model and its verifier, by option name: ``reward_parts`` (GDPO), ``greedy_scores``
+        (ReMax) and ``sum_pi_squared`` (the optimal token baseline); ``costs`` the model work
+        each took beyond the sampled batch, as a ``Cost`` by option name."""
+        greedy, greedy_tokens = self.greedy_scores(rollouts, seed=seed)
+        n_prompts = len({tuple(p) for p in self._prompt_rows(rollouts)})
+        inputs = {"reward_parts": self.reward_parts(rollouts), "greedy_scores": greedy,
+                  "sum_pi_squared": self.rollout_sum_pi_squared(rollouts)}
+        costs = {"greedy_scores": Cost(policy_forwards=n_prompts, policy_tokens=int(greedy_tokens))}
+        return inputs, costs
 
     def step_rewrite_fn(self, *, seed: int = 0):
         """A ``rewrite_fn`` for InT (``labkit.credit.counterfactual.int_interventions``).
