@@ -530,9 +530,9 @@ def gdpo(rollouts: Rollouts, *, reward_parts, weights=None, eps: float = 1e-6,
 
 @register("remax", level="token", inputs={"greedy_scores": "greedy_scores"}, status="implemented",
           paper="2310.10505",
-          equation=r"A_{i,t} = G_{i,t} - s(\hat y_{g(i)}),\quad G_{i,t} = \sum_{t' \ge t} r_{i,t'}",
-          symbols="G_{i,t}: reward-to-go (the score s_i when only the end is rewarded); \\hat y_g: the policy's "
-                  "greedy response to prompt g; s(\\hat y_g): its score")
+          equation=r"A_{i,t} = G_{i,t} - s(y^{*}_{g(i)}),\quad G_{i,t} = \sum_{t' \ge t} r_{i,t'}",
+          symbols="G_{i,t}: reward-to-go (the score s_i when only the end is rewarded); y*_g: the policy's "
+                  "greedy response to prompt g; s(y*_g): its score")
 def remax(rollouts: Rollouts, *, greedy_scores) -> Credit:
     """ReMax (Li et al. 2023, arXiv:2310.10505): the greedy response's reward is the baseline.
 
