@@ -16,9 +16,10 @@ What the ``Rollouts`` holds: ``tokens`` the completion ids, ``mask`` TRL's compl
 ``sum_then_normalize`` aggregation) on the last completion token, ``group_ids`` TRL's groups
 (``num_generations`` consecutive completions per prompt). Estimators that need nothing else run
 as they are (``grpo``, ``dr_grpo``, ``rloo``, ``reinforce``, ``reinforce_baseline``,
-``reinforce_pp``, ``tempo``); an estimator's other inputs (a critic's values, ...) can be given in
-``estimator_kwargs`` (a tensor over the batch, or where the estimator accepts one, a callable
-``rollouts -> tensor``). Estimators that need a per-position field TRL's batch does not carry
+``reinforce_pp``, ``tempo``); ``gdpo`` gets each reward function's column of TRL's
+``rewards_per_func`` as its ``reward_parts`` and TRL's ``reward_weights`` as its weights; an
+estimator's other inputs (a critic's values, ...) can be given in ``estimator_kwargs`` (a tensor
+over the batch, or where the estimator accepts one, a callable ``rollouts -> tensor``). Estimators that need a per-position field TRL's batch does not carry
 (anchor keys, entropies, log-probabilities, states) are refused by name.
 
 The advantages are 0 off the completion mask, and 0 for a completion every reward function
@@ -116,8 +117,9 @@ def trainer_class() -> type:
         """TRL's GRPOTrainer whose advantages are labkit's per-token credit (``labkit.bridges.trl``).
 
         ``estimator``: a registered labkit estimator; ``estimator_kwargs``: its options. After
-        every scored batch, ``labkit_last`` holds the ``Rollouts``, the labkit advantages (B, T)
-        and TRL's own advantages (B,) it replaced (on the CPU), for inspection.
+        every scored batch, ``labkit_last`` holds the ``Rollouts``, the labkit advantages (B, T),
+        TRL's own advantages (B,) it replaced (on the CPU) and the options the estimator got, for
+        inspection.
         """
 
         def __init__(self, *args: Any, estimator: str = "grpo", estimator_kwargs: dict | None = None,
@@ -152,13 +154,18 @@ def trainer_class() -> type:
             if "tool_mask" in output:
                 mask = mask * output["tool_mask"]
             ro = rollouts_from_trl(output["completion_ids"], mask, rewards, groups)
-            credit = get_estimator(self.labkit_estimator)(ro, **self.labkit_estimator_kwargs)
+            options = dict(self.labkit_estimator_kwargs)
+            if "reward_parts" in spec(self.labkit_estimator).inputs and "reward_parts" not in options:
+                # GDPO: each reward function's own column (None counts as 0, as in the summed reward)
+                options["reward_parts"] = torch.nan_to_num(per_func.detach().cpu().double(), nan=0.0)
+                options.setdefault("weights", weights.detach().cpu().double())
+            credit = get_estimator(self.labkit_estimator)(ro, **options)
             real = mask.detach().cpu().bool()
             adv = credit.token.detach().cpu().double() * real
             adv[unscorable.cpu()] = 0.0
             trl_adv = output["advantages"]
             self.labkit_last = {"rollouts": ro, "advantages": adv, "trl_advantages": trl_adv.detach().cpu(),
-                                "mask": real, "credit": credit}
+                                "mask": real, "credit": credit, "options": options}
             output["advantages"] = adv.to(device=trl_adv.device, dtype=trl_adv.dtype)
             # the completions table logs one advantage per completion: show labkit's mean over its tokens
             logged = self._logs["advantages"]

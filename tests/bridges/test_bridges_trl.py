@@ -131,3 +131,15 @@ def test_a_token_level_estimator_varies_within_a_completion_and_trains(estimator
         assert torch.allclose(used.double(), expected.double(), atol=1e-6)
     assert max(spread) > 0.05  # advantages differ across the tokens of a completion
     print(f"{estimator}: largest spread of advantages within one completion {max(spread):.3f}")
+
+
+def test_gdpo_gets_each_reward_function_from_trls_batch_and_trains():
+    trainer, seen, moved = _train("gdpo")
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == STEPS and all(torch.isfinite(torch.tensor(losses))) and moved > 0
+    for last, used in seen:
+        parts = last["options"]["reward_parts"]
+        assert parts.shape == (PER_STEP, 2)   # correct_reward and length_reward, apart
+        assert torch.allclose(parts.sum(1), last["rollouts"].scores.double())   # weights 1: they sum to the reward
+        expected = estimate("gdpo", last["rollouts"], reward_parts=parts).token * last["mask"]
+        assert torch.allclose(used.double(), expected.double(), atol=1e-6)
