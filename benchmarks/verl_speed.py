@@ -11,7 +11,8 @@ timings of
   at least as fast as the engine).
 
 Times are in milliseconds. The best of many calls is the figure least disturbed by other work on
-the machine (a busy second core can slow a two-thread call tenfold), hence 20 calls by default.
+the machine (a busy second core can slow a two-thread call tenfold), hence 20 calls by default,
+and the candidates of a row take turns (``best_of``), so a busy spell hits them alike.
 
 No assertion: timings depend on the machine; the ratios are read, and reported in the issue.
 """
@@ -26,15 +27,21 @@ import torch
 B, GROUP, T = 1024, 8, 512
 
 
-def best_of(fn, repeat: int) -> float:
-    """The fastest of ``repeat`` calls of ``fn()`` after one warm-up call, in seconds."""
-    fn()
-    times = []
+def best_of(fns: dict, repeat: int) -> dict:
+    """The fastest of ``repeat`` timed calls of each ``fns[k]()``, in seconds.
+
+    The candidates take turns, one round at a time, so a burst of other work on the machine slows
+    all of them alike instead of every call of one of them, and the ratios stay readable. In its
+    turn each is called twice and the second call timed: warm, as in a run of calls of it alone.
+    """
+    best = {k: float("inf") for k in fns}
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for k, fn in fns.items():
+            fn()
+            start = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - start)
+    return best
 
 
 def batch(seed: int = 0):
@@ -62,48 +69,59 @@ def main() -> None:
     from verl.trainer.ppo import core_algos as ca
 
     import labkit.bridges.verl as lb
-    from labkit.credit.episode import dr_grpo, grpo, reinforce_pp, rloo
+    from labkit.core.rollouts import Rollouts
+    from labkit.credit.episode import (dr_grpo, gpg, grpo, grpo_passk, opo, reinforce_pp, reinforce_pp_baseline,
+                                       rloo)
     from labkit.credit.td import gae
 
     r, m, v, uid = batch()
-    ro = lb.rollouts_from_verl(r, m, uid)
-    cfg = type("Cfg", (dict,), {"__getattr__": lambda self, k: self[k]})(gamma=1.0, lam=1.0)
-    rp = lambda fn: best_of(fn, args.repeat)  # noqa: E731
+    # labkit's own loop hands its estimators a fully validated Rollouts (no kept returns)
+    ro = Rollouts(tokens=torch.zeros(r.shape, dtype=torch.long), mask=m.bool(), rewards=r,
+                  group_ids=lb._group_ids(uid, len(uid)))
+    # verl's AlgoConfig stand-in: attribute and .get access (grpo_passk reads norm_adv_by_std_in_grpo)
+    cfg = type("Cfg", (dict,), {"__getattr__": lambda self, k: self[k]})(gamma=1.0, lam=1.0,
+                                                                        norm_adv_by_std_in_grpo=True)
 
-    rows = [  # (estimator, labkit on Rollouts, bridge, {verl variant: fn})
+    rows = [  # (estimator, labkit on Rollouts, bridge, {verl variant: fn}); verl never writes to its inputs
         ("grpo", lambda: grpo(ro), lambda: lb.labkit_grpo(r, m, uid),
-         {"grpo": lambda: ca.compute_grpo_outcome_advantage(r.clone(), m, uid),
+         {"grpo": lambda: ca.compute_grpo_outcome_advantage(r, m, uid),
           "grpo_vectorized": lambda: ca.compute_grpo_vectorized_outcome_advantage(r, m, uid)}),
         ("dr_grpo", lambda: dr_grpo(ro), lambda: lb.labkit_dr_grpo(r, m, uid),
-         {"grpo (no std)": lambda: ca.compute_grpo_outcome_advantage(r.clone(), m, uid, norm_adv_by_std_in_grpo=False),
+         {"grpo (no std)": lambda: ca.compute_grpo_outcome_advantage(r, m, uid, norm_adv_by_std_in_grpo=False),
           "grpo_vectorized (no std)": lambda: ca.compute_grpo_vectorized_outcome_advantage(
               r, m, uid, norm_adv_by_std_in_grpo=False)}),
         ("rloo", lambda: rloo(ro), lambda: lb.labkit_rloo(r, m, uid),
-         {"rloo": lambda: ca.compute_rloo_outcome_advantage(r.clone(), m, uid),
+         {"rloo": lambda: ca.compute_rloo_outcome_advantage(r, m, uid),
           "rloo_vectorized": lambda: ca.compute_rloo_vectorized_outcome_advantage(r, m, uid)}),
+        ("opo", lambda: opo(ro), lambda: lb.labkit_opo(r, m, uid),
+         {"opo": lambda: ca.compute_opo_outcome_advantage(r, m, uid)}),
+        ("grpo_passk", lambda: grpo_passk(ro), lambda: lb.labkit_grpo_passk(r, m, uid, config=cfg),
+         {"grpo_passk": lambda: ca.compute_grpo_passk_outcome_advantage(r, m, uid, config=cfg)}),
+        ("gpg", lambda: gpg(ro), lambda: lb.labkit_gpg(r, m, uid),
+         {"gpg": lambda: ca.compute_gpg_outcome_advantage(r, m, uid)}),
         ("reinforce_pp", lambda: reinforce_pp(ro), lambda: lb.labkit_reinforce_pp(r, m, config=cfg),
          {"reinforce_plus_plus": lambda: ca.compute_reinforce_plus_plus_outcome_advantage(r, m, config=cfg)}),
-        ("reinforce_pp(group_baseline)", lambda: reinforce_pp(ro, group_baseline=True),
-         lambda: lb.labkit_reinforce_pp(r, m, uid, group_baseline=True),
+        ("reinforce_pp_baseline", lambda: reinforce_pp_baseline(ro), lambda: lb.labkit_reinforce_pp_baseline(r, m, uid),
          {"reinforce_plus_plus_baseline": lambda: ca.compute_reinforce_plus_plus_baseline_outcome_advantage(
-             r.clone(), m, uid)}),
+             r, m, uid)}),
         ("gae (whitened)", lambda: gae(ro, values=v, whiten_advantages=True), lambda: lb.labkit_gae(r, v, m, config=cfg),
          {"gae": lambda: ca.compute_gae_advantage_return(r, v, m, 1.0, 1.0)}),
     ]
     print(f"batch {B} x {T} (groups of {GROUP}), {args.threads} threads, best of {args.repeat}; milliseconds")
     print(f"{'estimator':30s} {'labkit':>8s} {'bridge':>8s} {'verl fastest':>37s} {'labkit/verl':>12s} {'bridge/verl':>12s}")
-    t_build = rp(lambda: lb.rollouts_from_verl(r, m, uid))
+    t_build = best_of({"build": lambda: lb.rollouts_from_verl(r, m, uid)}, args.repeat)["build"]
     for name, ours, bridged, variants in rows:
-        t_ours, t_bridge = rp(ours), rp(bridged)
-        verl_times = {k: rp(fn) for k, fn in variants.items()}
-        fastest = min(verl_times, key=verl_times.get)
-        tv = verl_times[fastest]
+        times = best_of({"labkit": ours, "bridge": bridged, **variants}, args.repeat)
+        t_ours, t_bridge = times.pop("labkit"), times.pop("bridge")
+        fastest = min(times, key=times.get)
+        tv = times[fastest]
         print(f"{name:30s} {1e3 * t_ours:8.3f} {1e3 * t_bridge:8.3f} {fastest:>28s} {1e3 * tv:8.3f} "
               f"{t_ours / tv:12.2f} {t_bridge / tv:12.2f}")
-        for k, t in verl_times.items():
+        for k, t in times.items():
             if k != fastest:
                 print(f"{'':30s} {'':8s} {'':8s} {k:>28s} {1e3 * t:8.3f} {t_ours / t:12.2f} {t_bridge / t:12.2f}")
-    print(f"(the bridge includes building the Rollouts from verl's tensors: {1e3 * t_build:.3f} ms)")
+    print(f"(rollouts_from_verl, the whole batch as a Rollouts, which the bridges of opo, reinforce_pp(_baseline) "
+          f"and gae build: {1e3 * t_build:.3f} ms)")
 
 
 if __name__ == "__main__":

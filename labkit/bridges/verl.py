@@ -12,8 +12,12 @@ signature: it takes verl's tensors
 builds a :class:`~labkit.core.rollouts.Rollouts` from them (rewards on generated positions,
 group ids from the uids), calls the labkit estimator and returns verl's pair ``(advantages,
 returns)``, both (bs, response_length), 0 off the mask, on the device and in the dtype the
-rewards came in. :func:`register` registers them with verl's ``register_adv_est`` as
-``labkit_<name>``::
+rewards came in. GRPO, Dr. GRPO, RLOO, GPG and pass@k GRPO read nothing but each response's
+score and group, so for them the ``Rollouts`` has one position per response holding its score,
+and the episode values the estimator returns are painted on verl's mask in one multiplication:
+the same advantages bit for bit (off the mask a negative advantage is -0.0, as in verl), at
+about the cost of verl's vectorised estimators (``benchmarks/verl_speed.py``). :func:`register`
+registers them with verl's ``register_adv_est`` as ``labkit_<name>``::
 
     import labkit.bridges.verl as lb
     lb.register()            # then: algorithm.adv_estimator=labkit_grpo
@@ -66,7 +70,7 @@ from labkit.core.checks import as_tensor, check_finite, check_shape
 from labkit.core.rollouts import Rollouts
 from labkit.core.segments import default_labels
 from labkit.credit import get_estimator
-from labkit.credit.episode import dr_grpo, grpo, reinforce_pp, rloo
+from labkit.credit.episode import reinforce_pp
 from labkit.credit.td import gae
 
 __all__ = ["BRIDGED", "rollouts_from_verl", "labkit_grpo", "labkit_dr_grpo", "labkit_rloo",
@@ -144,12 +148,27 @@ class _VerlRollouts(Rollouts):
         """A validated ``Rollouts`` with some fields replaced (as ``Rollouts.with_``)."""
         return Rollouts.with_(self.select(range(self.batch_size)), **changes)
 
+    def returns(self, gamma: float = 1.0) -> torch.Tensor:
+        """``Rollouts.returns``; the last one computed is handed out again (a copy) while its
+        ``gamma``, the rewards, the mask and the returns themselves are unchanged, so REINFORCE++'s
+        bridge returns the reward-to-go its estimator computed (a loop over the columns: most of
+        the call) instead of computing it twice."""
+        state = (gamma, self.rewards, self.rewards._version, self.mask, self.mask._version)
+        kept = self.__dict__.get("_returns")
+        if kept is not None and kept[1]._version == kept[2] and all(
+                a is b if isinstance(a, torch.Tensor) else type(a) is type(b) and a == b
+                for a, b in zip(kept[0], state)):
+            return kept[1].clone()
+        value = Rollouts.returns(self, gamma)
+        if type(gamma) in (int, float):
+            self.__dict__["_returns"] = (state, value, value._version)
+        return value
 
-def _trusted_rollouts(token_level_rewards: Any, response_mask: Any, index: Any,
-                      share_mask: bool) -> Rollouts:
-    """The Rollouts of verl's (rewards, mask, uids), checked only where verl does not guarantee
-    it (module docstring); ``share_mask`` keeps verl's float mask as the Rollouts' 0/1 float mask
-    instead of copying it (the wrappers, whose Rollouts never outlives the call)."""
+
+def _checked(token_level_rewards: Any, response_mask: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """verl's (rewards, mask) on the CPU, checked only where verl does not guarantee them (module
+    docstring), and the mask as numbers in the rewards' dtype (verl's own tensor when it already
+    has that dtype: the caller must not keep it)."""
     rewards = as_tensor("token_level_rewards", token_level_rewards)
     if rewards.dim() != 2 or not rewards.is_floating_point():
         raise ValueError(f"token_level_rewards: expected a float tensor (bs, response_length), "
@@ -169,6 +188,16 @@ def _trusted_rollouts(token_level_rewards: Any, response_mask: Any, index: Any,
         check_finite("token_level_rewards", rewards)
         raise ValueError("token_level_rewards: non-zero reward where response_mask is 0; labkit gives credit "
                          "only to response tokens, so put each reward on a masked-in position")
+    return rewards, mask, values
+
+
+def _trusted_rollouts(token_level_rewards: Any, response_mask: Any, index: Any,
+                      share_mask: bool) -> Rollouts:
+    """The Rollouts of verl's (rewards, mask, uids), checked only where verl does not guarantee
+    it (module docstring); ``share_mask`` keeps verl's float mask as the Rollouts' 0/1 float mask
+    instead of copying it (the wrappers, whose Rollouts never outlives the call)."""
+    rewards, mask, values = _checked(token_level_rewards, response_mask)
+    B, T = rewards.shape
     ro = _VerlRollouts.__new__(_VerlRollouts)
     bool_mask = mask if mask.dtype == torch.bool else mask.bool()
     # Token ids: the estimators never read them; one 0 seen through a (B, T) view costs no memory.
@@ -182,6 +211,41 @@ def _trusted_rollouts(token_level_rewards: Any, response_mask: Any, index: Any,
         values = mask.clone()
     ro.__dict__["_mask_as"] = {values.dtype: (bool_mask, bool_mask._version, values)}
     return ro
+
+
+def _score_rollouts(scores: torch.Tensor, group_ids: torch.Tensor) -> Rollouts:
+    """A batch of one generated position per response, holding the response's score: (B, 1).
+
+    Its scores and groups are those of verl's batch bit for bit (a sum of one number is that
+    number), so an estimator whose credit depends on nothing else (``_SCORE_ONLY``) gives the
+    same episode values on it as on the full batch, without painting them on (B, T) positions
+    that the bridge paints again in verl's shape.
+    """
+    B = scores.shape[0]
+    ro = _VerlRollouts.__new__(_VerlRollouts)
+    ro.__dict__.update(
+        tokens=torch.zeros((), dtype=torch.long).expand(B, 1), mask=torch.ones(B, 1, dtype=torch.bool),
+        rewards=scores[:, None], group_ids=group_ids, logprobs=None, entropies=None, states=None,
+        anchor_keys=None, text=None, prompts=None, truth={}, info={}, _labels={}, _mask_as={})
+    return ro
+
+
+# Episode-level estimators whose credit is a function of the scores and the groups alone (they
+# never read the mask, lengths or token positions): the bridge runs them on ``_score_rollouts``.
+# tests/bridges/test_bridges_verl.py checks each against a run on the full, validated batch.
+_SCORE_ONLY = frozenset({"grpo", "dr_grpo", "rloo", "gpg", "grpo_passk"})
+
+
+def _by_score(name: str, token_level_rewards: Any, response_mask: Any, index: Any,
+              **options: Any) -> torch.Tensor:
+    """The advantages (bs, response_length) of the score-only estimator ``name`` on verl's batch:
+    its episode values (B, 1) times verl's mask (any non-zero entry counts, as given), in one
+    multiplication, on the rewards' device and in their dtype. Off the mask a negative value gives
+    -0.0, as verl's own estimators do."""
+    rewards, _, values = _checked(token_level_rewards, response_mask)
+    group_ids = _group_ids(_require(index), rewards.shape[0])
+    credit = get_estimator(name)(_score_rollouts(rewards.sum(1), group_ids), **options)
+    return _out(torch.mul(credit.values, values), token_level_rewards)
 
 
 def rollouts_from_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
@@ -209,24 +273,21 @@ def labkit_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, 
     trainer; False gives Dr. GRPO.
     """
     norm = bool(_option(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
-    ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
-    adv = _out(grpo(ro, eps=epsilon, normalize_std=norm).token, token_level_rewards)
+    adv = _by_score("grpo", token_level_rewards, response_mask, index, eps=epsilon, normalize_std=norm)
     return adv, adv
 
 
 def labkit_dr_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
                    config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """labkit's ``dr_grpo`` (score minus group mean) with verl's signature: (advantages, advantages)."""
-    ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
-    adv = _out(dr_grpo(ro).token, token_level_rewards)
+    adv = _by_score("dr_grpo", token_level_rewards, response_mask, index)
     return adv, adv
 
 
 def labkit_rloo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
                 config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """labkit's ``rloo`` (leave-one-out baseline; a group of one gets 0) with verl's signature."""
-    ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
-    adv = _out(rloo(ro).token, token_level_rewards)
+    adv = _by_score("rloo", token_level_rewards, response_mask, index)
     return adv, adv
 
 
@@ -282,11 +343,14 @@ def _episode_wrapper(name: str, doc: str) -> Callable[..., tuple[torch.Tensor, t
     """A verl-signature wrapper of a labkit estimator that reads only rewards, mask and groups."""
     def wrapper(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
                 config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
         options = {}
         if name == "grpo_passk":
             options["normalize_std"] = bool(_option(config, "norm_adv_by_std_in_grpo", True))
-        adv = _out(get_estimator(name)(ro, **options).token, token_level_rewards)
+        if name in _SCORE_ONLY:
+            adv = _by_score(name, token_level_rewards, response_mask, index, **options)
+        else:
+            ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
+            adv = _out(get_estimator(name)(ro, **options).token, token_level_rewards)
         return adv, adv
 
     wrapper.__name__ = wrapper.__qualname__ = f"labkit_{name}"

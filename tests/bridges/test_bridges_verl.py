@@ -133,6 +133,52 @@ def test_bridge_equals_the_estimator_on_a_fully_validated_rollouts_bit_for_bit(s
                        gae(one, values=v, gamma=0.9, lam=0.8, whiten_advantages=True).token)
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo", "opo", "grpo_passk", "gpg", "reinforce_pp_baseline"])
+def test_every_group_wrapper_equals_its_estimator_on_a_fully_validated_rollouts(name, shuffle):
+    # the score-only ones run on one position per response (lb._SCORE_ONLY): same values, and the
+    # same tokens up to the sign of an off-mask zero (verl's own estimators give -0.0 there too)
+    from labkit.credit import get_estimator
+    r, m, uid = _big_batch(seed=4, shuffle=shuffle)
+    r[:6] = 0.0  # a group whose scores are all equal
+    want = get_estimator(name)(_validated(r, m, uid)).token
+    for mask in (m, m.bool(), m.double()):
+        adv, ret = lb.BRIDGED[name](r, mask, uid)
+        assert torch.equal(adv, want) and adv is ret and adv.dtype == r.dtype
+    assert torch.equal(lb.BRIDGED[name](r.double(), m, uid)[0], get_estimator(name)(_validated(r.double(), m, uid)).token)
+
+
+def test_score_only_estimators_read_nothing_but_scores_and_groups():
+    # the claim the fast path rests on: moving rewards inside a response (same score) or changing
+    # its length changes none of their advantages' values
+    from labkit.credit import get_estimator
+    r, m, uid = _big_batch(seed=5)
+    m2 = m.clone()
+    m2[:, -1] = 1.0  # every response one token longer
+    r2 = torch.zeros_like(r)
+    r2[:, -1] = r.sum(1)  # the whole score on the last token
+    for name in lb._SCORE_ONLY:
+        a = get_estimator(name)(_validated(r, m, uid)).values
+        b = get_estimator(name)(_validated(r2, m2, uid)).values
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("name", sorted(set(lb.BRIDGED) - {"gae", "reinforce_pp"}))
+def test_group_wrappers_refuse_bad_rewards_naming_the_argument(name):
+    r, m, uid = _batch()
+    bad = r.clone()
+    bad[0, 2] = 1.0  # off the mask
+    with pytest.raises(ValueError, match="^token_level_rewards: non-zero reward"):
+        lb.BRIDGED[name](bad, m, uid)
+    bad[0, 2] = float("nan")
+    with pytest.raises(ValueError, match="^token_level_rewards: contains a non-finite value"):
+        lb.BRIDGED[name](bad, m, uid)
+    with pytest.raises(ValueError, match="^index"):
+        lb.BRIDGED[name](r, m, None)
+    with pytest.raises(ValueError, match="^response_mask"):
+        lb.BRIDGED[name](r, m[:, :2], uid)
+
+
 def test_group_ids_from_runs_and_from_np_unique_group_the_same_rows():
     for uid in (np.array(["b", "b", "a", "a", "a", "c"], dtype=object),  # consecutive runs
                 np.array(["b", "a", "b", "c", "a", "a"], dtype=object),  # a uid in two runs
@@ -173,3 +219,23 @@ def test_a_bool_mask_and_a_mask_of_another_dtype_give_the_same_advantages():
     assert torch.equal(lb.labkit_grpo(r, m.double(), uid)[0], want)
     with pytest.raises(ValueError, match="^token_level_rewards: non-zero reward"):
         lb.labkit_grpo(r, m.bool().logical_not(), uid)
+
+
+def test_kept_returns_follow_changes_to_rewards_mask_gamma_and_the_returns_themselves():
+    from labkit.core.stats import discounted_returns
+    r, m, uid = _big_batch(seed=6)
+    ro = lb.rollouts_from_verl(r, m, uid)
+    first = ro.returns(0.9)
+    assert torch.equal(first, discounted_returns(r, m.bool(), 0.9))
+    again = ro.returns(0.9)
+    assert torch.equal(again, first) and again is not first  # a copy: changing it changes nothing kept
+    again.zero_()
+    assert torch.equal(ro.returns(0.9), first)
+    assert torch.equal(ro.returns(1.0), discounted_returns(r, m.bool(), 1.0))  # another gamma
+    first.zero_()  # the kept tensor itself changed: computed afresh
+    assert torch.equal(ro.returns(1.0), discounted_returns(r, m.bool(), 1.0))
+    doubled = 2.0 * ro.rewards
+    ro.rewards.mul_(2.0)  # rewards changed in place
+    assert torch.equal(ro.returns(1.0), discounted_returns(doubled, m.bool(), 1.0))
+    ro.mask[:, 0] = False  # mask changed in place
+    assert torch.equal(ro.returns(1.0), discounted_returns(doubled, ro.mask, 1.0))
