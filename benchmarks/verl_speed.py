@@ -72,7 +72,9 @@ def main() -> None:
     from labkit.core.rollouts import Rollouts
     from labkit.credit.episode import (dr_grpo, gpg, grpo, grpo_passk, opo, reinforce_pp, reinforce_pp_baseline,
                                        rloo)
+    from labkit.credit.episode import gdpo
     from labkit.credit.td import gae
+    from labkit.credit.token_baseline import optimal_token_baseline, tir_optimal_token_baseline
 
     r, m, v, uid = batch()
     # labkit's own loop hands its estimators a fully validated Rollouts (no kept returns)
@@ -81,6 +83,21 @@ def main() -> None:
     # verl's AlgoConfig stand-in: attribute and .get access (grpo_passk reads norm_adv_by_std_in_grpo)
     cfg = type("Cfg", (dict,), {"__getattr__": lambda self, k: self[k]})(gamma=1.0, lam=1.0,
                                                                         norm_adv_by_std_in_grpo=True)
+
+    # the inputs verl's trainer hands only its own gdpo and optimal token baselines
+    g = torch.Generator().manual_seed(1)
+    keys = ["accuracy", "format"]
+    parts = {k: (torch.rand(B, generator=g) < 0.5).float().numpy() for k in keys}
+    lengths = m.sum(1).long()
+    batch_gdpo = {"prompts": torch.zeros(B, 1, dtype=torch.long),
+                  "attention_mask": torch.cat([torch.ones(B, 1), m], 1).long()}
+    cfg_gdpo = type(cfg)(gdpo_reward_keys=keys, norm_adv_by_std_in_grpo=True)
+    parts_t = torch.stack([torch.from_numpy(parts[k]) for k in keys], 1)
+    probs = (torch.rand(B, T, generator=g) * 0.9 + 0.05) * m
+    logp = torch.where(m.bool(), probs.clamp(min=1e-6).log(), torch.zeros(()))
+    s2 = (probs ** 2 + (1 - probs) ** 2 * 0.5) * m
+    ro_lp = ro.with_(logprobs=logp.double())
+    assert int(lengths.min()) > 0
 
     rows = [  # (estimator, labkit on Rollouts, bridge, {verl variant: fn}); verl never writes to its inputs
         ("grpo", lambda: grpo(ro), lambda: lb.labkit_grpo(r, m, uid),
@@ -106,6 +123,17 @@ def main() -> None:
              r, m, uid)}),
         ("gae (whitened)", lambda: gae(ro, values=v, whiten_advantages=True), lambda: lb.labkit_gae(r, v, m, config=cfg),
          {"gae": lambda: ca.compute_gae_advantage_return(r, v, m, 1.0, 1.0)}),
+        ("gdpo", lambda: gdpo(ro, reward_parts=parts_t),
+         lambda: lb.labkit_gdpo(r, m, uid, config=cfg_gdpo, non_tensor_batch=parts),
+         {"gdpo": lambda: ca.compute_gdpo_outcome_advantage(r, m, uid, config=cfg_gdpo, non_tensor_batch=parts,
+                                                             batch=batch_gdpo)}),
+        ("optimal_token_baseline", lambda: optimal_token_baseline(ro_lp, sum_pi_squared=s2),
+         lambda: lb.labkit_optimal_token_baseline(r, m, uid, old_log_probs=logp, sum_pi_squared=s2),
+         {"optimal_token_baseline": lambda: ca.compute_optimal_token_baseline_advantage(r, m, uid, logp, s2)}),
+        ("tir_optimal_token_baseline", lambda: tir_optimal_token_baseline(ro_lp, sum_pi_squared=s2),
+         lambda: lb.labkit_tir_optimal_token_baseline(r, m, uid, old_log_probs=logp, sum_pi_squared=s2),
+         {"tir_optimal_token_baseline": lambda: ca.compute_multi_turn_optimal_token_baseline_advantage(
+             r, m, uid, logp, s2)}),
     ]
     print(f"batch {B} x {T} (groups of {GROUP}), {args.threads} threads, best of {args.repeat}; milliseconds")
     print(f"{'estimator':30s} {'labkit':>8s} {'bridge':>8s} {'verl fastest':>37s} {'labkit/verl':>12s} {'bridge/verl':>12s}")

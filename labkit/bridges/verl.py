@@ -55,7 +55,13 @@ What verl's data carries decides what can be bridged. verl 0.9.1's ``compute_adv
 registered estimator the rewards, the response mask, the uids, the config and (if present)
 ``reward_baselines``: enough for the episode-level estimators and REINFORCE++. ``labkit_gae`` is
 registered too, but verl sends the critic's ``values`` (and creates a critic at all) only for its
-own ``gae``; call it directly, or from a custom trainer that passes ``values``. GiGPO is not
+own ``gae``; call it directly, or from a custom trainer that passes ``values``. The same holds for
+``labkit_gdpo`` (the reward functions' keys reach only verl's own ``gdpo``) and
+``labkit_optimal_token_baseline`` / ``labkit_tir_optimal_token_baseline`` (``old_log_probs`` and
+``sum_pi_squared`` reach only verl's own names): each raises an error naming the missing input.
+ReMax is not bridged: verl generates the greedy responses (``reward_baselines``) only for its
+own ``remax``, whose advantages labkit's ``remax`` equals on every generated token (tested), so a
+bridge would add nothing but the cost of a ``Rollouts`` (verl's is one reverse cumulative sum). GiGPO is not
 bridged: it needs a step label and an anchor-state key per step, which verl's batch does not
 carry (its multi-turn agent fork, verl-agent, adds them; a bridge would read them from there).
 """
@@ -69,13 +75,15 @@ import torch
 from labkit.core.checks import as_tensor, check_finite, check_shape
 from labkit.core.rollouts import Rollouts
 from labkit.core.segments import default_labels
+from labkit.core.stats import discounted_returns
 from labkit.credit import get_estimator
 from labkit.credit.episode import reinforce_pp
 from labkit.credit.td import gae
 
 __all__ = ["BRIDGED", "rollouts_from_verl", "labkit_grpo", "labkit_dr_grpo", "labkit_rloo",
            "labkit_reinforce_pp", "labkit_gae", "labkit_opo", "labkit_grpo_passk", "labkit_gpg",
-           "labkit_reinforce_pp_baseline", "register"]
+           "labkit_reinforce_pp_baseline", "labkit_gdpo", "labkit_optimal_token_baseline",
+           "labkit_tir_optimal_token_baseline", "register"]
 
 INSTALL_HINT = ("labkit.bridges.verl needs verl (an optional extra): pip install 'labkit[verl]', "
                 "or `make test-verl` for the tested environment (requirements-verl.txt)")
@@ -366,10 +374,74 @@ labkit_gpg = _episode_wrapper("gpg", "labkit's ``gpg`` (group mean, scaled by th
 labkit_reinforce_pp_baseline = _episode_wrapper(
     "reinforce_pp_baseline", "labkit's ``reinforce_pp_baseline`` with verl's signature (advantages twice).")
 
+def _reward_to_go(ro: Rollouts) -> torch.Tensor:
+    """verl's ``returns`` of an outcome estimator: the undiscounted reward-to-go (float64, one
+    reverse cumulative sum), 0 off the mask."""
+    return discounted_returns(ro.rewards.to(torch.float64), ro.mask, 1.0)
+
+
+def _verl_only(option: str, what: str, verl_name: str) -> ValueError:
+    return ValueError(f"{option}: {what}; verl 0.9.1's trainer passes it only to its own '{verl_name}', so call "
+                      f"this wrapper from a trainer that does")
+
+
+def labkit_gdpo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True, config: Any = None,
+                non_tensor_batch: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """labkit's ``gdpo`` with verl's signature: each key of ``config.gdpo_reward_keys`` is one
+    reward function's (bs,) scores in ``non_tensor_batch``, weighted by ``config.gdpo_reward_weights``
+    (1 each by default). Without the keys verl falls back to the summed reward as the only
+    function (GRPO, whitened); labkit refuses, naming what is missing."""
+    keys = _option(config, "gdpo_reward_keys", None)
+    if not keys:
+        raise ValueError("config: GDPO needs algorithm.gdpo_reward_keys, the reward functions' keys in the batch")
+    if non_tensor_batch is None:
+        raise _verl_only("non_tensor_batch", "GDPO reads each reward function's scores from it", "gdpo")
+    missing = [k for k in keys if k not in non_tensor_batch]
+    if missing:
+        raise ValueError(f"non_tensor_batch: no reward key {missing[0]!r}; it has {sorted(non_tensor_batch)}")
+    parts = torch.stack([as_tensor(k, np.asarray(non_tensor_batch[k], dtype=np.float64)) for k in keys], 1)
+    weights = _option(config, "gdpo_reward_weights", None)
+    ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
+    credit = get_estimator("gdpo")(ro, reward_parts=parts, weights=None if weights is None else list(weights),
+                                   eps=epsilon, normalize_std=bool(norm_adv_by_std_in_grpo))
+    adv = _out(credit.token, token_level_rewards)
+    return adv, adv
+
+
+def _token_baseline_wrapper(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """A verl-signature wrapper of an optimal token baseline (it needs the sampling policy's
+    log-probabilities and sum of squared probabilities, as verl's trainer hands its own)."""
+    def wrapper(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                old_log_probs: Any = None, sum_pi_squared: Any = None, rollout_is_weights: Any = None,
+                handle_zero_tail: bool = True, epsilon: float = 1e-8, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        for option, value in (("old_log_probs", old_log_probs), ("sum_pi_squared", sum_pi_squared)):
+            if value is None:
+                raise _verl_only(option, "the optimal token baseline needs it (bs, response_length)", name)
+        ro = _trusted_rollouts(token_level_rewards, response_mask, _require(index), share_mask=True)
+        logp = as_tensor("old_log_probs", old_log_probs).detach().cpu()
+        check_shape("old_log_probs", logp, tuple(ro.mask.shape))
+        # set on the trusted batch as verl's tensor: the estimator checks it (finite, <= 0 on the mask)
+        ro.__dict__["logprobs"] = logp
+        rho = None if rollout_is_weights is None else as_tensor("rollout_is_weights", rollout_is_weights).detach().cpu()
+        credit = get_estimator(name)(ro, sum_pi_squared=as_tensor("sum_pi_squared", sum_pi_squared).detach().cpu(),
+                                     rollout_is_weights=rho, handle_zero_tail=bool(handle_zero_tail), eps=epsilon)
+        return _out(credit.token, token_level_rewards), _out(_reward_to_go(ro), token_level_rewards)
+
+    wrapper.__name__ = wrapper.__qualname__ = f"labkit_{name}"
+    wrapper.__doc__ = (f"labkit's ``{name}`` with verl's signature: (advantages, returns); ``old_log_probs`` and "
+                       f"``sum_pi_squared`` (bs, response_length) as verl's trainer hands them to its own '{name}'.")
+    return wrapper
+
+
+labkit_optimal_token_baseline = _token_baseline_wrapper("optimal_token_baseline")
+labkit_tir_optimal_token_baseline = _token_baseline_wrapper("tir_optimal_token_baseline")
+
 BRIDGED: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
     "grpo": labkit_grpo, "dr_grpo": labkit_dr_grpo, "rloo": labkit_rloo,
     "reinforce_pp": labkit_reinforce_pp, "gae": labkit_gae, "opo": labkit_opo, "grpo_passk": labkit_grpo_passk,
-    "gpg": labkit_gpg, "reinforce_pp_baseline": labkit_reinforce_pp_baseline,
+    "gpg": labkit_gpg, "reinforce_pp_baseline": labkit_reinforce_pp_baseline, "gdpo": labkit_gdpo, "optimal_token_baseline": labkit_optimal_token_baseline,
+    "tir_optimal_token_baseline": labkit_tir_optimal_token_baseline,
 }
 
 

@@ -15,7 +15,7 @@ import torch
 from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input, trajectory_totals
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
-from labkit.core.stats import group_normalize, group_stats, masked_moments, whiten
+from labkit.core.stats import discounted_returns, group_normalize, group_stats, masked_moments, whiten
 from labkit.credit.registry import register
 
 
@@ -578,7 +578,8 @@ def remax(rollouts: Rollouts, *, greedy_scores) -> Credit:
     b, called = resolve_input("greedy_scores", greedy_scores, rollouts,
                               expected="the greedy response's score for every trajectory's prompt, a (B,) tensor")
     b = trajectory_totals("greedy_scores", b, rollouts.scores)
-    G = rollouts.returns(1.0).to(torch.float64)
+    # in float64: the undiscounted reward-to-go is then one reverse cumulative sum
+    G = discounted_returns(rollouts.rewards.to(torch.float64), rollouts.mask, 1.0)
     adv = (G - b[:, None]).to(rollouts.rewards.dtype)
     cost = Cost(policy_forwards=int(torch.unique(rollouts.group_ids).numel())) if called else None
     return Credit.from_tokens(rollouts, adv, "remax", cost=cost, baseline=b.to(rollouts.rewards.dtype))

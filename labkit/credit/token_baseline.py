@@ -25,6 +25,7 @@ from labkit.core.checks import (ROUND_OFF, as_tensor, check_bool, check_in_range
                                 per_position, resolve_input)
 from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts
+from labkit.core.stats import discounted_returns
 from labkit.credit.registry import register
 
 _EQUATION = (r"A_{i,t} = G_{i,t} - \frac{\sum_{j \in g(i)} G_{j,t} W_{j,t}}{\sum_{j \in g(i)} W_{j,t} + \epsilon},"
@@ -50,23 +51,25 @@ def _inputs(rollouts: Rollouts, sum_pi_squared, rollout_is_weights) -> tuple[tor
         rho = per_position("rollout_is_weights", as_tensor("rollout_is_weights", rollout_is_weights), mask)
         check_in_range("rollout_is_weights", rho, low=0.0, where=mask, what="importance weights")
         w = w * rho ** 2
-    return rollouts.returns(1.0).to(torch.float64), w
+    # in float64: the undiscounted reward-to-go is then one reverse cumulative sum
+    return discounted_returns(rollouts.rewards.to(torch.float64), mask, 1.0), w
 
 
 def _group_baseline(G: torch.Tensor, W: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor,
                     handle_zero_tail: bool, eps: float, count_empty: bool) -> torch.Tensor:
     """B_t per group and column of (B, T') tensors; a group of one gets 0. ``count_empty``:
     whether a row with nothing generated counts towards its group's size."""
-    m = mask.to(torch.float64)
     _, inverse, _ = torch.unique(group_ids, return_inverse=True, return_counts=True)
     n = int(inverse.max()) + 1 if inverse.numel() else 0
     length = mask.sum(1)
     counted = torch.ones_like(length) if count_empty else (length > 0).long()
     size = torch.zeros(n, dtype=torch.long).index_add_(0, inverse, counted)
-    num = torch.zeros(n, G.shape[1], dtype=torch.float64).index_add_(0, inverse, G * W * m)
-    den = torch.zeros(n, G.shape[1], dtype=torch.float64).index_add_(0, inverse, W * m)
-    base = (num / (den + eps))[inverse]
-    base = torch.where((size[inverse] > 1)[:, None], base, torch.zeros((), dtype=torch.float64))
+    W = torch.where(mask, W, torch.zeros((), dtype=W.dtype))   # G is already 0 off the mask
+    num = torch.zeros(n, G.shape[1], dtype=torch.float64).index_add_(0, inverse, G * W)
+    den = torch.zeros(n, G.shape[1], dtype=torch.float64).index_add_(0, inverse, W)
+    # per group and column first (n x T), then one gather to the rows; a group of one gets 0
+    per_group = torch.where((size > 1)[:, None], num / (den + eps), torch.zeros((), dtype=torch.float64))
+    base = per_group.index_select(0, inverse)
     if handle_zero_tail:
         # past the second-longest trajectory only the longest one is left: its baseline there
         # would be its own return (advantage 0), so it is set to 0 instead
@@ -75,10 +78,11 @@ def _group_baseline(G: torch.Tensor, W: torch.Tensor, mask: torch.Tensor, group_
         n_top = torch.zeros(n, dtype=torch.long).index_add_(0, inverse, is_top.long())
         second = torch.full((n,), -1, dtype=torch.long).scatter_reduce(
             0, inverse, torch.where(is_top, -1, length), "amax")
-        lone = is_top & (n_top[inverse] == 1) & (size[inverse] > 1)
-        cols = torch.arange(G.shape[1])[None, :]
-        tail = lone[:, None] & (cols >= second[inverse][:, None])
-        base = torch.where(tail, torch.zeros((), dtype=torch.float64), base)
+        lone = (is_top & (n_top[inverse] == 1) & (size[inverse] > 1)).nonzero().flatten()
+        if lone.numel():
+            cols = torch.arange(G.shape[1])[None, :]
+            tail = cols >= second[inverse[lone]][:, None]
+            base[lone] = torch.where(tail, torch.zeros((), dtype=torch.float64), base[lone])
     return base
 
 

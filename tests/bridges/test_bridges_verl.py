@@ -163,7 +163,12 @@ def test_score_only_estimators_read_nothing_but_scores_and_groups():
         assert torch.equal(a, b), name
 
 
-@pytest.mark.parametrize("name", sorted(set(lb.BRIDGED) - {"gae", "reinforce_pp"}))
+# the wrappers whose estimator reads nothing but rewards, mask and groups
+GROUP_WRAPPERS = sorted(set(lb.BRIDGED) - {"gae", "reinforce_pp", "gdpo", "optimal_token_baseline",
+                                           "tir_optimal_token_baseline"})
+
+
+@pytest.mark.parametrize("name", GROUP_WRAPPERS)
 def test_group_wrappers_refuse_bad_rewards_naming_the_argument(name):
     r, m, uid = _batch()
     bad = r.clone()

@@ -254,6 +254,9 @@ def test_gdpo_matches_verl_with_several_reward_functions(seed, norm):
         batch={"prompts": prompts, "attention_mask": attention})
     ours = gdpo(_rollouts(r, m, uid), reward_parts=parts, weights=weights, normalize_std=norm).token.float()
     assert torch.allclose(ours, theirs, atol=1e-5)
+    bridged, _ = lb.labkit_gdpo(r, m, uid, norm_adv_by_std_in_grpo=norm, config=config,
+                                non_tensor_batch={k: parts[:, i].numpy() for i, k in enumerate(keys)})
+    assert torch.allclose(bridged, theirs, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -289,6 +292,9 @@ def test_optimal_token_baseline_matches_verl(seed, tail, is_weights):
     ours = optimal_token_baseline(_rollouts(r, m, uid, logprobs=logp), sum_pi_squared=s2, rollout_is_weights=rho,
                                   handle_zero_tail=tail).token.float()
     assert torch.allclose(ours, theirs, atol=1e-5)
+    bridged, _ = lb.labkit_optimal_token_baseline(r, m, uid, old_log_probs=logp, sum_pi_squared=s2,
+                                                  rollout_is_weights=rho, handle_zero_tail=tail)
+    assert torch.allclose(bridged, theirs, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -302,6 +308,21 @@ def test_tir_optimal_token_baseline_matches_verl_with_tool_outputs_in_the_mask(s
     ro = _rollouts(r, m, uid, logprobs=logp)
     ours = tir_optimal_token_baseline(ro, sum_pi_squared=s2, handle_zero_tail=tail).token.float()
     assert torch.allclose(ours, theirs, atol=1e-5)
+    bridged, _ = lb.labkit_tir_optimal_token_baseline(r, m, uid, old_log_probs=logp, sum_pi_squared=s2,
+                                                      handle_zero_tail=tail)
+    assert torch.allclose(bridged, theirs, atol=1e-5)
     # with holes the column-aligned baseline compares different tokens: the two differ
     plain = optimal_token_baseline(ro, sum_pi_squared=s2, handle_zero_tail=tail).token.float()
     assert not torch.allclose(plain, theirs, atol=1e-3)
+
+
+def test_the_wrappers_name_the_input_verl_hands_only_to_its_own_estimator():
+    r, m, uid = verl_batch(0)
+    with pytest.raises(ValueError, match="^config: "):
+        lb.labkit_gdpo(r, m, uid)
+    with pytest.raises(ValueError, match="^non_tensor_batch: .*'gdpo'"):
+        lb.labkit_gdpo(r, m, uid, config={"gdpo_reward_keys": ["accuracy"]})
+    with pytest.raises(ValueError, match="^non_tensor_batch: no reward key 'accuracy'"):
+        lb.labkit_gdpo(r, m, uid, config={"gdpo_reward_keys": ["accuracy"]}, non_tensor_batch={"format": [0.0]})
+    with pytest.raises(ValueError, match="^sum_pi_squared: .*'optimal_token_baseline'"):
+        lb.labkit_optimal_token_baseline(r, m, uid, old_log_probs=torch.zeros_like(r))
