@@ -14,7 +14,14 @@ offline on data the lab made itself:
   turn each, the observation they acted on as ``states`` and ``anchor_keys``), tool answers
   are not (``generated`` 0). Token ids: the action ids, then ``n_actions + observation``.
 
-Both go to data/sample_rollouts/ with ``meta.json`` (what each dump holds and the provenance stamp
+Beside the LM dump, ``arithmetic_lm_inputs.safetensors`` holds what the estimators that need more
+than a file get from the model that wrote it (``ArithmeticLM.credit_inputs`` on the dump as read
+back): the verifier's three signals per answer (``reward_parts``, GDPO), the greedy answer's
+reward per prompt (``greedy_scores``, ReMax) and the next-token distributions' sum of squared
+probabilities (``sum_pi_squared``, the optimal token baseline), so notebook 01 compares them
+without loading the model.
+
+Everything goes to data/sample_rollouts/ with ``meta.json`` (what each dump holds and the provenance stamp
 of ``labkit.core.cache``: the LM dump depends on data/tiny_lm). Seeded, one thread.
 Usage: python scripts/build_sample_rollouts.py [--check]
 (``--check`` rebuilds into a temporary folder and compares with the committed files; the LM
@@ -43,7 +50,7 @@ from labkit.core.rollouts import Rollouts  # noqa: E402
 from labkit.course.presets import LM_OPERANDS, NB05_AGENT_STRENGTH, noisy_world  # noqa: E402
 from labkit.io import write_rollouts  # noqa: E402
 
-FILES = ("arithmetic_lm.jsonl", "toolworld.jsonl")
+FILES = ("arithmetic_lm.jsonl", "toolworld.jsonl", "arithmetic_lm_inputs.safetensors")
 LM_PROMPTS, LM_GROUP, LM_SEED = 64, 8, 0
 TOOL_TASKS, TOOL_GROUP, TOOL_SEED = 32, 8, 0
 
@@ -100,7 +107,18 @@ def with_tool_output(env, turns: Rollouts) -> Rollouts:
                     prompts=turns.prompts)
 
 
+def lm_inputs(dump: Path) -> dict[str, torch.Tensor]:
+    """The tiny LM's credit inputs for the dump at ``dump``, as ``labkit.io`` reads it back."""
+    from labkit.envs.arithmetic.lm import ArithmeticLM
+    from labkit.io import read_rollouts
+
+    inputs, _ = ArithmeticLM.load(task_seed=0).credit_inputs(read_rollouts(dump), seed=LM_SEED)
+    return {k: v.contiguous() for k, v in inputs.items()}
+
+
 def build(folder: Path) -> None:
+    from safetensors.torch import save_file
+
     folder.mkdir(parents=True, exist_ok=True)
     for name, make in zip(FILES, (arithmetic_lm, toolworld)):
         start = time.perf_counter()
@@ -108,6 +126,10 @@ def build(folder: Path) -> None:
         path = write_rollouts(ro, folder / name)
         print(f"{path}: {ro.batch_size} trajectories, {path.stat().st_size / 2**20:.2f} MiB, "
               f"{time.perf_counter() - start:.1f} s")
+    start = time.perf_counter()
+    path = folder / FILES[2]
+    save_file(lm_inputs(folder / FILES[0]), str(path))
+    print(f"{path}: {time.perf_counter() - start:.1f} s")
 
 
 def main(argv: list[str]) -> int:
@@ -123,6 +145,8 @@ def main(argv: list[str]) -> int:
                                   "n_operands": LM_OPERANDS, "split": "train"},
                 "toolworld": {"world": "presets.noisy_world()", "agent_strength": NB05_AGENT_STRENGTH,
                               "tasks": TOOL_TASKS, "group_size": TOOL_GROUP, "seed": TOOL_SEED},
+                "arithmetic_lm_inputs": {"from": "ArithmeticLM.credit_inputs on arithmetic_lm.jsonl as read back",
+                                         "reward_parts": "answer, format, steps", "greedy_seed": LM_SEED},
                 "torch_threads": 1, "torch": torch.__version__}
         write_meta(target / "meta.json", meta, script=__file__, inputs=["tiny_lm/model.safetensors"], indent=1)
         return 0

@@ -197,11 +197,27 @@ def dial_summary(settings: Sequence[Mapping], *, n_batches: int = 50, seed: int 
 
 
 # --------------------------------------------------------------------------- the engines' other group baselines
-#: Group-relative estimators verl and TRL offer beside GRPO, compared with it on the tiny LM's answers.
-ENGINE_VARIANTS = ("grpo", "dr_grpo", "opo", "grpo_passk", "gpg", "reinforce_pp_baseline")
-#: The engines' estimators that need more than the file holds, which the tiny LM that wrote it supplies
-#: (its float32 forward passes make these numbers machine-dependent in the last digits), with GRPO.
-MODEL_FED_VARIANTS = ("grpo", "gdpo", "remax", "optimal_token_baseline")
+#: Group-relative estimators verl and TRL offer beside GRPO, compared with it on the tiny LM's answers;
+#: the last three need more than the file holds, which the tiny LM that wrote it supplied.
+ENGINE_VARIANTS = ("grpo", "dr_grpo", "opo", "grpo_passk", "gpg", "reinforce_pp_baseline", "gdpo", "remax",
+                   "optimal_token_baseline")
+
+
+def sample_credit_inputs() -> dict[str, torch.Tensor]:
+    """What the tiny LM that wrote ``data/sample_rollouts/arithmetic_lm.jsonl`` gives the
+    estimators that need more than the file, by option name (``ArithmeticLM.credit_inputs``,
+    cached beside the file by ``scripts/build_sample_rollouts.py``): the verifier's answer,
+    format and step signals as three reward functions (``reward_parts``), the greedy answer's
+    reward per prompt (``greedy_scores``) and the next-token distributions' sum of squared
+    probabilities (``sum_pi_squared``)."""
+    from safetensors.torch import load_file
+
+    from labkit.core.cache import read_cache
+    from labkit.core.paths import data_path
+
+    _, files = read_cache(data_path("sample_rollouts"), script="scripts/build_sample_rollouts.py",
+                          files=["arithmetic_lm_inputs.safetensors"], what="sample rollouts")
+    return load_file(str(files["arithmetic_lm_inputs.safetensors"]))
 
 
 def engine_variants(names: Sequence[str] = ENGINE_VARIANTS) -> pd.DataFrame:
@@ -209,21 +225,14 @@ def engine_variants(names: Sequence[str] = ENGINE_VARIANTS) -> pd.DataFrame:
     (``data/sample_rollouts/arithmetic_lm.jsonl``: groups of 8 answers, one 0/1 verdict each): the
     share of answers it gives non-zero credit, the Spearman correlation of its per-answer credit
     with GRPO's, and its RMS credit (its scale). An estimator that needs an input the file lacks
-    gets it from the shipped tiny LM (``ArithmeticLM.credit_inputs``): the verifier's answer,
-    format and step signals as separate reward functions (GDPO), the greedy answer's reward
-    (ReMax) and the next-token distributions' sum of squared probabilities (the optimal token
-    baseline)."""
+    gets it from ``sample_credit_inputs``."""
     from labkit.core.paths import data_path
     from labkit.credit import spec
     from labkit.io import read_rollouts
     from labkit.scoring.agreement import rank_correlation
 
     ro = read_rollouts(data_path("sample_rollouts", "arithmetic_lm.jsonl"))
-    inputs: dict = {}
-    if any(spec(name).inputs for name in names):
-        from labkit.envs.arithmetic.lm import ArithmeticLM  # loads transformers: only when needed
-
-        inputs, _ = ArithmeticLM.load().credit_inputs(ro)
+    inputs = sample_credit_inputs() if any(spec(name).inputs for name in names) else {}
     per_answer = {}
     for name in names:
         credit = get_estimator(name)(ro, **{k: inputs[k] for k in spec(name).inputs}).token.double()
