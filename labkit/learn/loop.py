@@ -67,6 +67,7 @@ from labkit.core.protocols import Learner
 from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_spread
+from labkit.learn.aggregation import aggregate, check_aggregation
 from labkit.credit import get_estimator
 
 LOSSES = ("reinforce", "ppo_clip", "grpo")
@@ -125,12 +126,18 @@ RATIO_LEVELS = ("token", "turn")
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                 kind: str = "ppo_clip", *, clip_eps: float = 0.2, ratio_level: str = "token",
-                turn_ids: torch.Tensor | None = None, renorm: str | None = None) -> tuple[torch.Tensor, dict]:
+                turn_ids: torch.Tensor | None = None, renorm: str | None = None,
+                aggregation: str | None = None) -> tuple[torch.Tensor, dict]:
     """The policy-gradient surrogate of ``kind`` (see the module docstring) and diagnostics.
 
     All inputs (B, T); ``mask`` selects generated positions. Returns ``(loss, stats)`` with
     ``clip_frac`` (share of tokens whose ratio was clipped) and ``approx_kl`` (mean of
     old_logp - logp). Rows without a masked token contribute nothing.
+
+    ``aggregation``: how the per-token terms become the loss, one of
+    ``labkit.learn.aggregation.AGGREGATIONS`` (verl's ``loss_agg_mode``) or a TRL ``loss_type``
+    normaliser; None keeps ``kind``'s own (``reinforce``: seq-mean-token-sum over every row,
+    ``ppo_clip``: token-mean, ``grpo``: seq-mean-token-mean).
 
     SORL's switches (clipped kinds only; see the module docstring): ``ratio_level="turn"`` uses
     one ratio per turn (``turn_log_ratio``; needs ``turn_ids``); ``renorm="sorl"`` multiplies the
@@ -147,6 +154,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     check_choice("ratio_level", ratio_level, RATIO_LEVELS)
     if renorm not in RENORMS:
         raise ValueError(f"renorm: expected one of {RENORMS}, got {renorm!r}")
+    if aggregation is not None:
+        check_aggregation("aggregation", aggregation)
     if ratio_level == "turn" and turn_ids is None:
         raise ValueError("turn_ids: ratio_level='turn' needs the (B, T) turn labels (rollouts.turn_ids)")
     clip_eps = check_number("clip_eps", clip_eps, low=0.0, low_open=True)
@@ -172,14 +181,17 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
             weight = (1 - kappa) * weight
     if kind == "reinforce":
         per_token = -adv * logp
-        loss = (per_token * m).sum() / max(logp.shape[0], 1)
+        loss = (per_token * m).sum() / max(logp.shape[0], 1) if aggregation is None else \
+            aggregate(per_token, mask, aggregation)
         clipped = torch.zeros_like(m)
     else:
         ratio = log_ratio.clamp(max=20.0).exp()  # clamp: a wild ratio must not overflow to inf
         unclipped, clipped_obj = ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
         per_token = -torch.minimum(unclipped, clipped_obj) * weight
         clipped = (clipped_obj < unclipped).to(m.dtype)
-        if kind == "ppo_clip":
+        if aggregation is not None:
+            loss = aggregate(per_token, mask, aggregation)
+        elif kind == "ppo_clip":
             loss = (per_token * m).sum() / m.sum().clamp(min=1)
         else:  # grpo: mean over a sequence's tokens, then over sequences that have tokens
             lengths = m.sum(1)
@@ -198,7 +210,7 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
           clip_eps: float = 0.2, max_grad_norm: float | None = 1.0, optimizer: str = "adam",
           critic=None, eval_every: int = 5,
           seed: int = 0, progress: bool = True, label: str | None = None, staleness: int = 0,
-          ratio_level: str = "token", renorm: str | None = None,
+          ratio_level: str = "token", renorm: str | None = None, aggregation: str | None = None,
           loss_fn: Callable[..., torch.Tensor] | None = None) -> pd.DataFrame:
     """Train ``learner``'s policy for ``iterations`` batches with credit from ``estimator``.
 
@@ -214,7 +226,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     batch sampled at iteration max(1, i - k) (its stored ``logprobs`` are the behaviour policy's,
     so the ratio sees k updates of drift; the first k iterations train on the oldest batch there
     is); every iteration still samples (and is charged) one fresh batch. ``ratio_level`` and
-    ``renorm`` go to ``policy_loss``. With any of the three set, the curve also has ``staleness``
+    ``renorm`` go to ``policy_loss``, as does ``aggregation`` (how the loss weighs tokens; None:
+    ``kind``'s own; ``labkit.learn.aggregation``). With any of the three set, the curve also has ``staleness``
     (the age of the batch trained on), ``out_frac`` and ``scale`` columns.
 
     Your own loss: ``loss_fn(logp, old_logp, advantages, mask) -> scalar loss`` (the four (B, T)
@@ -247,14 +260,16 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     check_choice("ratio_level", ratio_level, RATIO_LEVELS)
     if renorm not in RENORMS:
         raise ValueError(f"renorm: expected one of {RENORMS}, got {renorm!r}")
+    if aggregation is not None:
+        check_aggregation("aggregation", aggregation)
     off_policy = staleness > 0 or ratio_level != "token" or renorm is not None
     if loss_fn is not None:
         if not callable(loss_fn):
             raise TypeError(f"loss_fn: expected a callable (logp, old_logp, advantages, mask) -> scalar loss, "
                             f"got {type(loss_fn).__name__}")
-        if ratio_level != "token" or renorm is not None:
-            raise ValueError("loss_fn: replaces policy_loss, so policy_loss's switches ratio_level and renorm "
-                             "do not apply; leave them at their defaults")
+        if ratio_level != "token" or renorm is not None or aggregation is not None:
+            raise ValueError("loss_fn: replaces policy_loss, so policy_loss's switches ratio_level, renorm and "
+                             "aggregation do not apply; leave them at their defaults")
     if max_grad_norm is not None:
         max_grad_norm = check_number("max_grad_norm", max_grad_norm, low=0.0, low_open=True)
     if isinstance(estimator, str):
@@ -297,6 +312,7 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
                 lab_logp = logp if loss_fn is None else logp.detach()  # with loss_fn: the lab's stats only
                 loss, st = policy_loss(lab_logp, old[rows_idx], advantages[rows_idx], mask[rows_idx], kind,
                                        clip_eps=clip_eps, ratio_level=ratio_level, renorm=renorm,
+                                       aggregation=aggregation,
                                        turn_ids=None if rollouts.turn_ids is None else rollouts.turn_ids[rows_idx])
                 if loss_fn is not None:
                     loss = _custom_loss(loss_fn, logp, old[rows_idx], advantages[rows_idx], mask[rows_idx])

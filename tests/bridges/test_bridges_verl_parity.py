@@ -326,3 +326,14 @@ def test_the_wrappers_name_the_input_verl_hands_only_to_its_own_estimator():
         lb.labkit_gdpo(r, m, uid, config={"gdpo_reward_keys": ["accuracy"]}, non_tensor_batch={"format": [0.0]})
     with pytest.raises(ValueError, match="^sum_pi_squared: .*'optimal_token_baseline'"):
         lb.labkit_optimal_token_baseline(r, m, uid, old_log_probs=torch.zeros_like(r))
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
+                                  "seq-mean-token-sum-norm"])
+def test_loss_aggregation_matches_verls_agg_loss(mode):
+    from labkit.learn.aggregation import aggregate
+    _, m, _ = verl_batch(0, holes=True)
+    m[3] = 0  # a response with nothing to train on
+    loss_mat = torch.randn(m.shape, generator=torch.Generator().manual_seed(5))
+    theirs = core_algos.agg_loss(loss_mat, m, mode)
+    assert torch.allclose(aggregate(loss_mat, m, mode), theirs, atol=1e-6)
