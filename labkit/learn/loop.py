@@ -23,6 +23,14 @@ learning curves differ by credit assignment alone. Three losses (``kind``):
 With one epoch and one minibatch rho = 1 and both clipped losses have the plain policy gradient
 of the token-averaged objective; extra epochs reuse the batch, which is where clipping matters.
 
+Six more kinds are the losses practitioners switch on in verl, computed as verl 0.9.1 does and
+documented in ``labkit.learn.policy_losses``: ``"dual_clip"`` (PPO-clip with the dual clip for
+negative advantages), ``"gspo"`` (one clipped ratio per sequence), ``"cispo"`` (clipped, detached
+importance weight times A log pi), ``"sapo"`` (a soft sigmoid gate instead of the clip),
+``"clip_cov"`` and ``"kl_cov"`` (the few tokens of highest advantage-log-prob covariance lose
+their gradient, or pay a |log-ratio| penalty). ``policy_loss``'s ``top_entropy_quantile`` keeps
+only the highest-entropy tokens' terms, for any kind.
+
 A *learner* couples an environment and a policy. It provides ``parameters()``,
 ``collect(n_iteration, seed) -> Rollouts`` (with ``logprobs`` of the sampled tokens),
 ``logprobs(rollouts, rows) -> (len(rows), T)`` (differentiable), ``evaluate(seed) -> float``
@@ -68,9 +76,10 @@ from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_spread
 from labkit.learn.aggregation import aggregate, check_aggregation
+from labkit.learn import policy_losses as _pl
 from labkit.credit import get_estimator
 
-LOSSES = ("reinforce", "ppo_clip", "grpo")
+LOSSES = ("reinforce", "ppo_clip", "grpo") + _pl.KINDS
 
 
 # --------------------------------------------------------------------------- the loss
@@ -127,7 +136,11 @@ RATIO_LEVELS = ("token", "turn")
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                 kind: str = "ppo_clip", *, clip_eps: float = 0.2, ratio_level: str = "token",
                 turn_ids: torch.Tensor | None = None, renorm: str | None = None,
-                aggregation: str | None = None) -> tuple[torch.Tensor, dict]:
+                aggregation: str | None = None, clip_ratio_c: float = 3.0, tau_pos: float = 1.0,
+                tau_neg: float = 1.05, clip_cov_ratio: float = 2e-4, clip_cov_lb: float = 1.0,
+                clip_cov_ub: float = 5.0, kl_cov_ratio: float = 2e-4, ppo_kl_coef: float = 0.1,
+                generator: torch.Generator | None = None, entropies: torch.Tensor | None = None,
+                top_entropy_quantile: float = 1.0) -> tuple[torch.Tensor, dict]:
     """The policy-gradient surrogate of ``kind`` (see the module docstring) and diagnostics.
 
     All inputs (B, T); ``mask`` selects generated positions. Returns ``(loss, stats)`` with
@@ -149,6 +162,22 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     (which still matters under Adam, which undoes a scale common to every position). ``stats``
     then also holds ``out_frac`` (share of positions outside the region) and ``scale`` (mean
     weight 1 - kappa over positions).
+
+    The kinds of ``labkit.learn.policy_losses`` (``"dual_clip"``, ``"gspo"``, ``"cispo"``,
+    ``"sapo"``, ``"clip_cov"``, ``"kl_cov"``: verl's losses of those names, each documented
+    there) take the token-level ratio only (``ratio_level="token"``, ``renorm=None``) and their
+    options with verl's defaults: ``clip_ratio_c`` (dual_clip, > 1), ``tau_pos`` / ``tau_neg``
+    (sapo, > 0), ``clip_cov_ratio`` (in (0, 1]), ``clip_cov_lb`` < ``clip_cov_ub`` and
+    ``generator`` (clip_cov's random draw; None: seeded 0), ``kl_cov_ratio`` (in (0, 1]) and
+    ``ppo_kl_coef`` (>= 0) (kl_cov). Other kinds ignore them. Their default aggregation is
+    ``policy_losses.DEFAULT_AGGREGATION[kind]``; ``clip_frac`` counts the positions each rule
+    clipped (clip_cov: dropped; kl_cov: penalised; sapo: none).
+
+    ``top_entropy_quantile`` < 1 (any kind; needs ``entropies`` (B, T), the policy's entropy at
+    each position): only generated tokens whose entropy is in that top quantile of the
+    minibatch's keep their term (``policy_losses.high_entropy_mask``); the others' terms become 0
+    but still count in the aggregation's denominators, as in TRL. ``stats`` then also holds
+    ``entropy_keep_frac``.
     """
     check_choice("kind", kind, LOSSES)
     check_choice("ratio_level", ratio_level, RATIO_LEVELS)
@@ -159,12 +188,40 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     if ratio_level == "turn" and turn_ids is None:
         raise ValueError("turn_ids: ratio_level='turn' needs the (B, T) turn labels (rollouts.turn_ids)")
     clip_eps = check_number("clip_eps", clip_eps, low=0.0, low_open=True)
+    options = _kind_options(kind, clip_ratio_c=clip_ratio_c, tau_pos=tau_pos, tau_neg=tau_neg,
+                            clip_cov_ratio=clip_cov_ratio, clip_cov_lb=clip_cov_lb, clip_cov_ub=clip_cov_ub,
+                            kl_cov_ratio=kl_cov_ratio, ppo_kl_coef=ppo_kl_coef, generator=generator)
+    if kind in _pl.KINDS and (ratio_level != "token" or renorm is not None):
+        name = "ratio_level" if ratio_level != "token" else "renorm"
+        raise ValueError(f"{name}: SORL's switches apply to ppo_clip and grpo only, not to kind {kind!r}")
+    top_entropy_quantile = check_number("top_entropy_quantile", top_entropy_quantile, low=0.0, high=1.0)
+    if top_entropy_quantile < 1.0 and entropies is None:
+        raise ValueError("entropies: top_entropy_quantile < 1 needs the (B, T) entropies of the policy")
     logp, old_logp, advantages, mask = _loss_inputs(logp, old_logp, advantages, mask)
+    keep = None  # the top-entropy rule's tokens; None = every token
+    if top_entropy_quantile < 1.0:
+        ent = as_tensor("entropies", entropies)
+        check_shape("entropies", ent, tuple(logp.shape))
+        check_finite("entropies", torch.where(mask, ent.detach(), torch.zeros((), dtype=ent.dtype)))
+        keep = _pl.high_entropy_mask(ent, mask, top_entropy_quantile)
     m = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype).detach()
     log_ratio = logp - old_logp.to(logp.dtype).detach()
     if ratio_level == "turn":
         log_ratio = turn_log_ratio(log_ratio, mask.bool(), turn_ids)
+    if kind in _pl.KINDS:
+        terms = getattr(_pl, f"{kind}_terms")
+        per_token, clipped = terms(logp, old_logp.to(logp.dtype).detach(), advantages.to(logp.dtype).detach(),
+                                   mask, **options)
+        if keep is not None:
+            per_token = per_token * keep.to(per_token.dtype)
+        loss = aggregate(per_token, mask, aggregation or _pl.DEFAULT_AGGREGATION[kind])
+        n = m.sum().clamp(min=1)
+        stats = {"clip_frac": float((clipped * m).sum() / n),
+                 "approx_kl": float(((old_logp.to(logp.dtype) - logp.detach()) * m).sum() / n)}
+        if keep is not None:
+            stats["entropy_keep_frac"] = float(keep.sum() / n)
+        return loss, stats
     weight = torch.ones_like(m)  # SORL's down-weighting, detached; 1 = plain surrogate
     out_frac = 0.0
     if kind != "reinforce" and (renorm is not None or ratio_level == "turn"):
@@ -181,6 +238,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
             weight = (1 - kappa) * weight
     if kind == "reinforce":
         per_token = -adv * logp
+        if keep is not None:
+            per_token = per_token * keep.to(per_token.dtype)
         loss = (per_token * m).sum() / max(logp.shape[0], 1) if aggregation is None else \
             aggregate(per_token, mask, aggregation)
         clipped = torch.zeros_like(m)
@@ -188,6 +247,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         ratio = log_ratio.clamp(max=20.0).exp()  # clamp: a wild ratio must not overflow to inf
         unclipped, clipped_obj = ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
         per_token = -torch.minimum(unclipped, clipped_obj) * weight
+        if keep is not None:
+            per_token = per_token * keep.to(per_token.dtype)
         clipped = (clipped_obj < unclipped).to(m.dtype)
         if aggregation is not None:
             loss = aggregate(per_token, mask, aggregation)
@@ -201,7 +262,32 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     stats = {"clip_frac": float((clipped * m).sum() / n), "approx_kl": float((-log_ratio.detach() * m).sum() / n)}
     if renorm is not None or ratio_level == "turn":
         stats.update(out_frac=out_frac, scale=float((weight * m).sum() / n))
+    if keep is not None:
+        stats["entropy_keep_frac"] = float(keep.sum() / n)
     return loss, stats
+
+
+def _kind_options(kind: str, *, clip_ratio_c, tau_pos, tau_neg, clip_cov_ratio, clip_cov_lb, clip_cov_ub,
+                  kl_cov_ratio, ppo_kl_coef, generator) -> dict:
+    """The options of ``policy_loss``'s extra kinds, each checked (a ValueError naming it), and
+    the ones ``kind``'s per-token function takes."""
+    clip_ratio_c = check_number("clip_ratio_c", clip_ratio_c, low=1.0, low_open=True)
+    tau_pos = check_number("tau_pos", tau_pos, low=0.0, low_open=True)
+    tau_neg = check_number("tau_neg", tau_neg, low=0.0, low_open=True)
+    clip_cov_ratio = check_number("clip_cov_ratio", clip_cov_ratio, low=0.0, high=1.0, low_open=True)
+    clip_cov_lb = check_number("clip_cov_lb", clip_cov_lb)
+    clip_cov_ub = check_number("clip_cov_ub", clip_cov_ub)
+    if not clip_cov_lb < clip_cov_ub:
+        raise ValueError(f"clip_cov_ub: must exceed clip_cov_lb ({clip_cov_lb}), got {clip_cov_ub}")
+    kl_cov_ratio = check_number("kl_cov_ratio", kl_cov_ratio, low=0.0, high=1.0, low_open=True)
+    ppo_kl_coef = check_number("ppo_kl_coef", ppo_kl_coef, low=0.0)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
+    return {"ppo_clip": {}, "grpo": {}, "reinforce": {}, "dual_clip": {"clip_ratio_c": clip_ratio_c},
+            "gspo": {}, "cispo": {}, "sapo": {"tau_pos": tau_pos, "tau_neg": tau_neg},
+            "clip_cov": {"clip_cov_ratio": clip_cov_ratio, "clip_cov_lb": clip_cov_lb, "clip_cov_ub": clip_cov_ub,
+                         "generator": generator},
+            "kl_cov": {"kl_cov_ratio": kl_cov_ratio, "ppo_kl_coef": ppo_kl_coef}}[kind]
 
 
 # --------------------------------------------------------------------------- the loop
