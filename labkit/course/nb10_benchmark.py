@@ -110,8 +110,9 @@ def top_bottom(table: pd.DataFrame, *, own_inputs: bool = True, k: int = 1) -> p
 
 def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 40):
     """A bar chart of one family's leaderboard (mean with a mean +- std rule), best first,
-    the ``top`` best estimators (default: all of them); bars coloured by ``fed``. About 440 px
-    wide, so two fit side by side in a 900 px notebook column."""
+    the ``top`` best estimators (default: all of them); bars coloured by ``fed``. About 420 px
+    wide (names longer than 170 px are cut, the tooltip has them whole), so two fit side by side
+    in a 900 px notebook column."""
     import altair as alt
 
     check_choice("family", family, tuple(sorted(set(table.family))))
@@ -119,14 +120,14 @@ def leaderboard_chart(table: pd.DataFrame, family: str, *, top: int = 40):
     d["fed"] = d.fed.replace("", "own inputs")
     d["lo"], d["hi"] = d["mean"] - d["std"], d["mean"] + d["std"]
     order = list(d.estimator)
-    y = alt.Y("estimator:N", sort=order, title=None)
+    y = alt.Y("estimator:N", sort=order, title=None, axis=alt.Axis(labelLimit=170))
     bars = alt.Chart(d).mark_bar().encode(x=alt.X("mean:Q", title="rank correlation with exact credit"), y=y,
                                           color=alt.Color("fed:N", title="inputs",
                                                           scale=alt.Scale(domain=["own inputs", "oracle", "stand-in"])),
                                           tooltip=["estimator", "mean", "std", "n", "fed"])
     rule = alt.Chart(d).mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", y=y)
     return alt.layer(bars, rule).properties(
-        title=alt.TitleParams(f"{family}: mean ± std over tasks and seeds", anchor="start"), width=290,
+        title=alt.TitleParams(f"{family}: mean ± std over tasks and seeds", anchor="start"), width=250,
         height=14 * len(d))
 
 
