@@ -237,3 +237,38 @@ def _train_and_show(policy_loss, env: ToolWorld, lab: dict, budgets, seeds, iter
     shown[numbers] = shown[numbers].round(3) + 0.0  # + 0.0: no "-0.000" on the page
     print(shown.to_string(index=False))
     return table
+
+
+# --------------------------------------------------------------------------- loss aggregation is credit
+#: The two aggregations of this notebook's runs: GRPO's own and the one that closed the gap.
+AGGREGATION_RULES = ("seq-mean-token-mean", "token-mean")
+
+
+def aggregation_credit(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: int = 8, seed: int = 0) -> dict:
+    """What each aggregation does to GRPO's credit on one batch of ``policy`` in ``env``.
+
+    Returns ``rollouts``, ``advantage`` (GRPO's per-turn credit, (B, T)), ``effective``
+    ({rule: (B, T)}: the credit that reaches the gradient, ``labkit.learn.aggregation.
+    effective_credit``, times the batch's turn count so that token-mean reads on the
+    advantage's scale) and ``table``: for failed and successful episodes, in three length bins,
+    the mean push per turn under each rule (the effective credit averaged over the turns)."""
+    from labkit.learn.aggregation import effective_credit
+
+    ro = env.sample(policy, n_tasks, group_size=group_size, seed=check_int("seed", seed))
+    adv = get_estimator("grpo")(ro).token.double()
+    n = float(ro.mask.sum())
+    effective = {rule: effective_credit(adv, ro.mask, rule) * n for rule in AGGREGATION_RULES}
+    lengths = ro.mask.sum(1)
+    edges = torch.quantile(lengths.double(), torch.tensor([1 / 3, 2 / 3], dtype=torch.float64))
+    rows = []
+    for outcome, episodes in (("failed", ro.scores <= 0), ("succeeded", ro.scores > 0)):
+        for name, lo, hi in (("short", -np.inf, edges[0]), ("middle", edges[0], edges[1]), ("long", edges[1], np.inf)):
+            sel = episodes & (lengths.double() > lo) & (lengths.double() <= hi)
+            if not bool(sel.any()):
+                continue
+            row = {"outcome": outcome, "length": name, "episodes": int(sel.sum()),
+                   "turns": f"{int(lengths[sel].min())}-{int(lengths[sel].max())}"}
+            for rule, e in effective.items():
+                row[f"push per turn, {rule}"] = float((e[sel] * ro.mask[sel]).sum() / ro.mask[sel].sum())
+            rows.append(row)
+    return {"rollouts": ro, "advantage": adv, "effective": effective, "table": pd.DataFrame(rows)}

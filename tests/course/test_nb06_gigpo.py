@@ -4,6 +4,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 from labkit.course import nb06_gigpo as lesson
 from labkit.course.presets import noisy_world
@@ -118,3 +119,19 @@ def test_gap_table_sets_the_live_seeds_beside_the_labs_spread(capsys):
     assert ((table["lab min"] <= table["lab mean"] + 1e-12) & (table["lab mean"] <= table["lab max"] + 1e-12)).all()
     gaps = lesson.budget_gaps(lab["token-mean"], (100,))
     assert list(gaps.seed) == [0, 1] and list(gaps.columns) == ["env_steps", "seed", "gap"]
+
+
+def test_aggregation_credit_shows_long_failures_are_cheap_under_grpos_own_loss():
+    from labkit.course.presets import noisy_world
+    env = noisy_world(noise=0.2, max_turns=50, n_files=8)
+    out = lesson.aggregation_credit(env, env.make_policy(), n_tasks=4, group_size=8, seed=0)
+    ro = out["rollouts"]
+    # scaled by the batch's turn count, token-mean's push is GRPO's advantage itself
+    assert torch.allclose(out["effective"]["token-mean"], out["advantage"] * ro.mask)
+    failed = out["table"].set_index(["outcome", "length"]).loc["failed"]
+    col = "push per turn, seq-mean-token-mean"
+    assert failed.loc["long", col] > failed.loc["short", col] * 0.5   # both negative: long is cheaper per turn
+    # each episode's total push under seq-mean-token-mean does not depend on its length
+    per_episode = (out["effective"]["seq-mean-token-mean"] * ro.mask).sum(1)
+    adv = out["advantage"][:, 0]
+    assert torch.allclose(per_episode, adv * ro.mask.sum() / ro.batch_size)
