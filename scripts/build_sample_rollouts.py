@@ -35,6 +35,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -55,11 +56,17 @@ LM_PROMPTS, LM_GROUP, LM_SEED = 64, 8, 0
 TOOL_TASKS, TOOL_GROUP, TOOL_SEED = 32, 8, 0
 
 
-def arithmetic_lm() -> Rollouts:
-    """The tiny LM's rollouts on 4-operand training problems, groups of 8."""
+@lru_cache(maxsize=1)
+def _lm():
+    """The shipped tiny LM, loaded once for the dump and its inputs."""
     from labkit.envs.arithmetic.lm import ArithmeticLM
 
-    env = ArithmeticLM.load(task_seed=0)
+    return ArithmeticLM.load(task_seed=0)
+
+
+def arithmetic_lm() -> Rollouts:
+    """The tiny LM's rollouts on 4-operand training problems, groups of 8."""
+    env = _lm()
     problems = env.task.sample_prompts(LM_PROMPTS, n_operands=LM_OPERANDS, split="train", seed=LM_SEED)
     return env.rollouts(problems, n_per_prompt=LM_GROUP, seed=LM_SEED)
 
@@ -109,10 +116,9 @@ def with_tool_output(env, turns: Rollouts) -> Rollouts:
 
 def lm_inputs(dump: Path) -> dict[str, torch.Tensor]:
     """The tiny LM's credit inputs for the dump at ``dump``, as ``labkit.io`` reads it back."""
-    from labkit.envs.arithmetic.lm import ArithmeticLM
     from labkit.io import read_rollouts
 
-    inputs, _ = ArithmeticLM.load(task_seed=0).credit_inputs(read_rollouts(dump), seed=LM_SEED)
+    inputs, _ = _lm().credit_inputs(read_rollouts(dump), seed=LM_SEED)
     return {k: v.contiguous() for k, v in inputs.items()}
 
 

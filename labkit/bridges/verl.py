@@ -75,7 +75,6 @@ import torch
 from labkit.core.checks import as_tensor, check_finite, check_shape
 from labkit.core.rollouts import Rollouts
 from labkit.core.segments import default_labels
-from labkit.core.stats import discounted_returns
 from labkit.credit import get_estimator
 from labkit.credit.episode import reinforce_pp
 from labkit.credit.td import gae
@@ -374,12 +373,6 @@ labkit_gpg = _episode_wrapper("gpg", "labkit's ``gpg`` (group mean, scaled by th
 labkit_reinforce_pp_baseline = _episode_wrapper(
     "reinforce_pp_baseline", "labkit's ``reinforce_pp_baseline`` with verl's signature (advantages twice).")
 
-def _reward_to_go(ro: Rollouts) -> torch.Tensor:
-    """verl's ``returns`` of an outcome estimator: the undiscounted reward-to-go (float64, one
-    reverse cumulative sum), 0 off the mask."""
-    return discounted_returns(ro.rewards.to(torch.float64), ro.mask, 1.0)
-
-
 def _verl_only(option: str, what: str, verl_name: str) -> ValueError:
     return ValueError(f"{option}: {what}; verl 0.9.1's trainer passes it only to its own '{verl_name}', so call "
                       f"this wrapper from a trainer that does")
@@ -426,7 +419,7 @@ def _token_baseline_wrapper(name: str) -> Callable[..., tuple[torch.Tensor, torc
         rho = None if rollout_is_weights is None else as_tensor("rollout_is_weights", rollout_is_weights).detach().cpu()
         credit = get_estimator(name)(ro, sum_pi_squared=as_tensor("sum_pi_squared", sum_pi_squared).detach().cpu(),
                                      rollout_is_weights=rho, handle_zero_tail=bool(handle_zero_tail), eps=epsilon)
-        return _out(credit.token, token_level_rewards), _out(_reward_to_go(ro), token_level_rewards)
+        return _out(credit.token, token_level_rewards), _out(credit.info["returns"], token_level_rewards)
 
     wrapper.__name__ = wrapper.__qualname__ = f"labkit_{name}"
     wrapper.__doc__ = (f"labkit's ``{name}`` with verl's signature: (advantages, returns); ``old_log_probs`` and "

@@ -55,6 +55,18 @@ def resolve_input(name: str, value: Any, rollouts: Any, *, expected: str) -> tup
     return (value(rollouts) if called else value), called
 
 
+def selection_mask(name: str, value: Any) -> torch.Tensor:
+    """``value`` as a boolean tensor of positions: bool as it is, or numbers that are all 0 or 1
+    (verl's float response mask); any other number is refused by name, because a mask selects
+    positions and does not weight them. (The one rule for a mask an argument hands in.)"""
+    m = as_tensor(name, value)
+    if m.dtype != torch.bool:
+        if bool(((m != 0) & (m != 1)).any()):
+            raise ValueError(f"{name}: must be boolean (or 0/1): it selects positions, it does not weight them")
+        m = m.bool()
+    return m
+
+
 def per_position(name: str, value: Any, mask: torch.Tensor) -> torch.Tensor:
     """An estimator's per-position input (scores, contributions, log-probabilities): a tensor of
     ``mask``'s shape as float64, set to 0 off the mask and required finite on it, with errors

@@ -31,7 +31,7 @@ from typing import Any, Hashable, Sequence
 import torch
 
 from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int,
-                                check_integer_tensor, check_number, check_shape)
+                                check_integer_tensor, check_number, check_shape, selection_mask)
 from labkit.core.segments import LEVELS, default_labels, segment_broadcast, segment_reduce
 from labkit.core.stats import discounted_returns
 
@@ -104,12 +104,8 @@ class Rollouts:
             raise ValueError("tokens: a Rollouts batch needs at least one position (T = 0)")
         self.mask = as_tensor("mask", self.mask)
         check_shape("mask", self.mask, (B, T))
-        given_float = None
-        if self.mask.dtype != torch.bool:
-            if bool(((self.mask != 0) & (self.mask != 1)).any()):
-                raise ValueError("mask: must be boolean (or 0/1)")
-            given_float = self.mask if self.mask.is_floating_point() else None
-            self.mask = self.mask.bool()
+        given_float = self.mask if self.mask.is_floating_point() else None
+        self.mask = selection_mask("mask", self.mask)
         # mask_as's cache; a float 0/1 mask as given (verl's response_mask) is kept, copied.
         self._mask_as = {}
         if given_float is not None:

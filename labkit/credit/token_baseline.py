@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import (ROUND_OFF, as_tensor, check_bool, check_in_range, check_number, log_probabilities,
+from labkit.core.checks import (ROUND_OFF, check_bool, check_in_range, check_number, log_probabilities,
                                 per_position, resolve_input)
 from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts
@@ -48,7 +48,7 @@ def _inputs(rollouts: Rollouts, sum_pi_squared, rollout_is_weights) -> tuple[tor
                    what="sums of squared probabilities")
     w = torch.where(mask, 1.0 - 2.0 * logp.exp() + s2, torch.zeros((), dtype=torch.float64))
     if rollout_is_weights is not None:
-        rho = per_position("rollout_is_weights", as_tensor("rollout_is_weights", rollout_is_weights), mask)
+        rho = per_position("rollout_is_weights", rollout_is_weights, mask)
         check_in_range("rollout_is_weights", rho, low=0.0, where=mask, what="importance weights")
         w = w * rho ** 2
     # in float64: the undiscounted reward-to-go is then one reverse cumulative sum
@@ -113,7 +113,7 @@ def _otb(rollouts: Rollouts, name: str, sum_pi_squared, rollout_is_weights, hand
         base = _group_baseline(G, W, mask, rollouts.group_ids, handle_zero_tail, eps, count_empty=True)
     dtype = rollouts.rewards.dtype
     return Credit.from_tokens(rollouts, (G - base).to(dtype), name, baseline=base.to(dtype),
-                              path_variance=W.to(dtype))
+                              path_variance=W.to(dtype), returns=G)
 
 
 @register("optimal_token_baseline", level="token", needs=("logprobs",),
@@ -151,8 +151,8 @@ def optimal_token_baseline(rollouts: Rollouts, *, sum_pi_squared, rollout_is_wei
         ``tir_optimal_token_baseline``.
 
     Returns:
-        credit at level "token"; ``info``: ``baseline`` (B, T), each position's B_t, and
-        ``path_variance`` (B, T), W.
+        credit at level "token"; ``info``: ``baseline`` (B, T), each position's B_t,
+        ``path_variance`` (B, T), W, and ``returns`` (B, T) float64, G.
 
     Cost:
         none beyond the sampled batch and its forward pass (sum_pi_squared is a reduction of its logits).
@@ -194,7 +194,7 @@ def tir_optimal_token_baseline(rollouts: Rollouts, *, sum_pi_squared, rollout_is
 
     Returns:
         credit at level "token"; ``info``: ``baseline`` (B, T), each generated token's B_k (0 off
-        the mask), and ``path_variance`` (B, T), W.
+        the mask), ``path_variance`` (B, T), W, and ``returns`` (B, T) float64, G.
 
     Cost:
         none beyond the sampled batch and its forward pass (sum_pi_squared is a reduction of its logits).

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_number, check_shape
+from labkit.core.checks import as_tensor, check_number, check_shape, selection_mask
 
 __all__ = ["AGGREGATIONS", "TRL_LOSS_TYPES", "check_aggregation", "aggregate", "token_weights", "effective_credit"]
 
@@ -52,11 +52,7 @@ def _mask(name: str, mask, shape: tuple[int, ...] | None = None) -> torch.Tensor
         raise ValueError(f"{name}: expected shape (B, T), got {tuple(m.shape)}")
     if shape is not None:
         check_shape(name, m, shape)
-    if m.dtype != torch.bool:
-        if m.is_floating_point() and bool(((m != 0) & (m != 1)).any()):
-            raise ValueError(f"{name}: must be boolean (or 0/1): it selects positions, it does not weight them")
-        m = m.bool()
-    return m
+    return selection_mask(name, m)
 
 
 def token_weights(mask, mode: str = "token-mean", *, scale_factor: float | None = None,

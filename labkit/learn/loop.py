@@ -69,7 +69,7 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int, check_number,
-                                check_shape)
+                                check_shape, selection_mask)
 from labkit.core.progress import progress_bar
 from labkit.core.protocols import Learner
 from labkit.core.credit import Credit
@@ -118,10 +118,7 @@ def _loss_inputs(logp, old_logp, advantages, mask):
     for name, t in tensors.items():
         check_shape(name, t, shape)
     logp, old_logp, advantages, mask = tensors.values()
-    if mask.dtype != torch.bool:
-        if mask.is_floating_point() and bool(((mask != 0) & (mask != 1)).any()):
-            raise ValueError("mask: must be boolean (or 0/1): it selects positions, it does not weight them")
-        mask = mask.bool()
+    mask = selection_mask("mask", mask)
     for name, x in (("logp", logp.detach()), ("old_logp", old_logp), ("advantages", advantages)):
         check_finite(name, torch.where(mask, x, torch.zeros((), dtype=x.dtype)))
     for name, x in (("logp", logp.detach()), ("old_logp", old_logp)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape, selection_mask
 from labkit.core.credit import Credit
 from labkit.core.rollouts import Rollouts, check_rollouts
 
@@ -20,10 +20,7 @@ def _mask(mask) -> torch.Tensor:
     mask = as_tensor("mask", mask)
     if mask.dim() != 2:
         raise ValueError(f"mask: expected shape (B, T), got {tuple(mask.shape)}")
-    if mask.dtype != torch.bool:
-        if bool(((mask != 0) & (mask != 1)).any()):
-            raise ValueError("mask: must be boolean (or 0/1)")
-        mask = mask.bool()
+    mask = selection_mask("mask", mask)
     if not bool(mask.any()):
         raise ValueError("mask: selects no position, so there is nothing to score")
     return mask
