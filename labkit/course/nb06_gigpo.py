@@ -8,7 +8,6 @@ plain data.
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import Sequence
 
 import numpy as np
@@ -16,7 +15,7 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import check_int, check_number
-from labkit.core.progress import progress_bar
+from labkit.course.gigpo_runs import grpo_vs_gigpo_runs, success_at_budget
 from labkit.credit import get_estimator
 from labkit.credit.group import anchor_groups
 from labkit.envs.toolworld import ToolLearner, ToolWorld
@@ -101,41 +100,6 @@ def gigpo_terms_vs_truth(env: ToolWorld, policy, *, n_tasks: int = 8, group_size
 
 
 # --------------------------------------------------------------------------- GRPO against GiGPO at equal env steps
-def success_at_budget(curves: pd.DataFrame, budget: float) -> pd.DataFrame:
-    """Exact success of every (label, seed) run at ``budget`` env steps, by linear interpolation
-    between its evaluation points (a run that stopped short of the budget gives NaN)."""
-    budget = check_number("budget", budget, low=0.0)
-    rows = []
-    for (label, seed), run in curves.dropna(subset=["success"]).groupby(["label", "seed"]):
-        x, y = run.env_steps.to_numpy(float), run.success.to_numpy(float)
-        rows.append({"label": label, "seed": seed,
-                     "success": float(np.interp(budget, x, y)) if budget <= x.max() else float("nan")})
-    return pd.DataFrame(rows)
-
-
-def grpo_vs_gigpo_runs(env: ToolWorld, *, seeds: Sequence[int] = (0, 1, 2, 3, 4), iterations: int = 60,
-                       lr: float = 0.1, n_tasks: int = 8, group_size: int = 8, eval_every: int = 5,
-                       kind: str = "grpo", gigpo_kwargs: dict | None = None, progress: bool = True,
-                       loss_fn=None) -> pd.DataFrame:
-    """GRPO and GiGPO from the same uniform agent, same seeds, same batch shape and loss ``kind``
-    (``train``'s: "grpo" averages within each episode then over episodes, "ppo_clip" over all
-    turns of the batch); stacked curves. Compare them against ``env_steps``: GiGPO's shorter
-    episodes sample fewer steps per batch. ``loss_fn``: a loss of one's own,
-    ``(logp, old_logp, advantages, mask) -> scalar``, minimised in place of ``kind``'s (``train``)."""
-    runs = {"GRPO": get_estimator("grpo"),
-            "GiGPO": partial(get_estimator("gigpo"), **(gigpo_kwargs or {}))}
-    curves = []
-    bar = progress_bar(total=len(runs) * len(seeds), desc="runs", enabled=progress)
-    for label, est in runs.items():
-        for s in seeds:
-            learner = ToolLearner(env, env.make_policy(), n_tasks=n_tasks, group_size=group_size)
-            curves.append(train(learner, est, iterations=iterations, kind=kind, lr=lr, eval_every=eval_every,
-                                seed=s, label=label, progress=False, loss_fn=loss_fn))
-            bar.update()
-    bar.close()
-    return pd.concat(curves, ignore_index=True)
-
-
 def env_step_band(curves: pd.DataFrame, *, points: int = 20) -> pd.DataFrame:
     """Mean, min and max over seeds of exact success on a common env-step grid, per label (for a
     line chart with a band); the grid stops where the shortest run of the label stops."""
@@ -237,6 +201,81 @@ def _train_and_show(policy_loss, env: ToolWorld, lab: dict, budgets, seeds, iter
     shown[numbers] = shown[numbers].round(3) + 0.0  # + 0.0: no "-0.000" on the page
     print(shown.to_string(index=False))
     return table
+
+
+# --------------------------------------------------------------------------- what the loss's rule does to credit
+#: The policy losses shown beside the advantage: ``labkit.learn.loop.policy_loss`` kinds, and the
+#: top-entropy rule on PPO-clip. Clip-Cov and KL-Cov at 2e-2 of the turns (verl's 2e-4 would
+#: touch one turn of this batch).
+LOSS_RULES = {"PPO-clip": ("ppo_clip", {}), "dual-clip": ("dual_clip", {}), "GSPO": ("gspo", {}),
+              "CISPO": ("cispo", {}), "SAPO": ("sapo", {}),
+              "Clip-Cov": ("clip_cov", {"clip_cov_ratio": 0.02}), "KL-Cov": ("kl_cov", {"kl_cov_ratio": 0.02}),
+              "PPO-clip, top 20% entropy": ("ppo_clip", {"top_entropy_quantile": 0.2})}
+
+
+def trained_copy(env: ToolWorld, policy, iterations: int, *, lr: float = 0.1, seed: int = 0):
+    """A copy of ``policy`` after ``iterations`` training iterations with ``train`` (GRPO credit,
+    PPO-clip, Adam at ``lr``, fresh batches of 8 tasks x 8 episodes, ``seed``); ``policy`` is left
+    as it was. 0 iterations gives an untouched copy."""
+    import copy
+
+    iterations = check_int("iterations", iterations, low=0)
+    moved = copy.deepcopy(policy)
+    if iterations > 0:
+        train(ToolLearner(env, moved), "grpo", iterations=iterations, kind="ppo_clip", lr=lr, seed=seed,
+              eval_every=iterations, progress=False)
+    return moved
+
+
+def loss_rule_view(env: ToolWorld, *, warmup: int = 20, updates: int = 8, n_tasks: int = 8, group_size: int = 8,
+                   seed: int = 0) -> dict:
+    """Every loss of :data:`LOSS_RULES` on one batch once the learner has moved on: the uniform agent
+    trained ``warmup`` iterations samples the batch (so turns differ in entropy and
+    probability), GRPO credits it, and the learner trains ``updates`` iterations more before
+    the loss is taken (``trained_copy``): how a learner ``updates`` steps ahead sees a batch its
+    sampler drew (an asynchronous pipeline; a batch's later epochs do the same in smaller steps),
+    the place where clips and gates act. Returns ``rollouts``, ``advantage`` and what
+    ``loss_rule_credit`` returns."""
+    warm = trained_copy(env, env.make_policy(), warmup, seed=seed)
+    ro = env.sample(warm, n_tasks, group_size=group_size, seed=check_int("seed", seed) + 1)
+    adv = get_estimator("grpo")(ro).token.double()
+    later = trained_copy(env, warm, updates, seed=seed + 2)
+    with torch.no_grad():
+        logp = later.log_prob(ro.states, ro.tokens).double()
+    return {"rollouts": ro, "advantage": adv, **loss_rule_credit(ro, adv, logp)}
+
+
+def loss_rule_credit(rollouts, advantages: torch.Tensor, logp: torch.Tensor, *,
+                     aggregation: str = "token-mean") -> dict:
+    """Each loss of :data:`LOSS_RULES` applied to ``advantages`` at the moved policy's ``logp``
+    (``loss_rule_view``) against the batch's own log-probabilities, all under ``aggregation``:
+    ``credit`` ({rule: (B, T)}, ``labkit.learn.loop.loss_credit`` times the batch's turn count, so
+    that at ratio 1 under token-mean it reads as the advantage), ``ratio`` (B, T) and ``table``:
+    per rule, the share of turns the rule silenced (no push though the advantage is not 0) or
+    pushed less or more than ratio x advantage (the unclipped importance-weighted push), and the
+    correlation of the push with the advantage over the turns."""
+    from labkit.learn.loop import loss_credit
+
+    mask = rollouts.mask
+    n = float(mask.sum())
+    old = rollouts.logprobs.double()
+    adv = advantages.double()
+    ratio = torch.where(mask, (logp - old).exp(), torch.zeros((), dtype=torch.float64))
+    plain = ratio * adv  # the push with the importance weight and no rule
+    credit, rows = {}, []
+    for rule, (kind, options) in LOSS_RULES.items():
+        c = loss_credit(logp, old, adv, mask, kind, aggregation=aggregation, entropies=rollouts.entropies,
+                        generator=torch.Generator().manual_seed(0) if kind == "clip_cov" else None, **options) * n
+        credit[rule] = c
+        live = mask & (adv != 0)
+        tol = 1e-9 * plain.abs().clamp(min=1.0)
+        silenced = live & (c == 0)
+        moved = live & ~silenced
+        rows.append({"loss": rule, "silenced": float(silenced.sum() / live.sum()),
+                     "pushed less": float((moved & (c.abs() < plain.abs() - tol)).sum() / live.sum()),
+                     "pushed more": float((moved & (c.abs() > plain.abs() + tol)).sum() / live.sum()),
+                     "correlation with the advantage": pearson(c[mask], adv[mask])})
+    return {"credit": credit, "ratio": ratio, "table": pd.DataFrame(rows)}
 
 
 # --------------------------------------------------------------------------- loss aggregation is credit

@@ -7,12 +7,12 @@ credit assignment the estimator never sees. The rules the engines offer (verl's
 ``loss_agg_mode``; TRL's ``loss_type`` normalisers, which are the same rules under other names):
 
 * ``token-mean``: every generated token of the batch weighs 1 / N (N tokens in the batch). A long
-  response counts more in total. TRL's ``bnpo`` and ``dapo``; the lab's ``ppo_clip``.
+  response counts more in total. TRL's ``bnpo``, ``dapo``, ``cispo`` and ``vespo``; the lab's ``ppo_clip``.
 * ``token-sum``: every token weighs 1. verl's, for losses summed over data-parallel ranks.
 * ``seq-mean-token-sum``: 1 / B' (B' responses with a generated token). The plain policy
-  gradient's sequence sum, batch mean.
+  gradient's sequence sum, batch mean; TRL's ``luspo``.
 * ``seq-mean-token-mean``: 1 / (B' L_b) (L_b tokens in response b). Every response counts alike
-  whatever its length, so each token of a long one counts less: GRPO's paper; TRL's ``grpo``.
+  whatever its length, so each token of a long one counts less: GRPO's paper; TRL's ``grpo`` and ``sapo``.
 * ``seq-mean-token-sum-norm``: 1 / (B' C) with a constant C (default: the batch's width T). Dr.
   GRPO's fix of the length bias; TRL's ``dr_grpo`` (C = max_completion_length).
 
@@ -31,9 +31,15 @@ __all__ = ["AGGREGATIONS", "TRL_LOSS_TYPES", "check_aggregation", "aggregate", "
 AGGREGATIONS = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 #: TRL's ``loss_type`` -> the aggregation it normalises with (TRL 1.16 ``GRPOTrainer``; its
-#: ``dr_grpo`` divides by max_completion_length, pass it as ``scale_factor``).
+#: ``dr_grpo`` divides by max_completion_length, pass it as ``scale_factor``). ``cispo``, ``sapo``,
+#: ``luspo`` and ``vespo`` also name a per-token rule: TRL's ``luspo`` is PPO-clip summed over each
+#: sequence's tokens and averaged over sequences (with a sequence-level ratio), ``vespo`` a
+#: variance-shaped weight the lab does not compute; here they give only their normaliser.
+#: TRL's sequence means divide by every row of the batch, these rules by the rows with a generated
+#: token: the same whenever no completion is empty (TRL's never is: it ends with a token).
 TRL_LOSS_TYPES = {"grpo": "seq-mean-token-mean", "bnpo": "token-mean", "dapo": "token-mean",
-                  "dr_grpo": "seq-mean-token-sum-norm"}
+                  "dr_grpo": "seq-mean-token-sum-norm", "luspo": "seq-mean-token-sum", "cispo": "token-mean",
+                  "sapo": "seq-mean-token-mean", "vespo": "token-mean"}
 
 
 def check_aggregation(name: str, mode) -> str:

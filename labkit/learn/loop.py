@@ -264,6 +264,37 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     return loss, stats
 
 
+def loss_credit(logp, old_logp, advantages, mask, kind: str = "ppo_clip", **options) -> torch.Tensor:
+    """The credit that reaches the gradient under ``policy_loss(..., kind, **options)``: minus the
+    loss's derivative with respect to every position's log-probability, (B, T) float64, 0 off
+    ``mask``. The gradient the policy receives is the sum over positions of this number times
+    grad log pi, so it is the advantage after everything the loss does to it: the aggregation's
+    weight (``labkit.learn.aggregation``), the importance ratio, and the clip, gate, dropped or
+    penalised tokens of ``kind``.
+
+    At ratio 1 (``logp`` equal to ``old_logp``) every kind gives the aggregation's
+    ``effective_credit`` except where a rule acts there too (clip_cov's dropped tokens,
+    kl_cov's penalty, the top-entropy rule's tokens); away from 1, PPO-clip's clipped tokens get
+    0, CISPO's keep A times the clipped weight, SAPO's are scaled by its gate's slope. ``options``
+    are ``policy_loss``'s (``aggregation``, ``clip_eps``, ``entropies``, ``top_entropy_quantile``,
+    the kinds' options); the inputs are checked there.
+    """
+    lp = as_tensor("logp", logp).detach().to(torch.float64).clone().requires_grad_(True)
+    old = as_tensor("old_logp", old_logp)
+    adv = as_tensor("advantages", advantages)
+    loss, _ = policy_loss(lp, old.to(torch.float64) if old.is_floating_point() else old,
+                          adv.to(torch.float64) if adv.is_floating_point() else adv, mask, kind, **options)
+    (grad,) = torch.autograd.grad(loss, lp, allow_unused=True)
+    credit = torch.zeros_like(lp) if grad is None else -grad
+    return torch.where(selection_mask("mask", as_tensor("mask", mask)), credit.detach(),
+                       torch.zeros((), dtype=torch.float64))
+
+
+#: ``train``'s ``loss_options``: the options of ``policy_loss`` a run may set
+LOSS_OPTIONS = ("clip_ratio_c", "tau_pos", "tau_neg", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio",
+                "ppo_kl_coef", "top_entropy_quantile")
+
+
 def _kind_options(kind: str, *, clip_ratio_c, tau_pos, tau_neg, clip_cov_ratio, clip_cov_lb, clip_cov_ub,
                   kl_cov_ratio, ppo_kl_coef, generator) -> dict:
     """The options of ``policy_loss``'s extra kinds, each checked (a ValueError naming it), and
@@ -294,7 +325,7 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
           critic=None, eval_every: int = 5,
           seed: int = 0, progress: bool = True, label: str | None = None, staleness: int = 0,
           ratio_level: str = "token", renorm: str | None = None, aggregation: str | None = None,
-          loss_fn: Callable[..., torch.Tensor] | None = None) -> pd.DataFrame:
+          loss_options: dict | None = None, loss_fn: Callable[..., torch.Tensor] | None = None) -> pd.DataFrame:
     """Train ``learner``'s policy for ``iterations`` batches with credit from ``estimator``.
 
     ``estimator``: a registered name (``"grpo"``) or a callable ``rollouts -> Credit`` (use a
@@ -311,7 +342,11 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     is); every iteration still samples (and is charged) one fresh batch. ``ratio_level`` and
     ``renorm`` go to ``policy_loss``, as does ``aggregation`` (how the loss weighs tokens; None:
     ``kind``'s own; ``labkit.learn.aggregation``). With any of the three set, the curve also has ``staleness``
-    (the age of the batch trained on), ``out_frac`` and ``scale`` columns.
+    (the age of the batch trained on), ``out_frac`` and ``scale`` columns. ``loss_options``: more
+    of ``policy_loss``'s options, by name (:data:`LOSS_OPTIONS`: the kinds' options and
+    ``top_entropy_quantile``). clip_cov's random draw is seeded by ``seed``; the top-entropy rule
+    ranks the entropies stored in the rollouts (the sampling policy's, equal to the current
+    policy's on the first epoch of a fresh batch).
 
     Your own loss: ``loss_fn(logp, old_logp, advantages, mask) -> scalar loss`` (the four (B, T)
     tensors of a minibatch, ``logp`` differentiable, ``mask`` boolean) is minimised in place of
@@ -346,13 +381,20 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     if aggregation is not None:
         check_aggregation("aggregation", aggregation)
     off_policy = staleness > 0 or ratio_level != "token" or renorm is not None
+    loss_options = dict(loss_options or {})
+    unknown = sorted(set(loss_options) - set(LOSS_OPTIONS))
+    if unknown:
+        raise ValueError(f"loss_options: unknown option(s) {unknown}; expected some of {LOSS_OPTIONS}")
+    if kind == "clip_cov":
+        loss_options["generator"] = torch.Generator().manual_seed(seed)
     if loss_fn is not None:
         if not callable(loss_fn):
             raise TypeError(f"loss_fn: expected a callable (logp, old_logp, advantages, mask) -> scalar loss, "
                             f"got {type(loss_fn).__name__}")
-        if ratio_level != "token" or renorm is not None or aggregation is not None:
-            raise ValueError("loss_fn: replaces policy_loss, so policy_loss's switches ratio_level, renorm and "
-                             "aggregation do not apply; leave them at their defaults")
+        if ratio_level != "token" or renorm is not None or aggregation is not None or \
+                set(loss_options) - {"generator"}:
+            raise ValueError("loss_fn: replaces policy_loss, so policy_loss's switches ratio_level, renorm, "
+                             "aggregation and loss_options do not apply; leave them at their defaults")
     if max_grad_norm is not None:
         max_grad_norm = check_number("max_grad_norm", max_grad_norm, low=0.0, low_open=True)
     if isinstance(estimator, str):
@@ -387,6 +429,9 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
             raise ValueError(f"estimator: {label} produced non-finite credit")
         mask, old = rollouts.mask, rollouts.logprobs
         B = rollouts.batch_size
+        if loss_options.get("top_entropy_quantile", 1.0) < 1.0 and rollouts.entropies is None:
+            raise ValueError("loss_options: top_entropy_quantile < 1 needs entropies, and the learner's rollouts "
+                             "carry none")
         losses, norms, stats = [], [], []
         for _ in range(epochs):
             order = torch.randperm(B, generator=shuffle)
@@ -395,7 +440,8 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
                 lab_logp = logp if loss_fn is None else logp.detach()  # with loss_fn: the lab's stats only
                 loss, st = policy_loss(lab_logp, old[rows_idx], advantages[rows_idx], mask[rows_idx], kind,
                                        clip_eps=clip_eps, ratio_level=ratio_level, renorm=renorm,
-                                       aggregation=aggregation,
+                                       aggregation=aggregation, **loss_options,
+                                       entropies=None if rollouts.entropies is None else rollouts.entropies[rows_idx],
                                        turn_ids=None if rollouts.turn_ids is None else rollouts.turn_ids[rows_idx])
                 if loss_fn is not None:
                     loss = _custom_loss(loss_fn, logp, old[rows_idx], advantages[rows_idx], mask[rows_idx])

@@ -199,6 +199,7 @@ def bar_chart(
     sort: str | Sequence | None = None,
     horizontal: bool = False,
     value_domain: tuple[float, float] | None = None,
+    interval: tuple[str, str] | None = None,
 ) -> alt.Chart:
     """Bars of value ``y`` per category ``x`` (one row per category, or per (x, color) pair).
 
@@ -209,9 +210,16 @@ def bar_chart(
     labels get room for the longest name either way. ``value_domain=(lo, hi)`` fixes the value
     axis (a bar beyond it is drawn to the edge; its tooltip keeps the true value): in a
     dashboard, a bar that shrinks then looks shorter instead of the axis rescaling under it.
+    ``interval=(low, high)``: two columns drawn as an error bar on each bar (e.g. a 95% interval
+    over seeds); not with ``color``.
     """
     fixed = _value_domain(value_domain)
-    data = _check_df(df, "bar_chart", x=x, y=y, color=color)
+    if interval is not None and (isinstance(interval, str) or len(interval) != 2):
+        raise ValueError(f"interval: expected two column names (low, high), got {interval!r}")
+    lo, hi = interval if interval is not None else (None, None)
+    if interval is not None and color is not None:
+        raise ValueError("interval: error bars are drawn on single bars; leave color out")
+    data = _check_df(df, "bar_chart", x=x, y=y, color=color, interval=None if interval is None else list(interval))
     if not pd.api.types.is_numeric_dtype(data[y]):
         raise ValueError(f"y: y={y!r} must be a numeric column, got dtype {data[y].dtype}")
     if sort is None:
@@ -244,6 +252,15 @@ def bar_chart(
         enc["yOffset" if horizontal else "xOffset"] = (alt.YOffset if horizontal else alt.XOffset)(**off)
         tips.insert(1, _tip(color, "nominal"))
     chart = alt.Chart(data).mark_bar().encode(tooltip=tips, **enc)
+    if interval is not None:
+        tips = tips + [_tip(lo, "quantitative"), _tip(hi, "quantitative")]
+        span = {("x" if horizontal else "y"): enc["x" if horizontal else "y"],
+                ("x2" if horizontal else "y2"): (alt.X2 if horizontal else alt.Y2)(field=vl_field(hi))}
+        span["x" if horizontal else "y"] = (alt.X if horizontal else alt.Y)(field=vl_field(lo), type="quantitative",
+                                                                          **({"scale": val["scale"]} if "scale" in val
+                                                                             else {}))
+        span["y" if horizontal else "x"] = enc["y" if horizontal else "x"]
+        chart = chart + alt.Chart(data).mark_rule(color="black", strokeWidth=1.5).encode(tooltip=tips, **span)
     return _titled(chart, title)
 
 

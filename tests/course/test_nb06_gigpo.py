@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from labkit.course import gigpo_runs
 from labkit.course import nb06_gigpo as lesson
 from labkit.course.presets import noisy_world
 
@@ -119,6 +120,51 @@ def test_gap_table_sets_the_live_seeds_beside_the_labs_spread(capsys):
     assert ((table["lab min"] <= table["lab mean"] + 1e-12) & (table["lab mean"] <= table["lab max"] + 1e-12)).all()
     gaps = lesson.budget_gaps(lab["token-mean"], (100,))
     assert list(gaps.seed) == [0, 1] and list(gaps.columns) == ["env_steps", "seed", "gap"]
+
+
+def test_gap_by_setting_counts_seeds_and_needs_two_runs():
+    rows = []
+    for setting, lift in (("a", 0.1), ("b", -0.05)):
+        for label, extra in (("GRPO", 0.0), ("GiGPO", lift)):
+            for seed in range(3):
+                for steps, base in ((0, 0.4), (100, 0.5)):
+                    rows.append({"setting": setting, "label": label, "seed": seed, "env_steps": steps,
+                                 "success": base + (extra + 0.01 * seed if steps else 0.0), "clip_frac": 0.2})
+    table = gigpo_runs.gap_by_setting(pd.DataFrame(rows), 100)
+    assert list(table.setting) == ["a", "b"]
+    assert table.gap.tolist() == pytest.approx([0.1, -0.05])
+    assert table["seeds GiGPO ahead"].tolist() == ["3/3", "0/3"]
+    assert (table["gap low"] <= table.gap).all() and (table.gap <= table["gap high"]).all()
+    with pytest.raises(ValueError, match="^budget"):
+        gigpo_runs.gap_by_setting(pd.DataFrame(rows), 200)
+    with pytest.raises(ValueError, match="^curves"):
+        gigpo_runs.gap_by_setting(pd.DataFrame(rows).drop(columns="setting"), 100)
+    # with a family column, a setting's name may recur across families
+    families = pd.concat([pd.DataFrame(rows).assign(family="x"), pd.DataFrame(rows).assign(family="y")])
+    both = gigpo_runs.gap_by_setting(families, 100)
+    assert list(zip(both.family, both.setting)) == [("x", "a"), ("x", "b"), ("y", "a"), ("y", "b")]
+
+
+def test_loss_rules_at_ratio_one_push_as_the_advantage_and_later_they_act():
+    env = noisy_world(noise=0.2, max_turns=20, n_files=4)
+    policy = env.make_policy()
+    before = policy.logits.detach().clone()
+    assert torch.equal(lesson.trained_copy(env, policy, 0).logits, before)
+    lesson.trained_copy(env, policy, 2)
+    assert torch.equal(policy.logits, before)  # the copy trains, not the policy
+    ro = env.sample(policy, 4, group_size=4, seed=0)
+    from labkit.credit import get_estimator
+    adv = get_estimator("grpo")(ro).token.double()
+    same = lesson.loss_rule_credit(ro, adv, ro.logprobs.double())
+    n = float(ro.mask.sum())
+    for rule, c in same["credit"].items():
+        if rule not in ("Clip-Cov", "KL-Cov", "PPO-clip, top 20% entropy"):
+            assert torch.allclose(c, adv * ro.mask, atol=1e-12), rule
+    assert n > 0 and (same["table"].silenced[:5] == 0).all()
+    view = lesson.loss_rule_view(env, warmup=2, updates=4, n_tasks=4, group_size=4)
+    t = view["table"].set_index("loss")
+    assert t.loc["CISPO", "silenced"] == 0 and t.loc["SAPO", "pushed more"] == 0  # they never silence / never push more
+    assert t.loc["PPO-clip", "silenced"] > 0  # after 4 updates some ratios left [0.8, 1.2]
 
 
 def test_aggregation_credit_shows_long_failures_are_cheap_under_grpos_own_loss():

@@ -33,6 +33,22 @@ def test_trl_loss_types_and_the_constant_of_the_norm_rule():
     assert set(AGGREGATIONS) >= set(TRL_LOSS_TYPES.values())
 
 
+def test_trl_loss_types_normalise_as_trl_writes_them():
+    # TRL 1.16's GRPOTrainer normalisers, written out for a batch without an empty completion
+    mask = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    x = torch.arange(1.0, 13.0).reshape(3, 4)
+    m = mask.double()
+    per_seq_mean = ((x * m).sum(-1) / m.sum(-1)).mean()
+    by_tokens = (x * m).sum() / m.sum()
+    expected = {"grpo": per_seq_mean, "sapo": per_seq_mean, "bnpo": by_tokens, "dapo": by_tokens,
+                "cispo": by_tokens, "vespo": by_tokens, "luspo": (x * m).sum(-1).mean(),
+                "dr_grpo": (x * m).sum() / (3 * 10)}
+    assert set(expected) == set(TRL_LOSS_TYPES)
+    for loss_type, value in expected.items():
+        scale = 10 if loss_type == "dr_grpo" else None
+        assert float(aggregate(x, mask, loss_type, scale_factor=scale)) == pytest.approx(float(value)), loss_type
+
+
 def test_effective_credit_is_the_advantage_times_the_weight():
     adv = torch.tensor([[1.0, 0, 0, 0], [1.0, 1.0, 1.0, 0], [0, 0, 0, 0]])
     # same advantage per token: under seq-mean-token-mean the short response's token gets 3x the push

@@ -212,3 +212,54 @@ def test_train_runs_every_kind(kind):
     curve = train(ChainLearner(env, policy, batch_size=16, group_size=8), "grpo", kind=kind, iterations=3, epochs=2,
                   eval_every=3, progress=False)
     assert (curve["kind"] == kind).all() and curve["loss"].iloc[1:].notna().all()
+
+
+def test_loss_credit_by_hand():
+    from labkit.learn.loop import loss_credit
+    logp, old = inputs(R1)
+    # PPO-clip, token-mean over 5 tokens: the coefficient of grad log pi is r A / 5 where the
+    # unclipped branch is active, 0 where the clip is (r 1.5 with A > 0, r 0.5 with A < 0)
+    close(loss_credit(logp, old, ADV, MASK, "ppo_clip"), [[1 / 5, 0, 0], [-4 / 5, 2.2 / 5, 0]])
+    # CISPO keeps every token, with the weight clipped to [0.8, 1.2]
+    close(loss_credit(logp, old, ADV, MASK, "cispo"), [[1 / 5, 1.2 / 5, -0.8 / 5], [-1.2 / 5, 2.2 / 5, 0]])
+    # SAPO (tau 1 for A > 0, 1.05 for A < 0): 4 s (1 - s) r A with s = sigmoid(tau (r - 1)), seq-mean-token-mean
+    def sapo(r, a, n):
+        tau = 1.0 if a > 0 else 1.05
+        s = 1 / (1 + math.exp(-tau * (r - 1)))
+        return 4 * s * (1 - s) * r * a / n / 2
+    close(loss_credit(logp, old, ADV, MASK, "sapo"),
+          [[sapo(1.0, 1, 3), sapo(1.5, 1, 3), sapo(0.5, -1, 3)], [sapo(4.0, -1, 2), sapo(1.1, 2, 2), 0]])
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+def test_loss_credit_is_minus_the_gradient_and_at_ratio_one_the_aggregated_advantage(kind):
+    from labkit.learn.aggregation import effective_credit
+    from labkit.learn.loop import loss_credit
+    _, grad, _ = loss_and_grad(kind)
+    logp, old = inputs(R1)
+    assert torch.allclose(loss_credit(logp, old, ADV, MASK, kind), -grad, atol=1e-15, rtol=0)
+    same, old = inputs([[1.0] * 3] * 2)
+    if kind not in ("clip_cov", "kl_cov", "reinforce"):  # clip_cov / kl_cov act at ratio 1 too
+        agg = DEFAULT_AGGREGATION.get(kind, {"ppo_clip": "token-mean", "grpo": "seq-mean-token-mean"}.get(kind))
+        assert torch.allclose(loss_credit(same, old, ADV, MASK, kind), effective_credit(ADV, MASK, agg), atol=1e-15)
+    # the top-entropy rule zeroes the credit of the tokens it leaves out
+    kept = loss_credit(logp, old, ADV, MASK, kind, entropies=ENT, top_entropy_quantile=0.4)
+    assert (kept[0, :2] == 0).all() and (kept[1, 0] == 0) and (kept[1, 2] == 0)
+
+
+def test_train_takes_loss_options():
+    from labkit.course.presets import chain_setup
+    from labkit.envs.chain import ChainLearner
+    from labkit.learn.loop import train
+    env, policy, _ = chain_setup(horizon=6, n_bifurcations=2, env_seed=0, policy_seed=0)
+
+    def run(kind, **options):
+        return train(ChainLearner(env, policy.clone() if hasattr(policy, "clone") else policy, batch_size=16,
+                                  group_size=8), "grpo", kind=kind, iterations=2, epochs=2, eval_every=2,
+                     progress=False, loss_options=options)
+    a = run("sapo", tau_pos=2.0, top_entropy_quantile=0.5)
+    assert a["loss"].iloc[1:].notna().all()
+    with pytest.raises(ValueError, match="^loss_options"):
+        run("ppo_clip", clip_ratio=3.0)
+    with pytest.raises(ValueError, match="^tau_pos"):
+        run("sapo", tau_pos=-1.0)

@@ -129,6 +129,22 @@ def test_bar_chart_spec(curves):
         bar_chart(curves, "method", "var", sort=["VinePPO"])
 
 
+def test_bar_chart_interval_draws_one_rule_per_bar(curves):
+    df = curves.groupby("method", as_index=False)["var"].mean().assign(lo=lambda d: d["var"] - 1,
+                                                                          hi=lambda d: d["var"] + 1)
+    spec = bar_chart(df, "method", "var", interval=("lo", "hi"), horizontal=True).to_dict()
+    bars, rules = spec["layer"]
+    assert rules["mark"]["type"] == "rule"
+    assert rules["encoding"]["x"]["field"] == "lo" and rules["encoding"]["x2"]["field"] == "hi"
+    assert rules["encoding"]["y"]["field"] == "method"
+    with pytest.raises(ValueError, match="^interval"):
+        bar_chart(df, "method", "var", interval=("lo", "nope"))
+    with pytest.raises(ValueError, match="^interval"):
+        bar_chart(df, "method", "var", interval="lo")
+    with pytest.raises(ValueError, match="^interval"):
+        bar_chart(curves, "method", "var", color="horizon", interval=("var", "var"))
+
+
 def test_heat_table_spec():
     df = pd.DataFrame({"granularity": ["token", "token", "turn"], "methodology": ["MC", "TD", "MC"], "n": [3, 5, 7]})
     spec = heat_table(df, "granularity", "methodology", "n", title="methods").to_dict()
