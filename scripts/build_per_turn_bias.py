@@ -1,7 +1,7 @@
 """The per-turn question on ToolWorld: is the policy gradient of per-turn credit biased when the
 policy decides when to stop, and by how much?
 
-For every (step_cost, find_reward) of ``labkit.course.nb06_gigpo.PER_TURN_SETTINGS`` and both
+For every (step_cost, find_reward) of ``labkit.course.per_turn.PER_TURN_SETTINGS`` and both
 agents of ``STOPPING_AGENTS`` (one that stops early, one that plays on), ``gradient_bias``
 averages the policy gradient of five per-turn estimators (MT-GRPO's turn-index normalisation,
 the same with a return-to-go leave-one-out baseline, GiGPO, turn-level GAE with the exact
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from labkit.core.cache import cli_args, write_meta  # noqa: E402
-from labkit.course import nb06_gigpo as lesson  # noqa: E402
+from labkit.course import per_turn as lesson  # noqa: E402
 
 OUT = ROOT / "data" / "per_turn"
 
