@@ -311,3 +311,59 @@ def aggregation_credit(env: ToolWorld, policy, *, n_tasks: int = 8, group_size: 
                 row[f"push per turn, {rule}"] = float((e[sel] * ro.mask[sel]).sum() / ro.mask[sel].sum())
             rows.append(row)
     return {"rollouts": ro, "advantage": adv, "effective": effective, "table": pd.DataFrame(rows)}
+
+
+# --------------------------------------------------------------------------- the per-turn question
+# The measurement itself lives in labkit.course.per_turn (scripts/build_per_turn_bias.py shares it);
+# here: its cached grid, read for the notebook.
+PER_TURN_SCRIPT = "build_per_turn_bias.py"
+
+
+def load_per_turn_bias(path=None) -> tuple[pd.DataFrame, dict]:
+    """The grid of ``per_turn_grid`` cached by ``scripts/build_per_turn_bias.py`` in ``path``
+    (default ``data/per_turn``): (table, meta). Raises if it is missing, foreign or stale."""
+    from pathlib import Path
+
+    from labkit.core.cache import read_cache
+    from labkit.core.paths import data_dir
+
+    folder = Path(path) if path is not None else data_dir() / "per_turn"
+    meta, files = read_cache(folder, script=PER_TURN_SCRIPT, files=["bias.csv"], what="per-turn bias grid")
+    return pd.read_csv(files["bias.csv"]), meta
+
+
+def per_turn_chart_data(grid: pd.DataFrame, estimators: Sequence[str] = ("MT-GRPO (turn index)",
+                                                                          "return-to-go baseline")) -> pd.DataFrame:
+    """The cost-per-turn rows of ``grid`` (find_reward = 0) for ``estimators``, with a ``line``
+    column "estimator, agent" for a line chart of stop_bias against step_cost."""
+    for col in ("step_cost", "find_reward", "estimator", "agent", "stop_bias", "stop_lo", "stop_hi"):
+        if col not in grid:
+            raise ValueError(f"grid: missing column {col!r} (a per_turn_grid table)")
+    d = grid[(grid.find_reward == 0) & grid.estimator.isin(list(estimators))].copy()
+    d["line"] = d.estimator + ", " + d.agent
+    return d.reset_index(drop=True)
+
+
+def per_turn_table(grid: pd.DataFrame, estimators: Sequence[str] = ("MT-GRPO (turn index)", "return-to-go baseline",
+                                                                    "GiGPO (anchor groups)", "exact advantage"),
+                   digits: int = 3) -> pd.DataFrame:
+    """One row per (step_cost, find_reward, agent) of ``grid``: the mean episode length, then for
+    each of ``estimators`` its stop_bias with its 95 % interval ("-0.123 [-0.150, -0.096]"; the
+    exact advantage's shows the noise the batches share, since it has no bias), and ``one
+    batch`` (the first estimator's stop_noise: how far one batch's read-out strays)."""
+    for col in ("step_cost", "find_reward", "agent", "estimator", "stop_bias", "stop_lo", "stop_hi", "stop_noise",
+                "episode_turns"):
+        if col not in grid:
+            raise ValueError(f"grid: missing column {col!r} (a per_turn_grid table)")
+    digits = check_int("digits", digits, low=0)
+    rows = []
+    for (cost, find, agent), d in grid.groupby(["step_cost", "find_reward", "agent"], sort=False):
+        d = d.set_index("estimator")
+        row = {"cost/turn": cost, "find": find, "agent": agent, "turns": round(float(d.episode_turns.iloc[0]), 1)}
+        for name in estimators:
+            e = d.loc[name]
+            m, lo, hi = (round(float(x), digits) + 0.0 for x in (e.stop_bias, e.stop_lo, e.stop_hi))  # no "-0.000"
+            row[name] = f"{m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+        row["one batch"] = round(float(d.loc[estimators[0], "stop_noise"]), digits)
+        rows.append(row)
+    return pd.DataFrame(rows)

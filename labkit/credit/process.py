@@ -24,6 +24,7 @@ from labkit.credit.registry import register
 
 StepScores = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 PURE_FORMS = ("min", "sum")
+TURN_BASELINES = ("turn_index", "return_to_go")
 
 
 def _step_scores(rollouts: Rollouts, step_scores, present: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -239,7 +240,8 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
           symbols="v_{i,k}: verifiable reward of turn k; j: group members that reach turn k; turn_weight = "
                   "outcome_weight = 1; eps = 1e-6")
 def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: float = 1.0,
-                       outcome_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6) -> Credit:
+                       outcome_weight: float = 1.0, normalize_std: bool = True, eps: float = 1e-6,
+                       baseline: str = "turn_index") -> Credit:
     """Turn-Level Reward Design (Wei et al. 2025, arXiv:2505.11821): verifiable turn rewards mixed with the outcome, MT-GRPO style.
 
     Inputs:
@@ -263,9 +265,19 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
         (MT-GRPO's two-turn form, A_1 = T_1 + lambda O and A_2 = O, written for any number of
         turns with the outcome on every turn.)
 
+        baseline = "return_to_go" (not the paper's; see Deviations) compares whole returns
+        from turn n instead of normalised turn rewards, against the other trajectories of the
+        task still playing at turn n (leave-one-out):
+
+            G_{i,n} = turn_weight * sum_{k >= n} v_{i,k} + outcome_weight * R_i
+            b_{i,n} = mean_{j in g, j != i, n < len_j} G_{j,n}       (0 if there is no such j)
+            A_{i,n} = (G_{i,n} - b_{i,n}) / (std_{j in g, n < len_j} G_{j,n} + eps)
+
+        (without the division when normalize_std is False or i plays turn n alone).
+
     Defaults:
         turn_weight = 1, outcome_weight = 1, normalize_std = True, eps = 1e-6 (labkit's choices;
-        the paper tunes the mix per task).
+        the paper tunes the mix per task), baseline = "turn_index" (the paper's construction).
 
     Degenerate input:
         a turn index that only one trajectory of its group reaches has no one to compare with:
@@ -282,10 +294,23 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
         The cumulative sum of later normalised turn rewards is our reading of the multi-turn
         generalisation, not checked against code. The paper's LLM-as-judge turn rewards are
         not part of this estimator (``tarl`` and ``critic_search`` cover judged turns).
+        With episodes whose length the policy decides, the default construction is biased: the
+        turn-index means it subtracts from turn n on, sum_{n <= k < len_i} mean_k v, have as
+        many terms as the trajectory has turns left, so the baseline depends on the actions
+        that decide whether to go on, and it moves the gradient by about sum_k mean_k v per
+        turn not taken (a turn reward shared by every trajectory, such as a cost per turn,
+        cancels out of T entirely and never reaches the gradient). baseline = "return_to_go"
+        is labkit's repair, not from the paper: the baseline of turn n is a mean over the
+        other trajectories only, so it does not depend on the trajectory's own actions, and
+        without std normalisation the policy gradient is unbiased (leave-one-out); dividing
+        by the turn index's std (which counts the trajectory itself) rescales it, as GRPO's
+        std does.
 
     Returns:
         credit at level "turn"; ``info``: ``turn_rewards`` v (B, N), ``turn_term`` T (B, N),
-        ``outcome_advantage`` O (B,).
+        ``outcome_advantage`` O (B,), ``baseline`` (the name). With baseline = "return_to_go"
+        ``turn_term`` holds the returns G (B, N), ``outcome_advantage`` the first-turn
+        advantage A_{i,0}, and ``info["subtracted"]`` b (B, N).
 
     Cost:
         a callable costs one ``aux_calls`` per trajectory (the checks run once over the
@@ -294,6 +319,7 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
     turn_weight = check_number("turn_weight", turn_weight)
     outcome_weight = check_number("outcome_weight", outcome_weight)
     eps = check_number("eps", eps, low=0.0)
+    check_choice("baseline", baseline, TURN_BASELINES)
     present = rollouts.view(rollouts.mask, "turn", "first")[1]
     turn_rewards, called = resolve_input("turn_rewards", turn_rewards, rollouts,
                                          expected="a (B, N) tensor of verifiable turn rewards or a callable rollouts "
@@ -304,6 +330,9 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
     check_finite("turn_rewards", v[present])
     v = torch.where(present, v, 0.0)
     B, N = v.shape
+    cost = Cost(aux_calls=B) if called else Cost()
+    if baseline == "return_to_go":
+        return _return_to_go_credit(rollouts, v, present, turn_weight, outcome_weight, normalize_std, eps, cost)
     term = torch.zeros_like(v)
     if bool(present.any()):
         # one pool per (task group, turn index): key = group * N + index
@@ -314,6 +343,30 @@ def turn_reward_design(rollouts: Rollouts, *, turn_rewards=None, turn_weight: fl
     outcome = group_normalize(rollouts.scores.to(torch.float64), rollouts.group_ids, eps=eps,
                               normalize_std=normalize_std).normalized
     adv = torch.where(present, turn_weight * later + outcome_weight * outcome[:, None], 0.0)
-    cost = Cost(aux_calls=B) if called else Cost()
     return Credit.from_level(rollouts, adv, "turn", "turn_reward_design", cost=cost, turn_rewards=v, turn_term=term,
-                             outcome_advantage=outcome)
+                             outcome_advantage=outcome, baseline="turn_index")
+
+
+def _return_to_go_credit(rollouts: Rollouts, v: torch.Tensor, present: torch.Tensor, turn_weight: float,
+                         outcome_weight: float, normalize_std: bool, eps: float, cost: Cost) -> Credit:
+    """``turn_reward_design`` with baseline="return_to_go": each turn's return against the mean
+    return of the task's other trajectories still playing at that turn index."""
+    B, N = v.shape
+    score = rollouts.scores.to(torch.float64)
+    G = torch.where(present, turn_weight * v.flip(1).cumsum(1).flip(1) + outcome_weight * score[:, None], 0.0)
+    sub = torch.zeros_like(G)
+    adv = torch.zeros_like(G)
+    if bool(present.any()):
+        _, gid = torch.unique(rollouts.group_ids, return_inverse=True)
+        key = (gid[:, None] * N + torch.arange(N)[None, :])[present]
+        g = G[present]
+        mean, std, size = group_stats(g, key)
+        # leave-one-out: the others' mean is (m * mean - own) / (m - 1); alone at an index, 0
+        others = torch.where(size > 1, (size * mean - g) / (size - 1).clamp(min=1), 0.0)
+        a = g - others
+        if normalize_std:
+            a = torch.where(size > 1, a / (std + eps), a)
+        sub[present] = others
+        adv[present] = a
+    return Credit.from_level(rollouts, adv, "turn", "turn_reward_design", cost=cost, turn_rewards=v, turn_term=G,
+                             outcome_advantage=adv[:, 0].clone(), baseline="return_to_go", subtracted=sub)

@@ -181,3 +181,60 @@ def test_aggregation_credit_shows_long_failures_are_cheap_under_grpos_own_loss()
     per_episode = (out["effective"]["seq-mean-token-mean"] * ro.mask).sum(1)
     adv = out["advantage"][:, 0]
     assert torch.allclose(per_episode, adv * ro.mask.sum() / ro.batch_size)
+
+
+# --------------------------------------------------------------------------- the per-turn question
+from labkit.course import per_turn  # noqa: E402  (the measurement the lesson and its script share)
+def test_per_turn_credits_without_per_turn_rewards_is_grpo_on_the_outcome():
+    from labkit.credit.episode import grpo
+
+    env = per_turn.per_turn_world()
+    policy = per_turn.stopping_policy(env, 1.0)
+    ro = env.sample(policy, 3, group_size=4, seed=0)
+    credits = per_turn.per_turn_credits(env, ro, env.truth(policy))
+    assert list(credits) == list(per_turn.PER_TURN_ESTIMATORS)
+    want = grpo(ro, normalize_std=False).token.double()
+    assert torch.allclose(credits["MT-GRPO (turn index)"], want)
+    assert torch.equal(credits["exact advantage"], env.truth(policy).advantage(ro))
+
+
+def test_gradient_bias_unbiased_estimators_agree_and_the_turn_index_one_ignores_a_cost():
+    env = per_turn.per_turn_world(step_cost=0.05)
+    df = per_turn.gradient_bias(env, per_turn.stopping_policy(env, 1.0), n_batches=150, seed=1).set_index("estimator")
+    assert list(df.index) == list(per_turn.PER_TURN_ESTIMATORS)
+    for name in ("return-to-go baseline", "turn GAE (exact V)", "exact advantage"):
+        assert df.along_lo[name] < 1 < df.along_hi[name]
+        assert df.stop_lo[name] < 0 < df.stop_hi[name]
+    # a cost on every turn cancels out of the turn-index term: the gradient pushes less towards
+    # submitting than the exact one, by far more than its interval
+    assert df.stop_hi["MT-GRPO (turn index)"] < -0.5
+    # the push a rescaling of the exact gradient cannot give is orthogonal to it
+    truth = env.truth(per_turn.stopping_policy(env, 1.0))
+    u = per_turn.stop_direction(env, truth)
+    assert float(u.norm()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="^n_batches"):
+        per_turn.gradient_bias(env, per_turn.stopping_policy(env, 1.0), n_batches=1)
+
+
+def test_per_turn_world_and_agents_name_bad_arguments():
+    with pytest.raises(ValueError, match="^step_cost"):
+        per_turn.per_turn_world(step_cost=-0.1)
+    with pytest.raises(TypeError, match="^submit_bias"):
+        per_turn.stopping_policy(per_turn.per_turn_world(), "early")
+    late, early = (per_turn.stopping_policy(per_turn.per_turn_world(), b) for b in (-1.0, 1.0))
+    assert float(late.probs().detach()[0, 3]) < float(early.probs().detach()[0, 3])
+
+
+def test_per_turn_grid_and_the_shipped_cache():
+    small = per_turn.per_turn_grid(((0.0, 0.0),), agents={"a": 0.0}, n_batches=4)
+    assert len(small) == len(per_turn.PER_TURN_ESTIMATORS) and set(small.agent) == {"a"}
+    grid, meta = lesson.load_per_turn_bias()
+    assert len(grid) == len(per_turn.PER_TURN_SETTINGS) * len(per_turn.STOPPING_AGENTS) * len(per_turn.PER_TURN_ESTIMATORS)
+    assert meta["estimators"] == list(per_turn.PER_TURN_ESTIMATORS) and meta["world"] == per_turn.PER_TURN_WORLD
+    chart = lesson.per_turn_chart_data(grid)
+    assert set(chart.line) == {f"{e}, {a}" for e in ("MT-GRPO (turn index)", "return-to-go baseline")
+                               for a in per_turn.STOPPING_AGENTS}
+    with pytest.raises(ValueError, match="^grid"):
+        lesson.per_turn_chart_data(grid.drop(columns="stop_bias"))
+    with pytest.raises(FileNotFoundError, match="^path"):
+        lesson.load_per_turn_bias("/nonexistent")

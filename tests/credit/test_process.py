@@ -48,6 +48,46 @@ def test_turn_reward_design_degenerate_and_bad_arguments():
         turn_reward_design(ro, turn_rewards=torch.zeros(3, 3), turn_weight="big")
 
 
+def test_turn_reward_design_return_to_go_hand_computed():
+    ro = scored_turns([3, 2, 1], [1.0, 0.0, 1.0], [0, 0, 1])
+    v = torch.tensor([[1.0, 0, 1], [0, 1, 0], [1, 0, 0]])
+    c = turn_reward_design(ro, turn_rewards=v, turn_weight=0.5, normalize_std=False, baseline="return_to_go")
+    # returns G = 0.5 * (turn rewards from n on) + outcome: row 0 [2, 1.5, 1.5], row 1 [0.5, 0.5], row 2 [1.5]
+    G = torch.tensor([[2.0, 1.5, 1.5], [0.5, 0.5, 0], [1.5, 0, 0]], dtype=torch.float64)
+    assert torch.allclose(c.info["turn_term"], G)
+    # baseline of turn n: the other rows of the task still playing at n; row 0's turn 2 and row 2
+    # play alone (baseline 0)
+    assert torch.allclose(c.info["subtracted"], torch.tensor([[0.5, 0.5, 0], [2.0, 1.5, 0], [0, 0, 0]],
+                                                            dtype=torch.float64))
+    want = torch.tensor([[1.5, 1.0, 1.5], [-1.5, -1.0, 0], [1.5, 0, 0]], dtype=torch.float64)
+    assert torch.allclose(turn_values(c), want)
+    assert c.info["baseline"] == "return_to_go"
+    # with the std: pairs {2, 0.5} and {1.5, 0.5} have unbiased stds 1.5 / sqrt(2) and 1 / sqrt(2)
+    s = turn_reward_design(ro, turn_rewards=v, turn_weight=0.5, eps=0.0, baseline="return_to_go")
+    scaled = torch.tensor([[1.5 / (1.5 / math.sqrt(2)), 1.0 / (1 / math.sqrt(2)), 1.5],
+                           [-1.5 / (1.5 / math.sqrt(2)), -1.0 / (1 / math.sqrt(2)), 0], [1.5, 0, 0]],
+                          dtype=torch.float64)
+    assert torch.allclose(turn_values(s), scaled)
+
+
+def test_turn_reward_design_baselines_differ_by_the_turns_a_trajectory_has_left():
+    # the same cost on every turn: the turn-index form cancels it (only the outcome is left),
+    # the return-to-go form keeps it (a longer row pays more)
+    ro = scored_turns([3, 3, 1], [1.0, 1.0, 1.0], [0, 0, 0])
+    cost = torch.tensor([[-0.1, -0.1, -0.1], [-0.1, -0.1, -0.1], [-0.1, 0, 0]])
+    index = turn_reward_design(ro, turn_rewards=cost, normalize_std=False)
+    assert torch.allclose(turn_values(index), torch.zeros(3, 3, dtype=torch.float64))
+    rtg = turn_reward_design(ro, turn_rewards=cost, normalize_std=False, baseline="return_to_go")
+    # first-turn returns 0.7, 0.7, 0.9 against the others' mean
+    assert torch.allclose(turn_values(rtg)[:, 0], torch.tensor([-0.1, -0.1, 0.2], dtype=torch.float64))
+
+
+def test_turn_reward_design_bad_baseline_names_the_argument():
+    ro = scored_turns([2, 1], [1.0, 0.0], [0, 0])
+    with pytest.raises(ValueError, match="^baseline"):
+        turn_reward_design(ro, turn_rewards=torch.zeros(2, 2), baseline="per_turn")
+
+
 def test_the_estimators_are_registered():
     assert {"pure", "spro", "capo"} <= set(ESTIMATORS)
 

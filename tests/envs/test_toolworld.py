@@ -285,6 +285,7 @@ def test_seeded_sampling_is_deterministic():
     ({"flaky": "often"}, "flaky", TypeError),
     ({"step_cost": -1.0}, "step_cost", ValueError),
     ({"wrong_submit": -0.5}, "wrong_submit", ValueError),
+    ({"find_reward": "lots"}, "find_reward", TypeError),
 ])
 def test_bad_constructor_arguments_name_the_argument(kwargs, name, error):
     with pytest.raises(error, match=name):
@@ -460,3 +461,20 @@ def test_turn_labels_name_the_action_of_every_played_turn():
             full = env.action_names[int(ro.tokens[b, t])]
             assert ro.text[b][t].startswith(full)  # the turn text starts with the action
             assert labels[b][t] == {"run tests": "tests"}.get(full, full.replace(" ", ""))
+
+
+def test_find_reward_pays_the_first_look_at_the_buggy_file_and_stays_exact():
+    env = noisy_env(max_turns=12, step_cost=0.03, find_reward=0.4)
+    assert "find_reward=0.4" in repr(env) and "find_reward" not in repr(noisy_env())
+    # opening the buggy file pays only while the bug is still there
+    for b in range(env.n_files):
+        assert float(env.expected_reward[b, 0, env.open_action(b)]) == pytest.approx(0.4 - 0.03)
+        assert float(env.expected_reward[b, 1, env.open_action(b)]) == pytest.approx(-0.03)
+    pol = env.scripted_policy(1.0)
+    tr = env.truth(pol)
+    assert torch.allclose(tr.grad, tr.policy_gradient_theorem(), atol=1e-12)
+    r = env.sample(pol, 400, group_size=8, seed=5)
+    skill, luck = tr.skill_luck(r)  # the realised return, rewards included, is the DP's identity
+    assert torch.allclose(tr.value(r)[:, 0] + (skill + luck).sum(1), r.scores.double(), atol=1e-12, rtol=0)
+    returns = r.scores.double()
+    assert abs(float(returns.mean()) - tr.J) < 4 * float(returns.std()) / math.sqrt(len(returns))

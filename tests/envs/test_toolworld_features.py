@@ -7,7 +7,7 @@ import torch
 
 from labkit.core.rollouts import Rollouts
 from labkit.envs.toolworld import RUN_TESTS, SEARCH, START, SUBMIT, TESTS_PASS, ToolWorld
-from labkit.envs.toolworld.features import FEATURE_NAMES, turn_features, verifiable_turn_rewards
+from labkit.envs.toolworld.features import FEATURE_NAMES, reward_split, turn_features, verifiable_turn_rewards
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -61,3 +61,18 @@ def test_template_grades_follow_the_scripted_agent():
     g = template_grades(env, sampled)
     present = sampled.view(sampled.mask, "turn", "first")[1]
     assert bool((g[present] == 1).all())
+
+
+def test_reward_split_adds_up_to_the_return():
+    env = ToolWorld(3, max_turns=8, step_cost=0.05, find_reward=0.2, wrong_submit=0.5)
+    r = env.sample(env.scripted_policy(1.0), 20, group_size=4, seed=0)
+    turn, outcome = reward_split(env, r)
+    assert torch.allclose(turn.sum(1) + outcome, r.scores.double(), atol=1e-12)
+    success, submitted = r.truth["success"], ((r.tokens == SUBMIT) & r.mask).any(1)
+    assert torch.equal(outcome, torch.where(success, 1.0, torch.where(submitted, -0.5, 0.0)).double())
+    assert set(outcome.tolist()) == {1.0, -0.5, 0.0}
+    # per turn: the cost, plus the find reward on an open of the buggy file before the fix
+    found = (r.tokens == env.open_action(r.truth["bug"])[:, None]) & ~r.truth["fixed"] & r.mask
+    assert torch.allclose(turn, torch.where(r.mask, -0.05 + 0.2 * found, 0.0).double())
+    with pytest.raises(ValueError, match="^env"):
+        reward_split(object(), r)

@@ -35,7 +35,9 @@ Observations (n_obs = 4 + 4N)::
     4 + N + j file j looks buggy | 4 + 2N + j file j looks fine | 4 + 3N + j edited file j
 
 Rewards: ``-step_cost`` every turn, plus ``success_reward`` on a submit with the bug fixed, or
-``-wrong_submit`` on a submit with the bug still there (a broken build; default 0). An episode
+``-wrong_submit`` on a submit with the bug still there (a broken build; default 0), plus
+``find_reward`` on a turn that opens the buggy file while the bug is still there (a checkable
+"found it" turn, like a retrieved passage that contains the answer; default 0). An episode
 that uses all ``max_turns`` turns without submitting times out with nothing more. With
 ``wrong_submit > 0`` doing nothing is *safe* (0) while trying is risky (+1 or -wrong_submit):
 the setting in which episode-level credit drifts into the echo trap (notebook 05).
@@ -88,7 +90,7 @@ class ToolWorld:
 
     def __init__(self, n_files: int = 3, *, max_turns: int = 20, mislead: float = 0.2,
                  noise: float = 0.1, flaky: float = 0.1, step_cost: float = 0.0,
-                 success_reward: float = 1.0, wrong_submit: float = 0.0):
+                 success_reward: float = 1.0, wrong_submit: float = 0.0, find_reward: float = 0.0):
         self.n_files = check_int("n_files", n_files, low=2, high=self.MAX_FILES)
         self.max_turns = check_int("max_turns", max_turns, low=1, high=self.MAX_TURNS)
         self.mislead = check_number("mislead", mislead, low=0.0, high=1.0)
@@ -97,6 +99,7 @@ class ToolWorld:
         self.step_cost = check_number("step_cost", step_cost, low=0.0)
         self.success_reward = check_number("success_reward", success_reward)
         self.wrong_submit = check_number("wrong_submit", wrong_submit, low=0.0)
+        self.find_reward = check_number("find_reward", find_reward)
         N = self.n_files
         self.action_names = (["think", "search", "run tests", "submit"]
                              + [f"open {j}" for j in range(N)] + [f"edit {j}" for j in range(N)])
@@ -110,7 +113,8 @@ class ToolWorld:
     def __repr__(self) -> str:
         return (f"ToolWorld(n_files={self.n_files}, max_turns={self.max_turns}, mislead={self.mislead}, "
                 f"noise={self.noise}, flaky={self.flaky}, step_cost={self.step_cost}, "
-                f"success_reward={self.success_reward}, wrong_submit={self.wrong_submit})")
+                f"success_reward={self.success_reward}, wrong_submit={self.wrong_submit}"
+                + (f", find_reward={self.find_reward})" if self.find_reward else ")"))
 
     # ---- ids
     @property
@@ -168,6 +172,10 @@ class ToolWorld:
                 fixed_after[b, f] = f
                 fixed_after[b, f, self.edit_action(b)] = 1
                 R[b, f, SUBMIT] += self.success_reward if f else -self.wrong_submit
+                if not f:
+                    # the "found it" turn: a function of (b, f, a) like every reward here, so the
+                    # DP's expected reward is the realised one and the truth stays exact
+                    R[b, f, self.open_action(b)] += self.find_reward
                 K[b, f, THINK, THOUGHT] = 1.0
                 K[b, f, SEARCH, self.hint_obs(b)] = 1 - self.mislead
                 for j in range(N):

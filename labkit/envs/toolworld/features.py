@@ -143,3 +143,30 @@ def template_grades(env, rollouts: Rollouts) -> torch.Tensor:
     expect = torch.where(obs == TESTS_PASS, torch.full_like(act, SUBMIT), expect)
     grade = torch.where(act == expect, 1.0, -1.0).to(torch.float64)
     return torch.where(present, grade, 0.0)
+
+
+def reward_split(env, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
+    """A ToolWorld episode's rewards split into per-turn rewards and the outcome: ``(turn, outcome)``.
+
+    ``turn`` (B, N) float64 is what every turn earned besides the submit's verdict (-step_cost,
+    plus find_reward on a turn that opened the buggy file before the fix; 0 on absent turns),
+    ``outcome`` (B,) the verdict (success_reward on a submit with the bug fixed, -wrong_submit
+    on one without, 0 on a timeout). turn.sum(1) + outcome is the episode's return; the per-turn
+    part is what a per-turn estimator such as ``turn_reward_design`` takes as ``turn_rewards``,
+    the outcome what it takes as R. Reads ``truth["success"]`` (the verdict the agent is told).
+    """
+    _world_of(env)
+    _, act, present = turn_table(rollouts)
+    r, _ = rollouts.view(rollouts.rewards.to(torch.float64), "turn", "sum")
+    success = rollouts.truth.get("success") if isinstance(rollouts.truth, Mapping) else None
+    if success is None:
+        raise ValueError("rollouts.truth['success']: missing; sample with ToolWorld.sample")
+    submitted = ((act == SUBMIT) & present).any(1)
+    success = as_tensor("rollouts.truth['success']", success).bool()
+    outcome = torch.where(success, float(env.success_reward),
+                          torch.where(submitted, -float(env.wrong_submit), 0.0)).to(torch.float64) + 0.0
+    last = (present.sum(1) - 1).clamp(min=0)
+    turn = torch.where(present, r, 0.0)
+    rows = torch.arange(turn.shape[0])
+    turn[rows, last] -= torch.where(present.any(1), outcome, 0.0)
+    return turn, outcome
