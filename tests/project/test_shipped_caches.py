@@ -24,6 +24,7 @@ SHIPPED = [("lm_truth", "reference.json", "build_lm_truth.py", ["reference.safet
            ("offpolicy_irl", "meta.json", "build_offpolicy_irl.py", ["sorl_summary.csv", "sorl_check.csv",
                                                                       "step_agent_curves.csv"]),
            ("loss_runs", "meta.json", "build_loss_runs.py", ["curves.csv"]),
+           ("per_turn", "meta.json", "build_per_turn_bias.py", ["bias.csv"]),
            ("schedules", "meta.json", "build_schedules.py", ["curves.csv", "summary.csv", "hacking.csv",
                                                               "credit_scores.csv"]),
            ("sample_rollouts", "meta.json", "build_sample_rollouts.py", ["arithmetic_lm.jsonl", "toolworld.jsonl"]),
@@ -46,7 +47,7 @@ def test_every_shipped_cache_is_stamped_and_current(folder, meta, script, files)
 def test_every_loader_reads_its_shipped_cache():
     from labkit.bench.frontier import SHARED_FRONTIER_DIR, load_frontier
     from labkit.course import nb03_vineppo, nb04_process_rewards, nb05_why_agents_harder
-    from labkit.course import gigpo_runs, nb08_hindsight_counterfactual, nb10_benchmark
+    from labkit.course import gigpo_runs, nb06_gigpo, nb08_hindsight_counterfactual, nb10_benchmark
     from labkit.learn.reward_models import load_train_log
 
     assert len(nb03_vineppo.load_vine_hits()[0]) and len(nb03_vineppo.load_rl_runs()[0])
@@ -55,6 +56,7 @@ def test_every_loader_reads_its_shipped_cache():
     assert len(nb04_process_rewards.load_family_hits()[0])
     assert set(nb05_why_agents_harder.load_echo_trap()) == {"final", "curves", "exact_ascent", "loss_direction",
                                                             "meta"}
+    assert len(nb06_gigpo.load_per_turn_bias()[0])
     assert len(gigpo_runs.load_loss_runs()[0].groupby(["family", "setting"])) == len(gigpo_runs.loss_settings())
     assert len(nb08_hindsight_counterfactual.load_offpolicy_results()["sorl"])
     assert len(nb08_hindsight_counterfactual.load_schedule_results()["curves"])
