@@ -390,13 +390,17 @@ def tool_span_example(result: dict, *, min_turns: int = 5) -> int:
     return int(ok.nonzero()[0]) if bool(ok.any()) else 0
 
 
-def tool_span_panels(result: dict, row: int, estimator: str = "gae") -> dict[str, torch.Tensor]:
+def tool_span_panels(result: dict, row: int, estimator: str = "gae") -> tuple[dict[str, torch.Tensor], list[str]]:
     """One response's exact advantage and ``estimator``'s credit under each convention, for
-    ``viz.compare_heatmaps``: {title: (1, T)} over row ``row`` of ``tool_span_credit``'s result."""
-    panels = {"exact advantage": result["exact"][row:row + 1]}
+    ``viz.compare_heatmaps``: ({title: (1, L)}, the L positions' texts), L the response's length
+    up to its last action (tool answers included, with credit 0), from ``tool_span_credit``'s result."""
+    response = result["response"]
+    row = check_int("row", row, low=0, high=response.batch_size - 1)
+    length = int(response.mask[row].nonzero().max()) + 1
+    panels = {"exact advantage": result["exact"][row:row + 1, :length]}
     for convention in CONVENTIONS:
-        panels[f"{estimator}, {convention}"] = result["credit"][estimator, convention][row:row + 1]
-    return panels
+        panels[f"{estimator}, {convention}"] = result["credit"][estimator, convention][row:row + 1, :length]
+    return panels, response.text[row][:length]
 
 
 # --------------------------------------------------------------------------- the echo trap
