@@ -6,7 +6,9 @@ Runners on ToolWorld (the worlds: ``labkit.course.presets.noisy_world`` and ``ec
 quantities come from ``ToolWorld.truth`` (dynamic programming over the hidden state), so every
 comparison is against the true advantage of the policy that produced the batch, not against
 another estimate. Luck against skill is ``labkit.scoring``'s (``luck_share``, the one
-``skill_luck_fit``); the echo trap's training runs are ``labkit.learn.echo_trap``'s, cached by
+``skill_luck_fit``); tool output inside a response is run under the three conventions of
+``labkit.credit.tool_spans`` on the episodes written by ``labkit.envs.toolworld.tool_output``;
+the echo trap's training runs are ``labkit.learn.echo_trap``'s, cached by
 ``scripts/build_echo_trap.py`` and read here. Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
