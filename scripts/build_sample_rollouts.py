@@ -49,6 +49,7 @@ from labkit.core.cache import write_meta  # noqa: E402
 from labkit.core.paths import data_path  # noqa: E402
 from labkit.core.rollouts import Rollouts  # noqa: E402
 from labkit.course.presets import LM_OPERANDS, NB05_AGENT_STRENGTH, noisy_world  # noqa: E402
+from labkit.envs.toolworld.tool_output import with_tool_output  # noqa: E402
 from labkit.io import write_rollouts  # noqa: E402
 
 FILES = ("arithmetic_lm.jsonl", "toolworld.jsonl", "arithmetic_lm_inputs.safetensors")
@@ -76,42 +77,6 @@ def toolworld() -> Rollouts:
     env = noisy_world()
     turns = env.sample(env.scripted_policy(NB05_AGENT_STRENGTH), TOOL_TASKS, group_size=TOOL_GROUP, seed=TOOL_SEED)
     return with_tool_output(env, turns)
-
-
-def with_tool_output(env, turns: Rollouts) -> Rollouts:
-    """ToolWorld's turn rollouts (one position per action) with the tool's answer after every
-    action but the last as a position the policy did not generate."""
-    after = turns.truth["observations_after"]
-    A = env.n_actions
-    rows = []
-    for b in range(turns.batch_size):
-        row = []
-        n = int(turns.mask[b].sum())
-        for t in range(n):
-            a = int(turns.tokens[b, t])
-            row.append(dict(token=a, gen=True, turn=t, state=int(turns.states[b, t]),
-                            reward=float(turns.rewards[b, t]), logprob=float(turns.logprobs[b, t]),
-                            entropy=float(turns.entropies[b, t]), text=env.action_names[a]))
-            o = int(after[b, t])
-            if t < n - 1 and o >= 0:
-                row.append(dict(token=A + o, gen=False, turn=-1, state=o, reward=0.0, logprob=0.0, entropy=0.0,
-                                text=f"-> {env.obs_names[o]}"))
-        rows.append(row)
-    B, T = len(rows), max(len(r) for r in rows)
-
-    def column(key, fill, dtype):
-        out = torch.full((B, T), fill, dtype=dtype)
-        for b, row in enumerate(rows):
-            out[b, :len(row)] = torch.tensor([p[key] for p in row], dtype=dtype)
-        return out
-
-    turn_ids = column("turn", -1, torch.long)
-    return Rollouts(tokens=column("token", 0, torch.long), mask=column("gen", False, torch.bool),
-                    rewards=column("reward", 0.0, turns.rewards.dtype), group_ids=turns.group_ids,
-                    step_ids=turn_ids, turn_ids=turn_ids.clone(), logprobs=column("logprob", 0.0, turns.logprobs.dtype),
-                    entropies=column("entropy", 0.0, turns.entropies.dtype), states=column("state", 0, torch.long),
-                    anchor_keys=turns.anchor_keys, text=[[p["text"] for p in r] + [""] * (T - len(r)) for r in rows],
-                    prompts=turns.prompts)
 
 
 def lm_inputs(dump: Path) -> dict[str, torch.Tensor]:

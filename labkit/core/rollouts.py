@@ -234,10 +234,15 @@ class Rollouts:
         return self.rewards.sum(1)
 
     def returns(self, gamma: float = 1.0) -> torch.Tensor:
-        """Reward-to-go G_t = r_t + gamma * G_{t'} where t' is the next generated position.
+        """Reward-to-go G_t = r_t + gamma * G_{t'} where t' is the next generated position, (B, T),
+        0 off the mask.
 
-        Positions off the mask carry the running return through unchanged (tool-output tokens
-        do not discount), matching verl's handling of masked positions. Shape (B, T), 0 off-mask.
+        Tool output inside a response (positions off the mask) is skipped: the running return
+        crosses it unchanged and gamma applies once between the generated positions on either
+        side (the "carry" convention, the lab's, stated in ``labkit.credit.tool_spans``). verl
+        0.9.1's REINFORCE++ (``compute_reinforce_plus_plus_outcome_advantage``) computes the same
+        returns on generated positions; its GAE, ReMax and multi-turn optimal token baseline carry
+        across tool output too (that module says what each does there).
         """
         gamma = check_number("gamma", gamma, low=0.0, high=1.0)
         return discounted_returns(self.rewards, self.mask, gamma)

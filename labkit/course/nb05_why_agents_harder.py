@@ -6,7 +6,9 @@ Runners on ToolWorld (the worlds: ``labkit.course.presets.noisy_world`` and ``ec
 quantities come from ``ToolWorld.truth`` (dynamic programming over the hidden state), so every
 comparison is against the true advantage of the policy that produced the batch, not against
 another estimate. Luck against skill is ``labkit.scoring``'s (``luck_share``, the one
-``skill_luck_fit``); the echo trap's training runs are ``labkit.learn.echo_trap``'s, cached by
+``skill_luck_fit``); tool output inside a response is run under the three conventions of
+``labkit.credit.tool_spans`` on the episodes written by ``labkit.envs.toolworld.tool_output``;
+the echo trap's training runs are ``labkit.learn.echo_trap``'s, cached by
 ``scripts/build_echo_trap.py`` and read here. Each runner is seeded and returns plain data.
 """
 from __future__ import annotations
@@ -27,7 +29,9 @@ from labkit.core.stats import discounted_returns
 from labkit.core.turns import action_discounts
 from labkit.course.presets import NB05_AGENT_STRENGTH, NB05_TOKEN_GAMMA, noisy_world
 from labkit.credit import get_estimator
+from labkit.credit.tool_spans import CONVENTIONS, run_under
 from labkit.envs.toolworld import ToolWorld
+from labkit.envs.toolworld.tool_output import tool_output_truth, with_tool_output
 from labkit.envs.toolworld.tokens import (exact_token_advantage, exact_token_values, n_token_states, token_luck,
                                           token_vocab, tokenize)
 from labkit.learn.critics import TabularCritic
@@ -277,6 +281,128 @@ def call_length_sweep(env: ToolWorld, policy, *, format_tokens: Iterable[int] = 
     rows = [token_credit(env, policy, gamma=gamma, lam=lam, format_tokens=k, turns=turns)["stats"]
             .assign(format_tokens=int(k)) for k in format_tokens]
     return pd.concat(rows, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- tool output inside a response
+#: The estimators that run over a whole multi-turn response, compared under each convention (GRPO for contrast).
+TOOL_SPAN_ESTIMATORS = ("gae", "td0", "poad", "reinforce_pp", "reinforce_pp_baseline", "remax",
+                        "tir_optimal_token_baseline", "grpo")
+#: Positions per tool answer: one per word of the observation (1 to 4), so that answers differ in
+#: length as real ones do; discounting "through" an answer then shrinks the future once per word.
+TOOL_SPAN_ANSWER_TOKENS = "words"
+
+
+def greedy_scores(env: ToolWorld, policy, turns: Rollouts) -> torch.Tensor:
+    """ReMax's baseline on ToolWorld: the expected score of the greedy agent (the policy's most
+    likely action in every observation) on each trajectory's task, exact, (B,) float64."""
+    greedy = env.make_policy()
+    with torch.no_grad():
+        greedy.logits.scatter_(1, policy.probs().argmax(1, keepdim=True), 30.0)  # probability 1 - 1e-11
+    return env.truth(greedy).task_values[turns.truth["bug"]]
+
+
+def tool_span_inputs(env: ToolWorld, policy, turns: Rollouts, response: Rollouts, values: torch.Tensor,
+                     gamma: float) -> dict[str, dict]:
+    """Every estimator of ``TOOL_SPAN_ESTIMATORS``'s options on ``response``: the exact critic
+    ``values`` for gae (lam 1), td0 and poad (lam 1), ``gamma`` for those and reinforce_pp, the
+    greedy agent's exact score for remax, and the policy's sum of squared probabilities for the
+    optimal token baseline (1 on the tool's answers: a certain token, which adds nothing to its
+    path variance when a convention reads it)."""
+    spans = ~response.mask & (response.tokens >= env.n_actions)
+    s2 = torch.where(spans, torch.ones((), dtype=torch.float64), policy.sum_pi_squared(response))
+    return {"gae": {"values": values, "gamma": gamma, "lam": 1.0}, "td0": {"values": values, "gamma": gamma},
+            "poad": {"values": values, "gamma": gamma, "lam": 1.0}, "reinforce_pp": {"gamma": gamma},
+            "reinforce_pp_baseline": {}, "remax": {"greedy_scores": greedy_scores(env, policy, turns)},
+            "tir_optimal_token_baseline": {"sum_pi_squared": s2}, "grpo": {}}
+
+
+def tool_span_credit(env: ToolWorld, policy, *, gamma: float = NB05_TOKEN_GAMMA,
+                     answer_tokens: int | str = TOOL_SPAN_ANSWER_TOKENS, n_tasks: int = 16, group_size: int = 8,
+                     seed: int = 0, estimators: Sequence[str] = TOOL_SPAN_ESTIMATORS,
+                     turns: Rollouts | None = None) -> dict:
+    """Every estimator in ``estimators`` under every convention of ``labkit.credit.tool_spans``
+    (carry, reset, through) on one seeded batch of ``policy``, each episode written as one
+    response with the tool's answers inside it (``answer_tokens``: positions per answer, or
+    "words", one per word; ``with_tool_output``), against the exact advantage of every action under discount ``gamma``
+    per turn (``tool_output_truth``).
+
+    Returns ``response`` (the Rollouts), ``exact`` (B, T) the exact advantage, ``values`` (B, T)
+    the exact critic the value-based estimators get, ``credit`` {(estimator, convention): (B, T)}
+    and ``stats``: one row per (estimator, convention) with ``gamma``, the Pearson correlation
+    with the exact advantage over the generated positions (``corr``), the course's sign
+    agreement (``sign_agree``, |A| > 0.05), the mean error (``bias``) and the root mean squared
+    error (``rms``); whitened and normalised estimators are on another scale than the exact
+    advantage, so compare their bias and rms across conventions only.
+    """
+    gamma = check_number("gamma", gamma, low=0.0, high=1.0, low_open=True)
+    if turns is None:
+        turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    response = with_tool_output(env, turns, answer_tokens=answer_tokens)
+    exact = tool_output_truth(env.truth(policy, gamma=gamma), turns, response)
+    inputs = tool_span_inputs(env, policy, turns, response, exact["values"], gamma)
+    m, adv = response.mask, exact["advantage"]
+    credit, rows = {}, []
+    for name in estimators:
+        if name not in inputs:
+            raise ValueError(f"estimators: {name!r} has no inputs here; choose from {list(inputs)}")
+        for convention in CONVENTIONS:
+            c = run_under(convention, name, response, **inputs[name]).token.to(torch.float64)
+            credit[name, convention] = c
+            rows.append({"estimator": name, "gamma": gamma, "convention": convention,
+                         "corr": pearson(c[m], adv[m], constant=0.0), "sign_agree": sign_agreement(c, adv, m),
+                         "bias": float((c - adv)[m].mean()), "rms": float((c - adv)[m].pow(2).mean().sqrt())})
+    return {"response": response, "exact": adv, "values": exact["values"], "credit": credit,
+            "stats": pd.DataFrame(rows)}
+
+
+def tool_span_study(env: ToolWorld, policy, *, gammas: Iterable[float] = (NB05_TOKEN_GAMMA, 1.0),
+                    answer_tokens: int | str = TOOL_SPAN_ANSWER_TOKENS, n_tasks: int = 16, group_size: int = 8,
+                    seed: int = 0, estimators: Sequence[str] = TOOL_SPAN_ESTIMATORS) -> dict:
+    """``tool_span_credit`` for every discount in ``gammas`` on one seeded batch: ``stats`` (one
+    row per estimator, gamma and convention), ``by_gamma`` {gamma: that result} and ``turns``
+    (the batch, one position per turn)."""
+    gammas = [check_number("gammas", g, low=0.0, high=1.0, low_open=True) for g in gammas]
+    if not gammas:
+        raise ValueError("gammas: need at least one discount")
+    turns = env.sample(policy, n_tasks, group_size=group_size, seed=seed)
+    by_gamma = {g: tool_span_credit(env, policy, gamma=g, answer_tokens=answer_tokens, estimators=estimators,
+                                    turns=turns) for g in gammas}
+    return {"stats": pd.concat([r["stats"] for r in by_gamma.values()], ignore_index=True),
+            "by_gamma": by_gamma, "turns": turns}
+
+
+def tool_span_pivot(stats: pd.DataFrame, value: str) -> pd.DataFrame:
+    """One of ``tool_span_study``'s measures as a table: a row per estimator (in the study's
+    order), a column per (gamma, convention)."""
+    if value not in ("corr", "sign_agree", "bias", "rms"):
+        raise ValueError(f"value: expected one of corr, sign_agree, bias, rms, got {value!r}")
+    order = list(dict.fromkeys(stats.estimator))
+    table = stats.pivot(index="estimator", columns=["gamma", "convention"], values=value)
+    return table.reindex(index=order, columns=pd.MultiIndex.from_product(
+        [list(dict.fromkeys(stats.gamma)), list(CONVENTIONS)], names=["gamma", "convention"]))
+
+
+def tool_span_example(result: dict, *, min_turns: int = 5) -> int:
+    """The first successful episode of ``tool_span_credit``'s result with at least ``min_turns``
+    turns (the first episode if none has): a response worth drawing."""
+    min_turns = check_int("min_turns", min_turns, low=1)
+    response = result["response"]
+    turns = response.mask.sum(1)
+    ok = (turns >= min_turns) & (response.scores > 0)
+    return int(ok.nonzero()[0]) if bool(ok.any()) else 0
+
+
+def tool_span_panels(result: dict, row: int, estimator: str = "gae") -> tuple[dict[str, torch.Tensor], list[str]]:
+    """One response's exact advantage and ``estimator``'s credit under each convention, for
+    ``viz.compare_heatmaps``: ({title: (1, L)}, the L positions' texts), L the response's length
+    up to its last action (tool answers included, with credit 0), from ``tool_span_credit``'s result."""
+    response = result["response"]
+    row = check_int("row", row, low=0, high=response.batch_size - 1)
+    length = int(response.mask[row].nonzero().max()) + 1
+    panels = {"exact advantage": result["exact"][row:row + 1, :length]}
+    for convention in CONVENTIONS:
+        panels[f"{estimator}, {convention}"] = result["credit"][estimator, convention][row:row + 1, :length]
+    return panels, response.text[row][:length]
 
 
 # --------------------------------------------------------------------------- the echo trap

@@ -255,6 +255,8 @@ def reinforce_pp(rollouts: Rollouts, *, gamma: float = 1.0, group_baseline: bool
         verl's times sqrt((var_unbiased + eps) / (var + eps)), about 1 + 1/(2n) (1.000001 for a
         batch of 512k tokens; tests/bridges/test_bridges_verl_parity.py checks that this factor is the only
         difference). A batch with one generated token: verl raises, labkit gives 0.
+        At tool output inside a response: carry, as verl 0.9.1 (``labkit.credit.tool_spans``); with
+        ``group_baseline`` there is no return and no convention applies.
 
     Returns:
         credit at level "token"; ``info``: ``batch_mean`` and ``batch_var``, the whitening's
@@ -303,6 +305,8 @@ def reinforce_pp_baseline(rollouts: Rollouts, *, eps: float = 1e-8) -> Credit:
     Deviations from the reference:
         as ``reinforce_pp``: the whitening uses the population variance, verl's ``masked_whiten``
         the unbiased one (a factor of about 1 + 1/(2n), n generated tokens); no KL term.
+        At tool output inside a response: no return, so no convention applies; the whitening
+        counts generated tokens only, as verl's (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info``: ``batch_mean`` and ``batch_var``.
@@ -567,6 +571,8 @@ def remax(rollouts: Rollouts, *, greedy_scores) -> Credit:
         which receives the greedy scores as ``reward_baselines``; on tool-output positions inside
         a response verl leaves the reward-to-go (its loss masks them), labkit 0. Generating the
         greedy responses is the caller's.
+        At tool output inside a response labkit and verl both carry (undiscounted: carry and
+        through agree; ``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info``: ``baseline`` (B,), each trajectory's b_i.

@@ -102,6 +102,9 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
         for the arithmetic task, scores prefixes with an outcome reward model fitted to verifier
         outcomes: a different reward model under the same mechanism, so the lab counts RED as
         implemented (the redistribution is the paper's; only the scorer is the task's).
+        At tool output inside a response: carry; the score before the first token after it is the
+        score after the last token before it, so what the tool output changes in the score goes
+        to no token (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token" (level "step" with ``level="step"``); ``info``:

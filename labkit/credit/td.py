@@ -96,6 +96,7 @@ def gae(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float = 
         1 + 1/(2n), n = generated tokens. Unwhitened it equals verl's returns minus values, and
         ``info["returns"]`` equals verl's returns, on generated tokens (tests/bridges/test_bridges_verl_parity.py;
         off the mask verl carries the running advantage, labkit gives 0).
+        At tool output inside a response: carry, as verl's GAE (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info``: ``returns`` (B, T) = A + V, the critic's regression
@@ -135,6 +136,8 @@ def td0(rollouts: Rollouts, *, values: Values, gamma: float = 1.0) -> Credit:
 
     Deviations from the reference:
         never whitened (verl's GAE whitens over the batch; ``td0`` has no whitening option).
+        At tool output inside a response: carry, the TD error bootstraps on the value after it
+        (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info`` as ``gae``'s: ``returns`` (B, T) = A + V, ``gamma``,
@@ -192,6 +195,8 @@ def poad(rollouts: Rollouts, *, values: Values, gamma: float = 1.0, lam: float =
         paper applies lam inside an action could not be read; here lam mixes at every token
         boundary (lam = 0: pure one-token backups; lam = 1: the Monte Carlo return). The paper's
         Q-learning form (a max over the next token) is not built: this is its on-policy (PPO) form.
+        At tool output inside a response: carry, one discount between an action and the next
+        (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info``: ``returns`` (B, T) = A + V, the critic's target

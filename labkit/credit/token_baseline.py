@@ -149,6 +149,8 @@ def optimal_token_baseline(rollouts: Rollouts, *, sum_pi_squared, rollout_is_wei
         none from verl's ``compute_optimal_token_baseline_advantage`` (tested); verl computes in
         float32, labkit in float64. With tool outputs between turns use
         ``tir_optimal_token_baseline``.
+        At tool output inside a response: G and W carry, but trajectories are compared by column,
+        as under through (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info``: ``baseline`` (B, T), each position's B_t,
@@ -191,6 +193,8 @@ def tir_optimal_token_baseline(rollouts: Rollouts, *, sum_pi_squared, rollout_is
     Deviations from the reference:
         none from verl's ``compute_multi_turn_optimal_token_baseline_advantage`` (tested);
         float64 instead of float32.
+        At tool output inside a response: carry for G, W and the alignment, as verl's
+        (``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "token"; ``info``: ``baseline`` (B, T), each generated token's B_k (0 off

@@ -134,3 +134,56 @@ def test_slider_answers_are_the_dashboards_numbers_and_reuse_a_known_batch():
         lesson.slider_answers([])
     with pytest.raises(ValueError, match="^settings: "):
         lesson.slider_answers([(1.5, 10)])
+
+
+# --------------------------------------------------------------------------- tool output inside a response
+@pytest.fixture(scope="module")
+def spans_study():
+    env = noisy_world(0.2, 15)
+    return env, lesson.tool_span_study(env, env.scripted_policy(3.0), gammas=(0.9, 1.0), n_tasks=3, group_size=4)
+
+
+def test_tool_span_study_runs_every_estimator_under_every_convention(spans_study):
+    _, study = spans_study
+    stats = study["stats"]
+    assert len(stats) == len(lesson.TOOL_SPAN_ESTIMATORS) * 3 * 2
+    # GRPO reads only the score: one credit under every convention
+    grpo = stats[stats.estimator == "grpo"]
+    assert grpo.groupby("gamma")["corr"].nunique().eq(1).all()
+    res = study["by_gamma"][0.9]
+    m, exact = res["response"].mask, res["exact"]
+    # TD(0) through the answer bootstraps on the value before it: the exact advantage itself
+    assert torch.allclose(res["credit"]["td0", "through"][m], exact[m], atol=1e-12)
+    # reset: GAE (lam 1) with the exact values is r - V, which misses gamma E[V'] = Q - r - V + V
+    r = res["response"].rewards.double()
+    assert torch.allclose(res["credit"]["gae", "reset"][m], (r - res["values"])[m], atol=1e-12)
+    # gamma = 1 and no values: carry and through give ReMax the same credit
+    one = study["by_gamma"][1.0]["credit"]
+    assert torch.equal(one["remax", "carry"], one["remax", "through"])
+
+
+def test_tool_span_pivot_and_example(spans_study):
+    _, study = spans_study
+    table = lesson.tool_span_pivot(study["stats"], "bias")
+    assert list(table.index) == list(lesson.TOOL_SPAN_ESTIMATORS)
+    assert list(table.columns) == [(g, c) for g in (0.9, 1.0) for c in ("carry", "reset", "through")]
+    with pytest.raises(ValueError, match="^value"):
+        lesson.tool_span_pivot(study["stats"], "mse")
+    res = study["by_gamma"][0.9]
+    row = lesson.tool_span_example(res, min_turns=2)
+    assert float(res["response"].scores[row]) > 0 and int(res["response"].mask[row].sum()) >= 2
+    panels, texts = lesson.tool_span_panels(res, row)
+    assert list(panels) == ["exact advantage", "gae, carry", "gae, reset", "gae, through"]
+    length = int(res["response"].mask[row].nonzero().max()) + 1
+    assert all(p.shape == (1, length) for p in panels.values()) and len(texts) == length
+
+
+def test_greedy_scores_are_the_greedy_agents_exact_success_per_task(spans_study):
+    env, study = spans_study
+    turns = study["turns"]
+    s = lesson.greedy_scores(env, env.scripted_policy(3.0), turns)
+    assert s.shape == (turns.batch_size,) and bool(((s >= 0) & (s <= 1)).all())
+    # one task, one greedy score
+    assert torch.equal(s, s.view(3, 4)[:, :1].expand(3, 4).reshape(-1))
+    with pytest.raises(ValueError, match="^gammas"):
+        lesson.tool_span_study(env, env.scripted_policy(3.0), gammas=())
