@@ -124,6 +124,8 @@ def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: 
         key matching (verl-agent optionally merges text observations with similarity >= 0.95).
         (3) Rewards are read per turn from the token rewards, discounting once per turn, not per
         token.
+        Tool output between turns does not enter: step returns discount once per turn (the
+        carry convention of ``labkit.credit.tool_spans``).
 
     Returns:
         credit at level "turn"; ``info``: ``anchor_index`` (B, N) anchor-group id per turn,

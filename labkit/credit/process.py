@@ -192,6 +192,10 @@ def spro(rollouts: Rollouts, *, ref_logprobs=None, logprobs=None, beta: float = 
         outcome advantage are combined (a plain sum, outcome term group-normalised) is our
         reading; no public code was found to check it. A "step" in SPRO is a token (a
         token-level MDP), so credit is per token.
+        At tool output inside a response the cumulative process reward carries across it
+        (``labkit.credit.tool_spans``), but responses are compared at the same column among
+        those generating there, so tool outputs of different lengths change which tokens are
+        compared.
 
     Returns:
         credit at level "token"; ``info``: ``cpr`` (B, T), ``msa`` (B, T), ``outcome_advantage``
