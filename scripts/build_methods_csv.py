@@ -5,7 +5,8 @@
 
 Facts (id, title, year, collection, URLs; the later additions' tags) come from the survey
 authors' catalog (MIT, data/survey_catalog.LICENSE), found at --catalog, else
-$LABKIT_SURVEY_CATALOG, else data/survey_catalog.csv. Labels and the lab's own text come from
+$LABKIT_SURVEY_CATALOG, else data/survey_catalog.csv. Methods the catalog does not hold (the
+collection "beyond_catalog") carry the same facts and tags in data/inventory/beyond_catalog.csv. Labels and the lab's own text come from
 data/inventory/ (its README says which file holds which column); granularity and
 methodology_family are derived with labkit.survey's GRANULARITY_LABELS and METHODOLOGY_TO_FAMILY.
 The background estimators (data/inventory/baselines.csv) need no join: labkit.survey loads them
@@ -60,12 +61,13 @@ def find_catalog(explicit: str | None) -> Path:
 
 def keyed(table: pd.DataFrame, what: str, ids: list[str],
           names: dict[str, str] | None = None) -> pd.DataFrame:
-    """``table`` indexed by id; exits unless it holds every catalog id once (and, given
-    ``names``, unless its readers' ``name`` column matches them)."""
+    """``table`` indexed by id; exits unless it holds every id of ``ids`` (the catalog's and
+    beyond_catalog.csv's) once (and, given ``names``, unless its readers' ``name`` column
+    matches them)."""
     got = list(table["id"])
     dup = sorted({i for i in got if got.count(i) > 1})
     if dup or set(got) != set(ids):
-        raise SystemExit(f"{what}: ids must be the catalog's, once each; duplicated {dup}, "
+        raise SystemExit(f"{what}: ids must be the catalog's and beyond_catalog.csv's, once each; duplicated {dup}, "
                          f"missing {sorted(set(ids) - set(got))}, "
                          f"extra {sorted(set(got) - set(ids))}")
     wrong = [(i, n) for i, n in zip(got, table["name"]) if names and names[i] != n]
@@ -75,16 +77,25 @@ def keyed(table: pd.DataFrame, what: str, ids: list[str],
 
 
 def build_methods(catalog: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """methods.csv as a DataFrame: one row per catalog entry, survey numbers first."""
-    ids = list(catalog["id"])
+    """methods.csv as a DataFrame: one row per catalog entry, survey numbers first, then the
+    methods beyond the catalog."""
     appendix = tables["appendix_b"]
+    beyond = tables["beyond_catalog"]
+    overlap = sorted(set(beyond["id"]) & set(catalog["id"]))
+    if overlap:
+        raise SystemExit(f"beyond_catalog.csv: {overlap} are in the catalog; list them there, not here")
+    facts = pd.concat([catalog[["id", "title", "year", "collection", "paper_url", "code_url"]],
+                       beyond.assign(collection="beyond_catalog")[["id", "title", "year", "collection", "paper_url",
+                                                                   "code_url"]]], ignore_index=True)
+    ids = list(facts["id"])
     recent = tables["recent_names"].merge(catalog, on="id")  # later additions: catalog tags
     recent = recent.assign(
         survey_number="", type=recent["scope"].map(lambda v: SCOPE_TO_TYPE.get(v, "related")),
         setting=recent["setting"].map(lambda v: CATALOG_SETTING[v]),
         granularity_label=recent["granularity"], baseline_family="", evidence="", benchmarks="")
-    labels = keyed(pd.concat([appendix, recent[appendix.columns]]),
-                   "appendix_b.csv + recent_names.csv", ids)
+    beyond_labels = beyond.assign(survey_number="", baseline_family="", evidence="", benchmarks="")
+    labels = keyed(pd.concat([appendix, recent[appendix.columns], beyond_labels[appendix.columns]]),
+                   "appendix_b.csv + recent_names.csv + beyond_catalog.csv", ids)
     in_appendix = catalog["id"].isin(appendix["id"])
     wrong = catalog.loc[in_appendix != (catalog["collection"] == "survey_snapshot"), "id"]
     if len(wrong):
@@ -92,12 +103,12 @@ def build_methods(catalog: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.
     names = labels["name"].to_dict()
     text = keyed(tables["descriptions"], "descriptions.csv", ids, names)
     plan = keyed(tables["lab_plan"], "lab_plan.csv", ids, names)
-    df = (catalog[["id", "title", "year", "collection", "paper_url", "code_url"]]
-          .join(labels, on="id").join(text["description"], on="id")
+    df = (facts.join(labels, on="id").join(text["description"], on="id")
           .join(plan[PLAN_COLUMNS], on="id"))
     df["granularity"] = df["granularity_label"].map(lambda t: ";".join(GRANULARITY_LABELS[t]))
     df["methodology_family"] = df["methodology"].map(lambda t: METHODOLOGY_TO_FAMILY[t])
-    # Survey methods in Appendix B order, then later additions in catalog order (stable sort).
+    # Survey methods in Appendix B order, then later additions in catalog order, then the methods
+    # beyond the catalog in their file's order (stable sort).
     df = df[list(METHOD_COLUMNS)].sort_values(
         "survey_number", key=lambda s: pd.to_numeric(s, errors="coerce"), kind="stable",
         na_position="last")

@@ -198,7 +198,7 @@ GRANULARITY_LABELS: dict[str, tuple[str, ...]] = {
 SETTINGS: tuple[str, ...] = ("reasoning", "agentic", "multi-agent", "other")
 #: core / enabler follow Appendix B's C / E; ``related`` is for catalog additions outside both.
 TYPES: tuple[str, ...] = ("core", "enabler", "related")
-COLLECTIONS: tuple[str, ...] = ("survey_snapshot", "recent_addition")
+COLLECTIONS: tuple[str, ...] = ("survey_snapshot", "recent_addition", "beyond_catalog")
 #: implemented = the labkit function exists; adaptation = implemented with one of the paper's
 #: components changed to fit the lab (e.g. a tabular model for an LLM in the same role);
 #: stand-in = implemented with a substitute of another nature for a component the lab cannot
@@ -253,7 +253,7 @@ def taxonomy_counts(df: pd.DataFrame, *, collection: str | None = None,
     :data:`METHODOLOGY_FAMILIES` order; with ``include_empty`` (default) every cell of the grid
     is present, empty ones with count 0, which is what a heatmap wants.
 
-    ``collection`` ("survey_snapshot" / "recent_addition") and ``setting`` ("reasoning",
+    ``collection`` ("survey_snapshot" / "recent_addition" / "beyond_catalog") and ``setting`` ("reasoning",
     "agentic", "multi-agent", "other"; a method tagged "agentic;multi-agent" matches both)
     restrict the methods counted; other values raise ``ValueError``.
     """

@@ -26,24 +26,32 @@ def catalog() -> pd.DataFrame:
     return pd.read_csv(CATALOG, dtype=str, keep_default_na=False)
 
 
+@pytest.fixture(scope="module")
+def beyond() -> pd.DataFrame:
+    """The methods the inventory holds beyond the catalog, with the catalog's facts and tags."""
+    return pd.read_csv(INVENTORY / "beyond_catalog.csv", dtype=str, keep_default_na=False)
+
+
 # --------------------------------------------------------------------------------------------
 # methods.csv: shape and provenance
 # --------------------------------------------------------------------------------------------
 
-def test_one_row_per_catalog_entry(methods):
-    assert len(methods) == 73
+def test_one_row_per_catalog_entry_and_beyond(methods, beyond):
+    assert len(methods) == 73 + len(beyond) and len(beyond) == 5
     assert methods["id"].is_unique
     assert methods["name"].is_unique
     assert list(methods.columns) == list(survey.METHOD_COLUMNS)
 
 
-def test_ids_equal_catalog_ids(methods, catalog):
-    assert sorted(methods["id"]) == sorted(catalog["id"])
-    assert len(catalog) == 73
+def test_ids_equal_catalog_ids_then_beyond(methods, catalog, beyond):
+    assert list(methods["id"])[:73] != [] and sorted(methods["id"][:73]) == sorted(catalog["id"])
+    assert list(methods["id"][73:]) == list(beyond["id"])
+    assert len(catalog) == 73 and not set(beyond["id"]) & set(catalog["id"])
+    assert (methods["collection"][73:] == "beyond_catalog").all()
 
 
-def test_catalog_facts_carried_over(methods, catalog):
-    cat = catalog.set_index("id")
+def test_catalog_facts_carried_over(methods, catalog, beyond):
+    cat = pd.concat([catalog, beyond.assign(collection="beyond_catalog")]).set_index("id")
     for row in methods.itertuples(index=False):
         src = cat.loc[row.id]
         assert row.title == src["title"], row.id
@@ -159,11 +167,11 @@ def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
-def test_descriptions_are_not_copied_from_the_catalog(catalog):
+def test_descriptions_are_not_copied_from_the_catalog(catalog, beyond):
     theirs = catalog.set_index("id")["description"]
     ours_table = pd.read_csv(INVENTORY / "descriptions.csv", dtype=str, keep_default_na=False)
-    assert sorted(ours_table["id"]) == sorted(catalog["id"])
-    for row in ours_table.itertuples(index=False):
+    assert sorted(ours_table["id"]) == sorted(list(catalog["id"]) + list(beyond["id"]))
+    for row in ours_table[ours_table["id"].isin(catalog["id"])].itertuples(index=False):
         ours, cat = row.description, theirs[row.id]
         assert ours.strip().lower() != cat.strip().lower(), row.name
         assert cat.strip().lower().rstrip(".") not in ours.lower(), row.name
@@ -191,7 +199,7 @@ def test_descriptions_are_one_or_two_sentences(methods, baselines):
 
 def test_every_catalog_row_has_a_lab_status(methods):
     assert set(methods["status"]) <= set(survey.STATUSES)
-    assert len(methods) == 73
+    assert len(methods) == 78
     # an implemented method names its function and the notebook that will show it
     done = methods[methods["status"].isin(["implemented", "adaptation", "stand-in"])]
     assert (done["labkit_function"] != "").all() and done["notebook"].isin(NOTEBOOKS).all()
@@ -331,9 +339,10 @@ def test_build_output_is_byte_identical(build, catalog, tables):
 
 def test_inventory_tables_are_what_methods_csv_shows(methods, tables):
     by_id = methods.set_index("id")
-    assert set(tables) == {"appendix_b", "recent_names", "descriptions", "lab_plan", "baselines", "checklist"}
+    assert set(tables) == {"appendix_b", "recent_names", "beyond_catalog", "descriptions", "lab_plan", "baselines",
+                           "checklist"}
     assert len(tables["appendix_b"]) == 47 and len(tables["recent_names"]) == 26
-    for stem in ("appendix_b", "recent_names", "descriptions", "lab_plan"):
+    for stem in ("appendix_b", "recent_names", "beyond_catalog", "descriptions", "lab_plan"):
         table = tables[stem].set_index("id")
         for column in table.columns:
             got = by_id.loc[table.index, column].astype(str).tolist()
@@ -345,7 +354,8 @@ def test_inventory_tables_are_what_methods_csv_shows(methods, tables):
     ("descriptions", lambda t: pd.concat([t, t.iloc[[0]]]), r"descriptions\.csv: .*duplicated"),
     ("lab_plan", lambda t: t.assign(name=t["name"].where(t.index != 0, "VinePP0")),
      r"lab_plan\.csv: name column"),
-    ("recent_names", lambda t: t.iloc[:-1], r"recent_names\.csv: .*missing"),
+    ("recent_names", lambda t: t.iloc[:-1], r"recent_names\.csv.*missing \['2605\.06920'\]"),
+    ("beyond_catalog", lambda t: t.iloc[:-1], r"descriptions\.csv: .*extra \['2506\.11902'\]"),
 ])
 def test_build_rejects_inconsistent_tables(build, catalog, tables, stem, edit, message):
     tables[stem] = edit(tables[stem])
