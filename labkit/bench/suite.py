@@ -25,7 +25,7 @@ import torch
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
-from labkit.credit import traces
+from labkit.credit import search_trees, traces
 from labkit.credit.judge import effect_mixer
 from labkit.core.games import exact_shapley
 from labkit.envs import BifurcationChain
@@ -227,8 +227,13 @@ def lm_task() -> Task:
                  "greedy_scores": "the tiny LM's greedy answer to each problem, graded by the verifier",
                  "sum_pi_squared": "the tiny LM's sum of squared next-token probabilities at every position"}
         costs |= {"remax": engine_costs["greedy_scores"]}
-        return traces.lm_bench_inputs(Instance(ro, adv, "token", targets, inputs, provenance | more, lengths=ro.mask.sum(1), unit="tokens",
-                        overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}} | overrides, input_costs=costs), env, _lm_models())
+        # forks at positions the estimator picks, subproblem checks, PRIME's implicit rewards
+        trees, trees_src, trees_costs = search_trees.lm_bench_inputs(env, ro, _lm_models()["dpo"], seed=seed)
+        inputs, more, costs = inputs | trees, more | trees_src, costs | trees_costs
+        return traces.lm_bench_inputs(Instance(ro, adv, "token", targets, inputs, provenance | more,
+                                               lengths=ro.mask.sum(1), unit="tokens",
+                                               overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}} | overrides,
+                                               input_costs=costs), env, _lm_models())
     return Task("lm_reference", "reasoning", params, build)
 
 
@@ -267,6 +272,9 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
                       "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
                       "values": f"exact V per token as the critic ({ORACLE})",
                       "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
+        # forks at positions the estimator picks (OmegaPRM, TreeRL, APPO)
+        trees, trees_src = search_trees.chain_bench_inputs(env, policy, seed=seed)
+        inputs, provenance = inputs | trees, provenance | trees_src
         return traces.chain_bench_inputs(Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
                         overrides={"spo": {"value_fn": env.cut_value_fn(policy, seed=seed)},

@@ -9,7 +9,9 @@ from labkit.credit import counterfactual, hindsight, privileged  # noqa: F401
 from labkit.credit import judge, multiagent  # noqa: F401
 from labkit.credit import implicit, process, redistribution  # noqa: F401  (notebook 04's families)
 from labkit.credit import traces  # noqa: F401  (GRPO-lambda, RUDDER, Progress Advantage, SC-GRPO)
+from labkit.credit import search_trees  # noqa: F401  (Monte Carlo forks, trees and process labels)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
-           "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces"]
+           "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
+           "search_trees"]
