@@ -219,6 +219,9 @@ def lm_task() -> Task:
                       "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
                       "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
         overrides, more, costs = _lm_model_inputs(env, ro, seed)
+        from labkit.credit.token_weights import lm_bench_inputs   # GRAIL's answer saliency from the LM itself
+        extra, extra_src = lm_bench_inputs(env)
+        overrides, more = overrides | extra, more | extra_src
         engine, engine_costs = env.credit_inputs(ro, seed=seed + GREEDY_SEED)
         inputs |= engine
         more |= {"reward_parts": "the verifier's answer, format and step signals as three reward functions (the "
