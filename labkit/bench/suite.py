@@ -219,9 +219,9 @@ def lm_task() -> Task:
                       "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
                       "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
         overrides, more, costs = _lm_model_inputs(env, ro, seed)
-        from labkit.credit.token_weights import lm_bench_inputs   # GRAIL's answer saliency from the LM itself
-        extra, extra_src = lm_bench_inputs(env)
-        overrides, more = overrides | extra, more | extra_src
+        from labkit.credit.token_weights import lm_bench_inputs   # DelTA's and GRAIL's inputs from the LM itself
+        extra, extra_over, extra_src, extra_costs = lm_bench_inputs(env, ro)
+        inputs, overrides, more, costs = inputs | extra, overrides | extra_over, more | extra_src, costs | extra_costs
         engine, engine_costs = env.credit_inputs(ro, seed=seed + GREEDY_SEED)
         inputs |= engine
         more |= {"reward_parts": "the verifier's answer, format and step signals as three reward functions (the "
@@ -269,6 +269,9 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
                       "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
                       "values": f"exact V per token as the critic ({ORACLE})",
                       "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
+        from labkit.credit.token_weights import chain_bench_inputs   # DelTA's exact token gradients
+        extra, extra_src = chain_bench_inputs(policy)
+        inputs, provenance = inputs | extra, provenance | extra_src
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
                         overrides={"spo": {"value_fn": env.cut_value_fn(policy, seed=seed)},

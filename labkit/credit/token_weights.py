@@ -38,7 +38,8 @@ from labkit.core.rollouts import Rollouts
 from labkit.credit.episode import grpo
 from labkit.credit.registry import register
 
-__all__ = ["stare", "papo", "delta", "ktae", "grail", "entropy_polarity", "answer_saliency_fn", "lm_bench_inputs"]
+__all__ = ["stare", "papo", "delta", "ktae", "grail", "entropy_polarity", "tabular_token_gradients", "lm_token_gradients",
+           "answer_saliency_fn", "lm_bench_inputs", "chain_bench_inputs"]
 
 _ZERO = torch.zeros((), dtype=torch.float64)
 
@@ -240,66 +241,114 @@ def papo(rollouts: Rollouts, *, beta: float = 0.2, target_entropy: float = 0.3, 
 
 
 # --------------------------------------------------------------------------- DelTA
-def _tabular_features(rollouts: Rollouts, policy, method: str):
-    """(state, action, pi(. | state), ||grad||) of every generated position of a tabular world:
-    the gradient of log pi(a | s) with respect to the logit table is e_{s,a} - pi(. | s) on row s."""
+TokenGradients = Callable[[Rollouts], torch.Tensor]
+
+
+def tabular_token_gradients(policy) -> TokenGradients:
+    """A ``token_gradients`` input from a tabular policy (``probs()`` -> (n_states, n_actions)):
+    ``fn(rollouts) -> (B, T, n_states * n_actions)``, at every generated position the exact
+    gradient of log pi(a_t | s_t) with respect to the logit table, e_{s_t, a_t} - pi(. | s_t) on
+    row s_t and 0 elsewhere (0 off the mask). The rollouts need ``states``; their ``tokens`` are
+    the actions."""
     probs_fn = getattr(policy, "probs", None)
     if not callable(probs_fn):
-        raise TypeError(f"policy: {method} needs a tabular policy with probs() -> (n_states, n_actions), "
+        raise TypeError(f"policy: expected a tabular policy with probs() -> (n_states, n_actions), "
                         f"got {type(policy).__name__}")
-    with torch.no_grad():
-        P = as_tensor("policy.probs()", probs_fn()).detach().to(torch.float64)
-    if P.dim() != 2:
-        raise ValueError(f"policy: probs() must be (n_states, n_actions), got shape {tuple(P.shape)}")
-    if rollouts.states is None:
-        raise ValueError(f"rollouts: {method} reads the state of every position (states), but this batch has none")
-    mask = rollouts.mask
-    s, a = rollouts.states[mask].long(), rollouts.tokens[mask].long()
-    if s.numel() and (int(s.max()) >= P.shape[0] or int(a.max()) >= P.shape[1]):
-        raise ValueError(f"policy: its table is {tuple(P.shape)} (states, actions), but the rollouts visit state "
-                         f"{int(s.max())} and take action {int(a.max())}")
-    pi = P[s]                                           # (N, n_actions)
-    pa = pi.gather(1, a[:, None]).squeeze(1)
-    norm = (1.0 - 2.0 * pa + (pi * pi).sum(1)).clamp(min=0.0).sqrt()
-    return s, a, pi, norm, P.shape
+
+    def fn(rollouts: Rollouts) -> torch.Tensor:
+        with torch.no_grad():
+            P = as_tensor("policy.probs()", probs_fn()).detach().to(torch.float64)
+        if P.dim() != 2:
+            raise ValueError(f"policy: probs() must be (n_states, n_actions), got shape {tuple(P.shape)}")
+        if rollouts.states is None:
+            raise ValueError("rollouts: tabular token gradients read the state of every position (states); "
+                             "this batch has none")
+        mask = rollouts.mask
+        S, A = P.shape
+        s, a = rollouts.states[mask].long(), rollouts.tokens[mask].long()
+        if s.numel() and (int(s.max()) >= S or int(a.max()) >= A):
+            raise ValueError(f"policy: its table is {(S, A)} (states, actions), but the rollouts visit state "
+                             f"{int(s.max())} and take action {int(a.max())}")
+        g = torch.zeros(s.numel(), S, A, dtype=torch.float64)
+        rows = torch.arange(s.numel())
+        g[rows, s] = -P[s]
+        g[rows, s, a] += 1.0
+        out = torch.zeros(*mask.shape, S * A, dtype=torch.float64)
+        out[mask] = g.reshape(s.numel(), S * A)
+        return out
+
+    return fn
 
 
-def _centroid(s, a, pi, weight, shape) -> torch.Tensor:
-    """sum_t weight_t (e_{s_t, a_t} - pi(. | s_t)) / sum_t weight_t, as an (n_states, n_actions) table."""
-    table = torch.zeros(shape, dtype=torch.float64)
-    total = float(weight.sum())
-    if total <= 0:
-        return table
-    table.index_put_((s, a), weight, accumulate=True)
-    table.index_add_(0, s, -weight[:, None] * pi)
-    return table / total
+def lm_token_gradients(model, *, pad_id: int = 0) -> TokenGradients:
+    """A ``token_gradients`` input from a causal LM: ``fn(rollouts) -> (B, T, V * D)``, at every
+    generated position the gradient of log pi(token_t) with respect to the output layer's weights,
+    (e_{token} - pi) h^T flattened (pi the next-token distribution, h the last hidden state; one
+    forward pass, no grad). The rollouts need ``info['prompt_ids']``."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model: expected a causal LM (torch module), got {type(model).__name__}")
+
+    def fn(rollouts: Rollouts) -> torch.Tensor:
+        prompts = rollouts.info.get("prompt_ids")
+        if prompts is None:
+            raise ValueError("rollouts: need info['prompt_ids'] (use ArithmeticLM.rollouts or load_reference)")
+        mask, tokens = rollouts.mask, rollouts.tokens
+        B, T = tokens.shape
+        seqs = [list(p) + tokens[b][mask[b]].tolist() for b, p in enumerate(prompts)]
+        L = max(len(q) for q in seqs)
+        ids = torch.full((B, L), pad_id, dtype=torch.long)
+        attention = torch.zeros(B, L, dtype=torch.long)
+        for b, q in enumerate(seqs):
+            ids[b, :len(q)] = torch.tensor(q)
+            attention[b, :len(q)] = 1
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                out = model(input_ids=ids, attention_mask=attention, output_hidden_states=True)
+        finally:
+            model.train(was_training)
+        pi = torch.softmax(out.logits.double(), -1)
+        h = out.hidden_states[-1].double()
+        feats = torch.zeros(B, T, pi.shape[-1] * h.shape[-1], dtype=torch.float64)
+        for b in range(B):
+            cols = mask[b].nonzero().flatten()
+            pos = len(prompts[b]) - 1 + torch.arange(cols.numel())     # the logits that score token j
+            e = -pi[b, pos]
+            e[torch.arange(cols.numel()), tokens[b, cols]] += 1.0
+            feats[b, cols] = (e[:, :, None] * h[b, pos][:, None, :]).reshape(cols.numel(), -1)
+        return feats
+
+    return fn
 
 
-@register("delta", level="token", needs=("states",), inputs={"policy": "policy"}, status="adaptation",
-          replaces="the paper's token-coefficient estimator and last-layer gradient proxy (paper and code not "
-                   "readable here): the exact tabular token gradients, and a soft assignment of each token to its "
-                   "own advantage side (cosine to the centroid difference through a sigmoid), refined for a fixed "
-                   "number of rounds",
+@register("delta", level="token", inputs={"token_gradients": "token_gradients"}, status="adaptation",
+          replaces="the paper's token-coefficient estimator (paper and code not readable here): a soft assignment of "
+                   "each token to its own advantage side (cosine of its gradient to the difference of the side "
+                   "centroids, through a sigmoid), refined for a fixed number of rounds; gradients exact on the "
+                   "chain, the output layer's exact gradient on the LM",
           paper="2605.21467",
           equation=r"A'_{i,t} = c_{i,t} A_i,\quad c_{i,t} \propto 2\sigma\!\left(\frac{\sigma_i\, \cos(g_{i,t},\, "
                    r"\mu^+ - \mu^-)}{\tau}\right),\quad \mu^\pm = \frac{\sum_{\pm} c |A| g}{\sum_{\pm} c |A|}",
-          symbols="A_i: GRPO advantage; sigma_i = sign A_i; g_{i,t} = e_{s,a} - pi(.|s): the token's exact log-prob "
-                  "gradient in the tabular policy's logits; mu+-: advantage-weighted centroids of each side; c "
-                  "normalised to mean 1 on each side; tau = 0.25; 2 rounds")
-def delta(rollouts: Rollouts, *, policy, tau: float = 0.25, rounds: int = 2, eps: float = 1e-6) -> Credit:
+          symbols="A_i: GRPO advantage; sigma_i = sign A_i; g_{i,t}: the token's log-prob gradient (token_gradients: "
+                  "e_{s,a} - pi(.|s) in a tabular policy's logits, (e_v - pi) h^T in an LM's output layer); mu+-: "
+                  "advantage-weighted centroids of each side; c normalised to mean 1 on each side; tau = 0.25; "
+                  "2 rounds")
+def delta(rollouts: Rollouts, *, token_gradients, tau: float = 0.25, rounds: int = 2, eps: float = 1e-6) -> Credit:
     """DelTA (arXiv:2605.21467): token coefficients from how well a token's gradient separates the two sides.
 
     Inputs:
-        rollouts: ``rewards`` and ``group_ids`` (GRPO's advantage), ``states`` and ``tokens``
-        (the action taken at each position).
-        ``policy`` (policy): the tabular policy that sampled the batch, with ``probs()`` ->
-        (n_states, n_actions); its token gradients are exact.
+        rollouts: ``rewards`` and ``group_ids`` (GRPO's advantage).
+        ``token_gradients`` (token_gradients): (B, T, F) float tensor, every generated token's
+        log-prob gradient as a feature vector (or a callable rollouts -> that tensor):
+        ``tabular_token_gradients(policy)`` (exact) or ``lm_token_gradients(model)`` (the output
+        layer's exact gradient, a last-layer proxy of the whole gradient).
 
     Formula:
         The update direction of GRPO is sum A_i g_{i,t}: a linear discriminator between the
-        positive side's centroid mu+ and the negative side's mu- of the token gradients
-        g_{i,t} = d log pi(a_t | s_t) / d logits = e_{s_t, a_t} - pi(. | s_t). Tokens shared by both
-        sides pull both centroids alike and dilute it. Starting from c = 1, each round:
+        positive side's centroid mu+ and the negative side's mu- of the token gradients g.
+        Tokens shared by both sides pull both centroids alike and dilute it. Starting from
+        c = 1, each round:
         mu+- = advantage-weighted mean of c g over the tokens of that side;
         d_{i,t} = sign(A_i) cos(g_{i,t}, mu+ - mu-) (how characteristic the token is of its own side);
         c_{i,t} = 2 sigmoid(d_{i,t} / tau), rescaled to mean 1 on each side (the self-normalised
@@ -318,36 +367,50 @@ def delta(rollouts: Rollouts, *, policy, tau: float = 0.25, rounds: int = 2, eps
         catalog's description and the abstract (coefficients that amplify side-specific token
         gradient directions and down-weight shared ones, reweighting a self-normalised
         surrogate). The soft assignment rule (cosine, sigmoid, tau, rounds) is the lab's. The
-        token gradients are exact on a tabular world, where the paper uses a last-layer proxy;
-        on the tiny LM no full next-token distributions reach the bench, so it runs on
-        tabular worlds only.
+        gradients are exact on a tabular world; on the LM they are the output layer's exact
+        gradient (the paper names a last-layer token-gradient proxy; its exact form was not
+        readable).
 
     Returns:
         credit at level "token"; ``info``: ``coefficients`` (B, T) c, ``alignment`` (B, T) d,
         ``advantage`` (B, T) GRPO's, ``separation`` ||mu+ - mu-|| of the last round.
 
     Cost:
-        none beyond the sampled batch (one pass over the policy's table).
+        none beyond the sampled batch when the gradients come from its own forward pass (the
+        LM's: one scoring pass, which the bench counts as an input cost).
     """
     tau = check_number("tau", tau, low=0.0, low_open=True)
     rounds = check_int("rounds", rounds, low=1)
     eps = check_number("eps", eps, low=0.0)
     mask = rollouts.mask
+    G, _ = resolve_input("token_gradients", token_gradients, rollouts,
+                         expected="every generated token's log-prob gradient as a (B, T, F) tensor")
+    G = as_tensor("token_gradients", G)
+    if G.dim() != 3 or tuple(G.shape[:2]) != tuple(mask.shape):
+        raise ValueError(f"token_gradients: expected shape ({rollouts.batch_size}, {rollouts.horizon}, F), "
+                         f"got {tuple(G.shape)}")
+    g = G[mask].to(torch.float64)                       # (N, F)
+    check_finite("token_gradients", g)
     A = _grpo_tokens(rollouts, eps)
-    s, a, pi, norm, shape = _tabular_features(rollouts, policy, "delta")
     adv = A[mask]
     side = adv.sign()
+    norm = g.norm(dim=1)
     c = torch.ones_like(adv)
     d = torch.zeros_like(adv)
     sep = 0.0
+    pos, neg = side > 0, side < 0
+
+    def centroid(part, weight):
+        total = weight[part].sum()
+        return (weight[part, None] * g[part]).sum(0) / total if float(total) > 0 else g.new_zeros(g.shape[1])
+
     for _ in range(rounds):
-        pos, neg = side > 0, side < 0
-        mu = _centroid(s[pos], a[pos], pi[pos], (c * adv.abs())[pos], shape) - \
-            _centroid(s[neg], a[neg], pi[neg], (c * adv.abs())[neg], shape)
+        w = c * adv.abs()
+        mu = centroid(pos, w) - centroid(neg, w)
         sep = float(mu.norm())
-        dot = mu[s, a] - (pi * mu[s]).sum(1)           # g_t . (mu+ - mu-)
         denom = norm * sep
-        d = torch.where(denom > 1e-12, side * dot / torch.where(denom > 1e-12, denom, 1.0), _ZERO)
+        ok = denom > 1e-12
+        d = torch.where(ok, side * (g @ mu) / torch.where(ok, denom, 1.0), _ZERO)
         c = 2.0 * torch.sigmoid(d / tau)
         for part in (pos, neg):
             n = int(part.sum())
@@ -686,9 +749,22 @@ def answer_saliency_fn(model, *, answer_steps: int = 1):
     return fn
 
 
-def lm_bench_inputs(env) -> tuple[dict, dict]:
-    """(overrides, provenance) the tiny-LM bench task gives these estimators: GRAIL's
-    ``outcome_model``, the model's own answer log-probability (``answer_saliency_fn``)."""
-    return ({"grail": {"outcome_model": answer_saliency_fn(env.model)}},
-            {"grail.outcome_model": "the tiny LM's own log-probability of its final answer step, differentiated "
-                                    "with respect to the generated tokens' input embeddings (gradient x input)"})
+def lm_bench_inputs(env, rollouts: Rollouts) -> tuple[dict, dict, dict, dict]:
+    """(inputs, overrides, provenance, input costs) the tiny-LM bench task gives these estimators:
+    DelTA's ``token_gradients`` (the LM's output-layer gradients, one scoring pass over the batch)
+    and GRAIL's ``outcome_model`` (the model's own answer log-probability, ``answer_saliency_fn``)."""
+    tokens = sum(len(p) for p in rollouts.info["prompt_ids"]) + int(rollouts.mask.sum())
+    return ({"token_gradients": lm_token_gradients(env.model, pad_id=env.pad_id)},
+            {"grail": {"outcome_model": answer_saliency_fn(env.model)}},
+            {"token_gradients": "the tiny LM's output-layer gradient of every token's log-prob, (e_v - pi) h^T (one "
+                                "scoring pass)",
+             "grail.outcome_model": "the tiny LM's own log-probability of its final answer step, differentiated "
+                                    "with respect to the generated tokens' input embeddings (gradient x input)"},
+            {"delta": Cost(policy_forwards=rollouts.batch_size, policy_tokens=tokens)})
+
+
+def chain_bench_inputs(policy) -> tuple[dict, dict]:
+    """(inputs, provenance) a tabular bench task gives these estimators: DelTA's exact
+    ``token_gradients`` from the policy's table."""
+    return ({"token_gradients": tabular_token_gradients(policy)},
+            {"token_gradients": "the tabular policy's exact log-prob gradient of every token, e_{s,a} - pi(.|s)"})

@@ -8,8 +8,8 @@ import torch
 
 from labkit.core.rollouts import Rollouts
 from labkit.credit.episode import grpo
-from labkit.credit.token_weights import (answer_saliency_fn, delta, entropy_polarity, grail, ktae, papo,
-                                         stare)
+from labkit.credit.token_weights import (answer_saliency_fn, delta, entropy_polarity, grail, ktae,
+                                         lm_token_gradients, papo, stare, tabular_token_gradients)
 from labkit.policies import TabularSoftmaxPolicy
 
 F64 = torch.float64
@@ -134,6 +134,24 @@ def test_papo_bad_input_names_the_argument():
 
 
 # --------------------------------------------------------------------------- DelTA
+class _ToyLM(torch.nn.Module):
+    """A causal toy: the logits at t read the running sum of the embeddings up to t."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(6, 3)
+        self.out = torch.nn.Linear(3, 6)
+
+    def get_input_embeddings(self):
+        return self.emb
+
+    def forward(self, inputs_embeds=None, input_ids=None, attention_mask=None, output_hidden_states=False):
+        x = self.emb(input_ids) if inputs_embeds is None else inputs_embeds
+        h = x.cumsum(1)
+        return SimpleNamespace(logits=self.out(h), hidden_states=(x, h))
+
+
 def _delta_batch():
     # both answers take action 0 in state 0 (shared); in state 1 the good one takes 0, the bad one 1
     return _batch([1.0, 0.0], [2, 2], tokens=[[0, 0], [0, 1]], states=[[0, 1], [0, 1]])
@@ -141,36 +159,60 @@ def _delta_batch():
 
 def test_delta_downweights_the_shared_token_and_amplifies_the_discriminative_one():
     ro = _delta_batch()
-    pol = TabularSoftmaxPolicy(2, 2, init_std=0.0)
-    c = delta(ro, policy=pol)
+    grads = tabular_token_gradients(TabularSoftmaxPolicy(2, 2, init_std=0.0))
+    c = delta(ro, token_gradients=grads)
     # the shared gradient is orthogonal to mu+ - mu- (d = 0, c = 1); the state-1 tokens align
     # with their own side (cosine 1, c = 2 sigmoid(1 / 0.25)); each side rescaled to mean 1
     c1 = 2.0 / (1.0 + math.exp(-4.0))
     w = torch.tensor([2.0 / (1.0 + c1), 2.0 * c1 / (1.0 + c1)], dtype=F64)
     assert torch.allclose(c.token, torch.stack([A2 * w, -A2 * w]))
     assert torch.allclose(c.info["alignment"], torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=F64))
-    assert torch.allclose(delta(ro, policy=pol, rounds=1).token, c.token)   # the direction does not move
+    assert torch.allclose(delta(ro, token_gradients=grads, rounds=1).token, c.token)   # the direction holds
+    assert torch.allclose(delta(ro, token_gradients=grads(ro)).token, c.token)         # a tensor works too
+
+
+def test_tabular_token_gradients_are_one_hot_minus_pi_on_the_state_row():
+    pol = TabularSoftmaxPolicy(2, 2, init_std=0.0)
+    with torch.no_grad():
+        pol.logits.copy_(torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]]))
+    g = tabular_token_gradients(pol)(_delta_batch())
+    assert torch.allclose(g[1, 1], torch.tensor([0.0, 0.0, -0.75, 0.75], dtype=F64))   # state 1, action 1
+    assert torch.allclose(g[0, 0], torch.tensor([0.5, -0.5, 0.0, 0.0], dtype=F64))
+
+
+def test_lm_token_gradients_are_the_output_layers_gradient():
+    lm = _ToyLM()
+    ro = _batch([1.0, 0.0], [2, 1], tokens=[[1, 2], [4]]).with_(info={"prompt_ids": [[0], [0, 3]]})
+    g = lm_token_gradients(lm)(ro)
+    seq = torch.tensor([0, 1, 2])
+    lm.zero_grad()
+    out = lm(lm.emb(seq)[None], output_hidden_states=True)
+    torch.log_softmax(out.logits[0, 1], -1)[2].backward()        # token 2, scored at position 1
+    assert torch.allclose(g[0, 1].float(), lm.out.weight.grad.reshape(-1), atol=1e-5)
+    assert torch.equal(g[1, 1], torch.zeros_like(g[1, 1]))       # padding
 
 
 def test_delta_degenerate_input():
-    pol = TabularSoftmaxPolicy(2, 2, init_std=0.0)
+    grads = tabular_token_gradients(TabularSoftmaxPolicy(2, 2, init_std=0.0))
     same = _batch([1.0, 0.0], [2, 2], tokens=[[0, 1], [0, 1]], states=[[0, 1], [0, 1]])
-    assert torch.allclose(delta(same, policy=pol).token, grpo(same).token)   # nothing separates the sides
+    assert torch.allclose(delta(same, token_gradients=grads).token, grpo(same).token)   # nothing separates
     flat = _batch([1.0, 1.0], [2, 2], tokens=[[0, 0], [0, 1]], states=[[0, 1], [0, 1]])
-    assert torch.equal(delta(flat, policy=pol).token, torch.zeros(2, 2, dtype=F64))
+    assert torch.equal(delta(flat, token_gradients=grads).token, torch.zeros(2, 2, dtype=F64))
 
 
 def test_delta_bad_input_names_the_argument():
     ro = _delta_batch()
-    pol = TabularSoftmaxPolicy(2, 2, init_std=0.0)
+    grads = tabular_token_gradients(TabularSoftmaxPolicy(2, 2, init_std=0.0))
     with pytest.raises(TypeError, match="^policy"):
-        delta(ro, policy="x")
+        tabular_token_gradients("x")
     with pytest.raises(ValueError, match="^policy"):
-        delta(ro, policy=TabularSoftmaxPolicy(1, 2))
+        delta(ro, token_gradients=tabular_token_gradients(TabularSoftmaxPolicy(1, 2)))
     with pytest.raises(ValueError, match="^rollouts"):
-        delta(ro.with_(states=None), policy=pol)
+        delta(ro.with_(states=None), token_gradients=grads)
+    with pytest.raises(ValueError, match="^token_gradients"):
+        delta(ro, token_gradients=torch.zeros(2, 2))
     with pytest.raises(ValueError, match="^tau"):
-        delta(ro, policy=pol, tau=0.0)
+        delta(ro, token_gradients=grads, tau=0.0)
 
 
 # --------------------------------------------------------------------------- KTAE
@@ -250,22 +292,6 @@ def test_grail_with_an_outcome_model_uses_gradient_times_input():
     assert torch.allclose(c.info["saliency"], S)
     assert torch.allclose(c.token, torch.tensor([[A2], [-A2]], dtype=F64) * 2 * S / S.sum(1, keepdim=True))
     assert c.cost.aux_calls == 2
-
-
-class _ToyLM(torch.nn.Module):
-    """A causal toy: the logits at t read the running sum of the embeddings up to t."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.emb = torch.nn.Embedding(6, 3)
-        self.out = torch.nn.Linear(3, 6)
-
-    def get_input_embeddings(self):
-        return self.emb
-
-    def forward(self, inputs_embeds, attention_mask=None):
-        return SimpleNamespace(logits=self.out(inputs_embeds.cumsum(1)))
 
 
 def test_answer_saliency_scores_the_final_steps_log_probability():
