@@ -280,6 +280,12 @@ def _outcome_model(ro):
     return (e.squeeze(-1) * 0.1).sum(1), e
 
 
+def _token_gradients(ro):
+    import torch
+    B, T = ro.tokens.shape
+    return torch.cos(torch.arange(B * T * 3, dtype=torch.float64)).reshape(B, T, 3)
+
+
 def _rewrite_fn(ro, cells, k):
     import torch
     from labkit.core.credit import Cost
@@ -305,7 +311,7 @@ def _greedy_scores(ro):
 CALLABLE_FILLS: dict[str, Callable[..., Any]] = {
     "step_vines": _value_fn, "cut_vines": _cut_value_fn, "outcome_model": _outcome_model,
     "step_rewriter": _rewrite_fn, "irl_reward": _step_reward, "credit_function": _credit_fn,
-    "greedy_scores": _greedy_scores,
+    "greedy_scores": _greedy_scores, "token_gradients": _token_gradients,
 }
 # Kinds only the ToolWorld can give: estimators that declare one run there.
 TOOLWORLD_KINDS = ("env", "policy", "hidden_states", "privileged_critic")

@@ -25,7 +25,7 @@ import torch
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
-from labkit.credit import search_trees, traces
+from labkit.credit import search_trees, token_weights, traces
 from labkit.credit.judge import effect_mixer
 from labkit.core.games import exact_shapley
 from labkit.envs import BifurcationChain
@@ -220,6 +220,9 @@ def lm_task() -> Task:
                       "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
                       "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
         overrides, more, costs = _lm_model_inputs(env, ro, seed)
+        # DelTA's and GRAIL's inputs from the LM itself
+        extra, extra_over, extra_src, extra_costs = token_weights.lm_bench_inputs(env, ro)
+        inputs, overrides, more, costs = inputs | extra, overrides | extra_over, more | extra_src, costs | extra_costs
         engine, engine_costs = env.credit_inputs(ro, seed=seed + GREEDY_SEED)
         inputs |= engine
         more |= {"reward_parts": "the verifier's answer, format and step signals as three reward functions (the "
@@ -272,9 +275,10 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
                       "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
                       "values": f"exact V per token as the critic ({ORACLE})",
                       "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
-        # forks at positions the estimator picks (OmegaPRM, TreeRL, APPO)
+        # forks at positions the estimator picks (OmegaPRM, TreeRL, APPO); DelTA's exact token gradients
         trees, trees_src = search_trees.chain_bench_inputs(env, policy, seed=seed)
-        inputs, provenance = inputs | trees, provenance | trees_src
+        grads, grads_src = token_weights.chain_bench_inputs(policy)
+        inputs, provenance = inputs | trees | grads, provenance | trees_src | grads_src
         return traces.chain_bench_inputs(Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
                         overrides={"spo": {"value_fn": env.cut_value_fn(policy, seed=seed)},

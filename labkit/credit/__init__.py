@@ -10,8 +10,9 @@ from labkit.credit import judge, multiagent  # noqa: F401
 from labkit.credit import implicit, process, redistribution  # noqa: F401  (notebook 04's families)
 from labkit.credit import traces  # noqa: F401  (GRPO-lambda, RUDDER, Progress Advantage, SC-GRPO)
 from labkit.credit import search_trees  # noqa: F401  (Monte Carlo forks, trees and process labels)
+from labkit.credit import token_weights  # noqa: F401  (token reweighting of an outcome advantage)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
-           "search_trees"]
+           "search_trees", "token_weights"]

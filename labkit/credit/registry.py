@@ -149,6 +149,8 @@ INPUT_KINDS: dict[str, InputKind] = {
     "sum_pi_squared": InputKind("the policy's sum of squared next-token probabilities at every position",
                                 "(B, T) float tensor in [0, 1], sum over the vocabulary of pi(v)^2" + _OR_CALLABLE,
                                 "position"),
+    "token_gradients": InputKind("every generated token's log-prob gradient (or a last-layer proxy) from the policy",
+                                 "(B, T, F) float tensor of gradient features" + _OR_CALLABLE),
     "progress_contributions": InputKind("a progress model's step contributions",
                                         "(B, T) float tensor" + _OR_CALLABLE, "position"),
 }
