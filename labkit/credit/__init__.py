@@ -8,7 +8,8 @@ from labkit.credit import entropy, group, information  # noqa: F401  (turn-level
 from labkit.credit import counterfactual, hindsight, privileged  # noqa: F401
 from labkit.credit import judge, multiagent  # noqa: F401
 from labkit.credit import implicit, process, redistribution  # noqa: F401  (notebook 04's families)
+from labkit.credit import temporal  # noqa: F401  (scheduled token selection)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
-           "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution"]
+           "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "temporal"]
