@@ -42,3 +42,9 @@ def test_trains_on_chain():
     learner = ChainLearner(env, TabularSoftmaxPolicy(env.n_states, env.n_actions, seed=0), batch_size=8, group_size=4)
     curve = train(learner, temporal_schedule(4), iterations=4, kind="grpo", eval_every=2, progress=False)
     assert "stage" in curve and curve.stage.dropna().iloc[-1] == 4
+
+
+def test_chain_comparison_rows():
+    from labkit.learn.temporal_schedule import chain_comparison
+    table = chain_comparison(horizon=6, n_bifurcations=1, iterations=3, seeds=[0], batch_size=8, group_size=4)
+    assert list(table.arm) == ["grpo", "tp_schedule"] and table.final_J.between(0, 1).all()
