@@ -28,6 +28,7 @@ SHIPPED = [("lm_truth", "reference.json", "build_lm_truth.py", ["reference.safet
            ("schedules", "meta.json", "build_schedules.py", ["curves.csv", "summary.csv", "hacking.csv",
                                                               "credit_scores.csv"]),
            ("sample_rollouts", "meta.json", "build_sample_rollouts.py", ["arithmetic_lm.jsonl", "toolworld.jsonl"]),
+           ("qval", "meta.json", "build_qval.py", ["cells.csv", "agreement.csv"]),
            ("bench/full", "meta.json", "build_bench_full.py", ["records.jsonl", "records.csv"]),
            ("bench/frontier", "meta.json", "build_frontier.py", ["frontier.csv", "crossover.csv"]),
            ("bench/frontier_shared", "meta.json", "build_frontier.py",
@@ -46,6 +47,7 @@ def test_every_shipped_cache_is_stamped_and_current(folder, meta, script, files)
 
 def test_every_loader_reads_its_shipped_cache():
     from labkit.bench.frontier import SHARED_FRONTIER_DIR, load_frontier
+    from labkit.bench.qval import load_qval
     from labkit.course import nb03_vineppo, nb04_process_rewards, nb05_why_agents_harder
     from labkit.course import gigpo_runs, nb06_gigpo, nb08_hindsight_counterfactual, nb10_benchmark
     from labkit.learn.reward_models import load_train_log
@@ -62,3 +64,4 @@ def test_every_loader_reads_its_shipped_cache():
     assert len(nb08_hindsight_counterfactual.load_schedule_results()["curves"])
     assert len(nb10_benchmark.load_full_run()[0]) and len(load_frontier()[0]) and load_train_log()["evaluation"]
     assert set(load_frontier(SHARED_FRONTIER_DIR)[0].world) == {"chain_shared"}
+    assert len(load_qval()[0]) and len(load_qval()[1])
