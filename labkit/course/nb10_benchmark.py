@@ -88,6 +88,33 @@ def leaderboard_table(records: Iterable[dict], *, metric: str = "rank_correlatio
     return pd.DataFrame(rows, columns=cols)
 
 
+def after_survey_table(records: Iterable[dict]) -> pd.DataFrame:
+    """The methods published after the survey that run here as registered estimators (the
+    inventory's later additions and its methods beyond the catalog, ``labkit.survey``) on the
+    leaderboard per world: each one's mean rank correlation with exact truth, its rank among
+    the world's estimators ("3/45"), its status, and GRPO's mean in the same world for
+    contrast. One row per (method, world) it ran in, in the inventory's order."""
+    from labkit.credit import spec
+    from labkit.survey import load_methods
+
+    methods = load_methods()
+    later = methods[(methods["collection"] != "survey_snapshot") & methods["labkit_function"].str.startswith("labkit.credit.")]
+    names = {fn.rpartition(".")[2]: name for name, fn in zip(later["name"], later["labkit_function"])
+             if fn.rpartition(".")[2] in ESTIMATORS}
+    board = leaderboard_table(records, by="world")
+    rows = []
+    for estimator, name in names.items():
+        for world, group in board.groupby("world", sort=False):
+            mine = group[group["estimator"] == estimator]
+            if mine.empty:
+                continue
+            grpo = group.loc[group["estimator"] == "grpo", "mean"]
+            rows.append({"method": name, "estimator": estimator, "status": spec(estimator).status, "world": world,
+                         "mean": float(mine["mean"].iloc[0]), "rank": f"{int(mine['rank'].iloc[0])}/{len(group)}",
+                         "GRPO": float(grpo.iloc[0]) if len(grpo) else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def top_bottom(table: pd.DataFrame, *, own_inputs: bool = True, k: int = 1) -> pd.DataFrame:
     """Per group (family or world, whichever the ``leaderboard_table`` has), the ``k`` best and
     ``k`` worst rows; with ``own_inputs`` only estimators that ran on their own inputs (``fed``

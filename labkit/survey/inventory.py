@@ -61,7 +61,8 @@ NOTEBOOKS: tuple[str, ...] = (
 #: The submodules of ``labkit.credit`` a ``labkit_function`` may point into.
 CREDIT_MODULES: tuple[str, ...] = (
     "episode", "token_baseline", "td", "mc", "group", "process", "entropy", "information", "redistribution",
-    "implicit", "hindsight", "counterfactual", "privileged", "judge", "multiagent",
+    "implicit", "hindsight", "counterfactual", "privileged", "judge", "multiagent", "traces", "search_trees",
+    "token_weights", "temporal",
 )
 
 METHOD_COLUMNS: tuple[str, ...] = (
@@ -79,8 +80,9 @@ BASELINE_COLUMNS: tuple[str, ...] = (
 _FUNCTION_RE = re.compile(r"^labkit\.credit\.([a-z_]+)\.([a-z_][a-z0-9_]*)$")
 #: A method whose mechanism is a rule of the training loop (how the loss treats a batch, or which
 #: credit is used at which iteration), not a credit estimator, points into the loop or its
-#: schedules instead (SORL's off-policy renormalisation; PilotRL's and PRS's schedules).
-_LOOP_FUNCTION_RE = re.compile(r"^labkit\.learn\.(loop|schedules)\.[a-z_][a-z0-9_]*$")
+#: schedules instead (SORL's off-policy renormalisation; PilotRL's and PRS's schedules); a method
+#: that is a yardstick of credit rather than a credit (QVal) points into the benchmark's metrics.
+_LOOP_FUNCTION_RE = re.compile(r"^labkit\.(learn\.(loop|schedules)|bench\.qval)\.[a-z_][a-z0-9_]*$")
 _ARXIV_RE = re.compile(r"^(\d{4}\.\d{4,5}|openreview-[A-Za-z0-9_-]+)$")
 
 
@@ -168,7 +170,8 @@ class _Checker:
                     self.fail("labkit_function", i,
                               f"{fn!r} is not labkit.credit.<module>.<function> with <module> "
                               f"one of {CREDIT_MODULES} (or labkit.learn.loop.<function> / "
-                              "labkit.learn.schedules.<function> for a training-loop rule or schedule)")
+                              "labkit.learn.schedules.<function> for a training-loop rule or schedule, "
+                              "labkit.bench.qval.<function> for a yardstick)")
             if status in ("implemented", "stand-in", "planned"):
                 if not fn:
                     self.fail("labkit_function", i, f"status {status!r} needs a labkit function")

@@ -231,13 +231,16 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
 
 
 def test_infrastructure_is_concept_only_unless_it_runs_in_the_loop(methods):
-    """Infrastructure has no credit estimator: a row is concept-only, or (PilotRL, PRS: schedules)
-    runs as a rule of the training loop and points into labkit.learn."""
+    """Infrastructure is concept-only, or runs as a rule of the training loop (PilotRL, PRS:
+    schedules in labkit.learn; Temporal Scheduling: one stage of its schedule as an estimator), or
+    as a yardstick of credit (QVal, in the benchmark)."""
     infra = methods[methods["methodology_family"] == "infrastructure"]
     assert "Agent Lightning" in set(infra["name"])
-    built = infra[infra["status"] != "concept-only"]
-    assert set(built["name"]) == {"PilotRL", "PRS"}
-    assert built["labkit_function"].str.startswith("labkit.learn.").all()
+    built = infra[infra["status"] != "concept-only"].set_index("name")["labkit_function"]
+    assert set(built.index) == {"PilotRL", "PRS", "Temporal Scheduling", "QVal"}
+    assert built[["PilotRL", "PRS"]].str.startswith("labkit.learn.").all()
+    assert built["Temporal Scheduling"] == "labkit.credit.temporal.tp_schedule"
+    assert built["QVal"].startswith("labkit.bench.qval.")
 
 
 @pytest.mark.parametrize("name, function, notebook", [
