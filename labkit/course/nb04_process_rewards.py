@@ -109,6 +109,8 @@ def cross_family_table(methods: Sequence[Method], rollouts: Rollouts, *, credits
 # The roster's names, read by the notebook from its lesson; they live in reasoning_roster so that
 # scripts/build_family_hits.py runs the very same methods.
 one_group, with_cost, load_models = roster.one_group, roster.with_cost, roster.load_models
+# the methods published after the survey, and their credits on the 32 reference rollouts (cached)
+later_methods, load_later_credits = roster.later_methods, roster.load_later_credits
 KNOB_USE = roster.KNOB_USE
 
 

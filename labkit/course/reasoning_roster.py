@@ -177,6 +177,120 @@ def reasoning_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> l
     ]
 
 
+def later_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> list[Method]:
+    """The reasoning-side estimators published after the survey that run on the tiny LM, set up
+    as the benchmark's LM task sets them up (the inputs ``labkit.credit.search_trees``,
+    ``token_weights`` and ``traces`` describe): ``notebook`` "04" marks them as additions to
+    notebook 04's table. Group baselines see the 32 rollouts as one group, as in
+    ``reasoning_methods``; the forks and scoring passes an estimator needs are in its cost.
+    Temporal Scheduling is left out: it is a schedule over training, and the benchmark scores
+    its stages (notebook 10)."""
+    from labkit.credit import get_estimator
+    from labkit.credit.search_trees import lm_bench_inputs as tree_inputs
+    from labkit.credit.token_weights import lm_bench_inputs as token_inputs
+
+    est, s = get_estimator, knobs.seed
+
+    def logprob_cost(ro, n_models):
+        return Cost(policy_forwards=n_models * ro.batch_size, policy_tokens=n_models * _scored_tokens(ro))
+
+    def tree(name, option):
+        def run(ro):
+            inputs, _, costs = tree_inputs(env, ro, models.dpo, seed=s + 6)
+            credit = est(name)(one_group(ro) if name == "prime" else ro, **{option: inputs[option]})
+            return with_cost(credit, costs[name]) if name in costs else credit
+        return run
+
+    def delta(ro):
+        inputs, _, _, costs = token_inputs(env, ro)
+        return with_cost(est("delta")(one_group(ro), token_gradients=inputs["token_gradients"]), costs["delta"])
+
+    def grail(ro):
+        _, overrides, _, _ = token_inputs(env, ro)
+        return est("grail")(one_group(ro), sum_pi_squared=env.rollout_sum_pi_squared(ro), **overrides["grail"])
+
+    def progress(ro):
+        credit = est("progress_advantage")(ro, logprobs=models.dpo.rollout_logprobs(ro),
+                                           ref_logprobs=env.rollout_logprobs(ro))
+        return with_cost(credit, logprob_cost(ro, 2))
+
+    def sc_grpo(ro):
+        credit = est("sc_grpo")(one_group(ro), conditioned_logprobs=models.treg.rollout_logprobs(ro, condition="better"),
+                                logprobs=models.treg.rollout_logprobs(ro))
+        return with_cost(credit, logprob_cost(ro, 2))
+
+    return [
+        Method("GRPO-lambda", "td", "04", "grpo_lambda", lambda ro: est("grpo_lambda")(one_group(ro))),
+        Method("RUDDER", "redistribution", "04", "rudder", lambda ro: est("rudder")(ro, scores=models.orm.prefix_scores),
+               setup="outcome reward model trained offline, read at every prefix"),
+        Method("Progress Advantage", "implicit", "04", "progress_advantage", progress,
+               setup="DPO-tuned policy against the base model"),
+        Method("SC-GRPO", "privileged", "04", "sc_grpo", sc_grpo,
+               setup="stand-in self-conditioning: the T-REG copy with its 'better' token"),
+        Method("STARE", "entropy_information", "04", "stare", lambda ro: est("stare")(one_group(ro))),
+        Method("PAPO", "entropy_information", "04", "papo", lambda ro: est("papo")(one_group(ro))),
+        Method("DelTA", "redistribution", "04", "delta", delta, setup="one scoring pass for the token gradients"),
+        Method("KTAE", "group", "04", "ktae", lambda ro: est("ktae")(one_group(ro))),
+        Method("GRAIL", "redistribution", "04", "grail", grail,
+               setup="gradient x input of the model's own answer log-probability"),
+        Method("OmegaPRM", "mc", "04", "omegaprm", tree("omegaprm", "fork_value_fn")),
+        Method("TreeRL", "mc", "04", "treerl", tree("treerl", "fork_value_fn")),
+        Method("APPO", "mc", "04", "appo", tree("appo", "fork_value_fn")),
+        Method("SCRL", "process", "04", "scrl", tree("scrl", "subproblem_scores"),
+               setup="the arithmetic verifier checks every intermediate sum"),
+        Method("PRIME", "implicit", "04", "prime", tree("prime", "implicit_rewards"),
+               setup="DPO-tuned copy as the implicit PRM, trained offline"),
+    ]
+
+
+#: the later methods' credits on the 32 reference rollouts, cached by scripts/build_later_credits.py
+LATER_CREDITS_SCRIPT = "build_later_credits.py"
+
+
+def write_later_credits(credits: dict, folder) -> None:
+    """Write ``credits`` (method name -> ``Credit`` from ``timed_run``) to ``folder``: every
+    tensor in ``credits.safetensors``, level, estimator, cost and seconds in ``credits.json``
+    (the caller stamps the folder's meta)."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors, meta = {}, {}
+    for name, c in credits.items():
+        for field_name in ("token", "values", "present"):
+            tensors[f"{name}/{field_name}"] = getattr(c, field_name).detach().clone().contiguous()
+        meta[name] = {"level": c.level, "method": c.method, "cost": c.cost.as_dict(), "seconds": c.info["seconds"]}
+    save_file(tensors, str(folder / "credits.safetensors"))
+    (folder / "credits.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def load_later_credits(folder=None) -> dict:
+    """The cached credits of ``later_methods`` on the 32 reference rollouts (method name ->
+    ``Credit`` with ``info["seconds"]``, ready for ``cross_family_table``'s ``credits``), from
+    ``folder`` (default ``data/later_credits``). Raises if the cache is missing, foreign or stale."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from labkit.core.cache import read_cache
+    from labkit.core.paths import data_path
+
+    _, files = read_cache(Path(folder) if folder is not None else data_path("later_credits"),
+                          script=LATER_CREDITS_SCRIPT, files=["credits.safetensors", "credits.json"],
+                          what="cached credits of the methods after the survey")
+    tensors = load_file(str(files["credits.safetensors"]))
+    out = {}
+    for name, m in json.loads(files["credits.json"].read_text()).items():
+        out[name] = Credit(token=tensors[f"{name}/token"], level=m["level"], values=tensors[f"{name}/values"],
+                           present=tensors[f"{name}/present"], method=m["method"], cost=Cost(**m["cost"]),
+                           info={"seconds": m["seconds"]})
+    return out
+
+
 def method_by_name(methods: Sequence[Method], name: str) -> Method:
     """The method called ``name`` (ValueError listing the names otherwise)."""
     for m in methods:

@@ -366,3 +366,23 @@ def test_prompt_answers_read_the_explorer_and_what_it_was_told(lm_env, reference
         lesson.prompt_answers(object(), [("SPO", lesson.Knobs())])
     with pytest.raises(ValueError, match="^credit: "):
         ex.remember("HICRA", lesson.explore(lm_env, light_models, reference.select([0, 1]), "HICRA"))
+
+
+def test_later_credits_round_trip_through_the_cache_files(tmp_path):
+    import json
+
+    from labkit.core.cache import write_meta
+    from labkit.core.credit import Cost, Credit
+    from labkit.course import reasoning_roster
+
+    token = torch.tensor([[0.5, -1.0, 0.0]], dtype=torch.float64)
+    credit = Credit(token=token, level="token", values=token, present=torch.tensor([[True, True, False]]),
+                    method="stare", cost=Cost(policy_forwards=3), info={"seconds": 0.25})
+    reasoning_roster.write_later_credits({"STARE": credit}, tmp_path)
+    write_meta(tmp_path / "meta.json", {}, script="build_later_credits.py")
+    back = reasoning_roster.load_later_credits(tmp_path)["STARE"]
+    assert torch.equal(back.token, token) and torch.equal(back.present, credit.present)
+    assert back.cost == credit.cost and back.info == {"seconds": 0.25} and back.method == "stare"
+    assert set(json.loads((tmp_path / "credits.json").read_text())) == {"STARE"}
+    with pytest.raises(FileNotFoundError, match="^path"):
+        reasoning_roster.load_later_credits(tmp_path / "nowhere")

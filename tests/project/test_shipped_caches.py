@@ -24,6 +24,7 @@ SHIPPED = [("lm_truth", "reference.json", "build_lm_truth.py", ["reference.safet
            ("offpolicy_irl", "meta.json", "build_offpolicy_irl.py", ["sorl_summary.csv", "sorl_check.csv",
                                                                       "step_agent_curves.csv"]),
            ("loss_runs", "meta.json", "build_loss_runs.py", ["curves.csv"]),
+           ("later_credits", "meta.json", "build_later_credits.py", ["credits.safetensors", "credits.json"]),
            ("per_turn", "meta.json", "build_per_turn_bias.py", ["bias.csv"]),
            ("schedules", "meta.json", "build_schedules.py", ["curves.csv", "summary.csv", "hacking.csv",
                                                               "credit_scores.csv"]),
@@ -56,6 +57,7 @@ def test_every_loader_reads_its_shipped_cache():
     assert len(nb03_vineppo.load_lr_sweep()[0]) and len(nb04_process_rewards.load_padding()[0])
     assert len(nb04_process_rewards.load_padding_rl()[0]) and nb04_process_rewards.implicit_training_log()
     assert len(nb04_process_rewards.load_family_hits()[0])
+    assert len(nb04_process_rewards.load_later_credits()) == 14
     assert set(nb05_why_agents_harder.load_echo_trap()) == {"final", "curves", "exact_ascent", "loss_direction",
                                                             "meta"}
     assert len(nb06_gigpo.load_per_turn_bias()[0])
