@@ -25,7 +25,6 @@ import torch
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.credit import ESTIMATORS, get_estimator
-from labkit.credit import search_trees, token_weights, traces
 from labkit.credit.judge import effect_mixer
 from labkit.core.games import exact_shapley
 from labkit.envs import BifurcationChain
@@ -42,6 +41,7 @@ from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
 
 from labkit.bench.metrics import gradient_metrics, luck_weight, trajectory_lengths
+from labkit.bench import later_inputs
 from labkit.bench.records import make_record
 
 __all__ = ["FAMILIES", "Task", "Instance", "SUITES", "lm_task", "chain_task", "toolworld_task", "team_task",
@@ -220,8 +220,8 @@ def lm_task() -> Task:
                       "spo.value_fn": "vines forked at SPO's cut positions (Monte Carlo)",
                       "verdicts": f"STAND-IN step verifier: the exact step correctness, flipped w.p. {JUDGE_ERROR}"}
         overrides, more, costs = _lm_model_inputs(env, ro, seed)
-        # DelTA's and GRAIL's inputs from the LM itself
-        extra, extra_over, extra_src, extra_costs = token_weights.lm_bench_inputs(env, ro)
+        # the methods published after the survey (labkit.bench.later_inputs)
+        extra, extra_over, extra_src, extra_costs = later_inputs.lm_inputs(env, ro, _lm_models(), seed=seed)
         inputs, overrides, more, costs = inputs | extra, overrides | extra_over, more | extra_src, costs | extra_costs
         engine, engine_costs = env.credit_inputs(ro, seed=seed + GREEDY_SEED)
         inputs |= engine
@@ -230,13 +230,8 @@ def lm_task() -> Task:
                  "greedy_scores": "the tiny LM's greedy answer to each problem, graded by the verifier",
                  "sum_pi_squared": "the tiny LM's sum of squared next-token probabilities at every position"}
         costs |= {"remax": engine_costs["greedy_scores"]}
-        # forks at positions the estimator picks, subproblem checks, PRIME's implicit rewards
-        trees, trees_src, trees_costs = search_trees.lm_bench_inputs(env, ro, _lm_models()["dpo"], seed=seed)
-        inputs, more, costs = inputs | trees, more | trees_src, costs | trees_costs
-        return traces.lm_bench_inputs(Instance(ro, adv, "token", targets, inputs, provenance | more,
-                                               lengths=ro.mask.sum(1), unit="tokens",
-                                               overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}} | overrides,
-                                               input_costs=costs), env, _lm_models())
+        return Instance(ro, adv, "token", targets, inputs, provenance | more, lengths=ro.mask.sum(1), unit="tokens",
+                        overrides={"spo": {"value_fn": env.cut_value_fn(seed=seed)}} | overrides, input_costs=costs)
     return Task("lm_reference", "reasoning", params, build)
 
 
@@ -275,14 +270,13 @@ def chain_task(horizon: int, *, n_bifurcations: int = 2, n: int = 64, group_size
                       "gigpo.anchor_keys": "the chain's state index at every step (its whole observation)",
                       "values": f"exact V per token as the critic ({ORACLE})",
                       "turn_gae.values": f"exact V at the turn's start as the critic ({ORACLE})"}
-        # forks at positions the estimator picks (OmegaPRM, TreeRL, APPO); DelTA's exact token gradients
-        trees, trees_src = search_trees.chain_bench_inputs(env, policy, seed=seed)
-        grads, grads_src = token_weights.chain_bench_inputs(policy)
-        inputs, provenance = inputs | trees | grads, provenance | trees_src | grads_src
-        return traces.chain_bench_inputs(Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance,
+        # the methods published after the survey (labkit.bench.later_inputs)
+        extra, extra_over, extra_src, extra_costs = later_inputs.chain_inputs(env, policy, ro, seed=seed)
+        return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs | extra, provenance | extra_src,
                         lengths=ro.mask.sum(1), unit="tokens", policy=policy, exact_grad=truth.grad,
                         overrides={"spo": {"value_fn": env.cut_value_fn(policy, seed=seed)},
-                                   "turn_gae": {"values": v_turn}}, input_costs=engine_costs), env, policy, seed)
+                                   "turn_gae": {"values": v_turn}} | extra_over,
+                        input_costs=engine_costs | extra_costs)
     return Task(f"chain_T{horizon}", "reasoning", params, build)
 
 

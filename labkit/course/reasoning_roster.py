@@ -178,67 +178,50 @@ def reasoning_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> l
 
 
 def later_methods(env, models: SimpleNamespace, knobs: Knobs = Knobs()) -> list[Method]:
-    """The reasoning-side estimators published after the survey that run on the tiny LM, set up
-    as the benchmark's LM task sets them up (the inputs ``labkit.credit.search_trees``,
-    ``token_weights`` and ``traces`` describe): ``notebook`` "04" marks them as additions to
-    notebook 04's table. Group baselines see the 32 rollouts as one group, as in
-    ``reasoning_methods``; the forks and scoring passes an estimator needs are in its cost.
+    """The reasoning-side estimators published after the survey that run on the tiny LM, each on
+    the inputs the benchmark's LM task hands it (``labkit.bench.later_inputs.lm_inputs``). Group
+    baselines see the 32 rollouts as one group, as in ``reasoning_methods``; the forks and
+    scoring passes an estimator needs are in its cost.
     Temporal Scheduling is left out: it is a schedule over training, and the benchmark scores
     its stages (notebook 10)."""
+    from labkit.bench.later_inputs import lm_inputs
     from labkit.credit import get_estimator
-    from labkit.credit.search_trees import lm_bench_inputs as tree_inputs
-    from labkit.credit.token_weights import lm_bench_inputs as token_inputs
 
     est, s = get_estimator, knobs.seed
 
-    def logprob_cost(ro, n_models):
-        return Cost(policy_forwards=n_models * ro.batch_size, policy_tokens=n_models * _scored_tokens(ro))
-
-    def tree(name, option):
+    def run_with_inputs(name, grouped=False):
+        """The estimator on the benchmark LM task's inputs for it (labkit.bench.later_inputs),
+        with the forward passes those inputs took added to its cost."""
         def run(ro):
-            inputs, _, costs = tree_inputs(env, ro, models.dpo, seed=s + 6)
-            credit = est(name)(one_group(ro) if name == "prime" else ro, **{option: inputs[option]})
+            inputs, overrides, _, costs = lm_inputs(env, ro, vars(models), seed=s + 6)
+            given = {option: inputs[option] for option in est(name).spec.inputs if option in inputs}
+            if name == "grail":   # the benchmark hands every estimator this engine input
+                given["sum_pi_squared"] = env.rollout_sum_pi_squared(ro)
+            credit = est(name)(one_group(ro) if grouped else ro, **(given | overrides.get(name, {})))
             return with_cost(credit, costs[name]) if name in costs else credit
         return run
 
-    def delta(ro):
-        inputs, _, _, costs = token_inputs(env, ro)
-        return with_cost(est("delta")(one_group(ro), token_gradients=inputs["token_gradients"]), costs["delta"])
-
-    def grail(ro):
-        _, overrides, _, _ = token_inputs(env, ro)
-        return est("grail")(one_group(ro), sum_pi_squared=env.rollout_sum_pi_squared(ro), **overrides["grail"])
-
-    def progress(ro):
-        credit = est("progress_advantage")(ro, logprobs=models.dpo.rollout_logprobs(ro),
-                                           ref_logprobs=env.rollout_logprobs(ro))
-        return with_cost(credit, logprob_cost(ro, 2))
-
-    def sc_grpo(ro):
-        credit = est("sc_grpo")(one_group(ro), conditioned_logprobs=models.treg.rollout_logprobs(ro, condition="better"),
-                                logprobs=models.treg.rollout_logprobs(ro))
-        return with_cost(credit, logprob_cost(ro, 2))
-
     return [
         Method("GRPO-lambda", "td", "04", "grpo_lambda", lambda ro: est("grpo_lambda")(one_group(ro))),
-        Method("RUDDER", "redistribution", "04", "rudder", lambda ro: est("rudder")(ro, scores=models.orm.prefix_scores),
+        Method("RUDDER", "redistribution", "04", "rudder", run_with_inputs("rudder"),
                setup="outcome reward model trained offline, read at every prefix"),
-        Method("Progress Advantage", "implicit", "04", "progress_advantage", progress,
+        Method("Progress Advantage", "implicit", "04", "progress_advantage", run_with_inputs("progress_advantage"),
                setup="DPO-tuned policy against the base model"),
-        Method("SC-GRPO", "privileged", "04", "sc_grpo", sc_grpo,
+        Method("SC-GRPO", "privileged", "04", "sc_grpo", run_with_inputs("sc_grpo", grouped=True),
                setup="stand-in self-conditioning: the T-REG copy with its 'better' token"),
         Method("STARE", "entropy_information", "04", "stare", lambda ro: est("stare")(one_group(ro))),
         Method("PAPO", "entropy_information", "04", "papo", lambda ro: est("papo")(one_group(ro))),
-        Method("DelTA", "redistribution", "04", "delta", delta, setup="one scoring pass for the token gradients"),
+        Method("DelTA", "redistribution", "04", "delta", run_with_inputs("delta", grouped=True),
+               setup="one scoring pass for the token gradients"),
         Method("KTAE", "group", "04", "ktae", lambda ro: est("ktae")(one_group(ro))),
-        Method("GRAIL", "redistribution", "04", "grail", grail,
+        Method("GRAIL", "redistribution", "04", "grail", run_with_inputs("grail", grouped=True),
                setup="gradient x input of the model's own answer log-probability"),
-        Method("OmegaPRM", "mc", "04", "omegaprm", tree("omegaprm", "fork_value_fn")),
-        Method("TreeRL", "mc", "04", "treerl", tree("treerl", "fork_value_fn")),
-        Method("APPO", "mc", "04", "appo", tree("appo", "fork_value_fn")),
-        Method("SCRL", "process", "04", "scrl", tree("scrl", "subproblem_scores"),
+        Method("OmegaPRM", "mc", "04", "omegaprm", run_with_inputs("omegaprm")),
+        Method("TreeRL", "mc", "04", "treerl", run_with_inputs("treerl")),
+        Method("APPO", "mc", "04", "appo", run_with_inputs("appo")),
+        Method("SCRL", "process", "04", "scrl", run_with_inputs("scrl"),
                setup="the arithmetic verifier checks every intermediate sum"),
-        Method("PRIME", "implicit", "04", "prime", tree("prime", "implicit_rewards"),
+        Method("PRIME", "implicit", "04", "prime", run_with_inputs("prime", grouped=True),
                setup="DPO-tuned copy as the implicit PRM, trained offline"),
     ]
 

@@ -5,8 +5,7 @@ The Monte Carlo estimators here fork continuations at positions they choose, thr
 sampler SPO uses (``value_fn(rollouts, cuts, k) -> (values (B, T), Cost)``, input kind
 ``cut_vines``: V of the prefix that ends just before every marked position, the mean reward of k
 continuations; ``ArithmeticLM.cut_value_fn`` and ``BifurcationChain.cut_value_fn`` give one), and
-count what it reports. ``chain_bench_inputs`` and ``lm_bench_inputs`` build the inputs the bench
-hands them.
+count what it reports. ``labkit.bench.later_inputs`` builds the inputs the benchmark hands them.
 """
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize, whiten
 from labkit.credit.registry import register
 
-__all__ = ["omegaprm", "treerl", "appo", "scrl", "prime", "subproblem_verdicts", "chain_bench_inputs",
-           "lm_bench_inputs", "OMEGAPRM_MODES"]
+__all__ = ["omegaprm", "treerl", "appo", "scrl", "prime", "subproblem_verdicts", "OMEGAPRM_MODES"]
 
 CutValueFn = Callable[[Rollouts, torch.Tensor, int], tuple[torch.Tensor, Cost]]
 OMEGAPRM_MODES = ("soft", "hard")
@@ -544,7 +542,7 @@ def prime(rollouts: Rollouts, *, implicit_rewards=None, process_weight: float = 
         rollouts: ``rewards`` (the outcome R), ``group_ids``, ``mask``.
         ``implicit_rewards`` (implicit_step_rewards): (B, T) implicit process reward of every
         generated token, r_t = beta * (log pi_prm(y_t | prefix) - log pi_ref(y_t | prefix)), or
-        a callable rollouts -> that (``lm_bench_inputs`` builds it from the DPO-tuned copy).
+        a callable rollouts -> that (``labkit.bench.later_inputs`` builds it from the DPO-tuned copy).
 
     Formula:
         The implicit PRM is a language model trained as an outcome reward model; its per-token
@@ -624,35 +622,3 @@ def prime(rollouts: Rollouts, *, implicit_rewards=None, process_weight: float = 
         adv = whiten(adv, m)
     cost = Cost(aux_calls=rollouts.batch_size) if called else Cost()
     return Credit.from_tokens(rollouts, adv, "prime", cost=cost, process_rewards=proc, outcome_advantage=out)
-
-
-# --------------------------------------------------------------------------- bench inputs
-PRIME_BETA = 0.05  # the implicit-reward scale (PRIME's beta)
-
-
-def chain_bench_inputs(env, policy, *, seed: int = 0) -> tuple[dict, dict]:
-    """(inputs, provenance) this module's estimators take on a BifurcationChain task: vines
-    re-run from the recorded state at any fork position (``fork_value_fn``)."""
-    return ({"fork_value_fn": env.cut_value_fn(policy, seed=seed)},
-            {"fork_value_fn": "vines re-run from the recorded state at each fork position (Monte Carlo)"})
-
-
-def lm_bench_inputs(env, rollouts: Rollouts, prm, *, seed: int = 0) -> tuple[dict, dict, dict]:
-    """(inputs, provenance, input costs by estimator) of this module's estimators on the tiny
-    LM's rollouts: forks from any prefix (``fork_value_fn``), the steps as subproblems checked
-    against the true partial sums (SCRL's ``subproblem_scores``) and PRIME's
-    ``implicit_rewards``, beta * log pi_prm / pi_ref with ``prm`` the DPO-tuned copy (an
-    ``ArithmeticLM``) and ``env``, the base model, as the reference."""
-    lp_prm, lp_ref = prm.rollout_logprobs(rollouts), env.rollout_logprobs(rollouts)
-    inputs = {"fork_value_fn": env.cut_value_fn(seed=seed),
-              "subproblem_scores": subproblem_verdicts(env, rollouts),
-              "implicit_rewards": torch.where(rollouts.mask, PRIME_BETA * (lp_prm - lp_ref), 0.0)}
-    provenance = {"fork_value_fn": "vines forked from the tiny LM's prefix before each fork position (Monte Carlo)",
-                  "subproblem_scores": "the arithmetic verifier: each step's result against the true partial sum, "
-                                       "the answer against the true answer (exact, rule-based)",
-                  "implicit_rewards": f"implicit PRM: {PRIME_BETA} * log-ratio of the DPO-tuned copy of the tiny LM "
-                                      "(data/implicit_lm, trained offline) to the base LM"}
-    tokens = sum(len(p) for p in rollouts.info["prompt_ids"]) + int(rollouts.mask.sum())
-    # two scoring passes over every rollout (PRM and reference), done before the call
-    costs = {"prime": Cost(policy_forwards=2 * rollouts.batch_size, policy_tokens=2 * tokens)}
-    return inputs, provenance, costs

@@ -39,7 +39,7 @@ from labkit.credit.episode import grpo
 from labkit.credit.registry import register
 
 __all__ = ["stare", "papo", "delta", "ktae", "grail", "entropy_polarity", "tabular_token_gradients", "lm_token_gradients",
-           "answer_saliency_fn", "lm_bench_inputs", "chain_bench_inputs"]
+           "answer_saliency_fn"]
 
 _ZERO = torch.zeros((), dtype=torch.float64)
 
@@ -747,24 +747,3 @@ def answer_saliency_fn(model, *, answer_steps: int = 1):
         return torch.stack(scores), gen
 
     return fn
-
-
-def lm_bench_inputs(env, rollouts: Rollouts) -> tuple[dict, dict, dict, dict]:
-    """(inputs, overrides, provenance, input costs) the tiny-LM bench task gives these estimators:
-    DelTA's ``token_gradients`` (the LM's output-layer gradients, one scoring pass over the batch)
-    and GRAIL's ``outcome_model`` (the model's own answer log-probability, ``answer_saliency_fn``)."""
-    tokens = sum(len(p) for p in rollouts.info["prompt_ids"]) + int(rollouts.mask.sum())
-    return ({"token_gradients": lm_token_gradients(env.model, pad_id=env.pad_id)},
-            {"grail": {"outcome_model": answer_saliency_fn(env.model)}},
-            {"token_gradients": "the tiny LM's output-layer gradient of every token's log-prob, (e_v - pi) h^T (one "
-                                "scoring pass)",
-             "grail.outcome_model": "the tiny LM's own log-probability of its final answer step, differentiated "
-                                    "with respect to the generated tokens' input embeddings (gradient x input)"},
-            {"delta": Cost(policy_forwards=rollouts.batch_size, policy_tokens=tokens)})
-
-
-def chain_bench_inputs(policy) -> tuple[dict, dict]:
-    """(inputs, provenance) a tabular bench task gives these estimators: DelTA's exact
-    ``token_gradients`` from the policy's table."""
-    return ({"token_gradients": tabular_token_gradients(policy)},
-            {"token_gradients": "the tabular policy's exact log-prob gradient of every token, e_{s,a} - pi(.|s)"})

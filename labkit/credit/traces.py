@@ -11,9 +11,10 @@ log-probability ratio, on top of (or instead of) GRPO's one number per response.
 * SC-GRPO (arXiv 2606.18810): the per-token divergence between the policy conditioned on one of
   its own verified-correct solutions and the policy itself multiplies GRPO's advantage.
 
-The models are explicit inputs (tensors or callables); the estimators never run one. The
-``chain_bench_inputs`` / ``lm_bench_inputs`` helpers build those inputs for the benchmark's
-reasoning tasks (a fitted return table, a policy trained a few exact steps, a conditioned policy).
+The models are explicit inputs (tensors or callables); the estimators never run one.
+``labkit.bench.later_inputs`` builds them for the benchmark's reasoning tasks (a fitted return
+table, a policy trained a few sampled steps, a conditioned policy); the helpers here
+(``fit_return_table``, ``trained_policy``, ``self_conditioned_logprobs``) do the fitting.
 """
 from __future__ import annotations
 
@@ -450,64 +451,3 @@ def self_conditioned_logprobs(policy, rollouts: Rollouts, *, mix: float = 0.5) -
                 if star is not None:
                     out[b, t] = (1 - mix) * p[b, t] + mix * float(int(a[b, t]) == star)
     return torch.where(mask, out.clamp(min=1e-300).log(), 0.0)
-
-
-# --------------------------------------------------------------------------- benchmark inputs
-HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
-TRAIN_SEED = 3000    # the batches Progress Advantage's policy is trained on: seed + TRAIN_SEED, + 1, ...
-
-
-def chain_bench_inputs(instance, env, policy, seed: int):
-    """Add this module's inputs to a BifurcationChain benchmark instance (``labkit.bench``'s
-    ``Instance``: its ``overrides`` and ``provenance`` are extended in place) and return it: RUDDER's
-    return table fitted on a history batch, Progress Advantage's trained policy against the
-    uniform reference, SC-GRPO's self-conditioned policy."""
-    ro = instance.rollouts
-    history = env.sample(policy, ro.batch_size, group_size=8, seed=seed + HISTORY_SEED)
-    predict, mean = fit_return_table(history, env.n_states, env.n_actions)
-    trained = trained_policy(env, policy, seed=seed + TRAIN_SEED)
-    with torch.no_grad():
-        ref = torch.where(ro.mask, policy.log_prob(ro.states, ro.tokens).to(torch.float64), 0.0)
-        lp = torch.where(ro.mask, trained.log_prob(ro.states, ro.tokens).to(torch.float64), 0.0)
-    instance.overrides |= {
-        "rudder": {"scores": predict, "prompt_scores": torch.full((ro.batch_size,), mean, dtype=torch.float64)},
-        "progress_advantage": {"logprobs": lp, "ref_logprobs": ref},
-        "sc_grpo": {"conditioned_logprobs": self_conditioned_logprobs(policy, ro), "logprobs": ref}}
-    instance.provenance |= {
-        "rudder.scores": f"mean return per (state, action) fitted on a history batch of the same policy "
-                         f"({history.batch_size} episodes, seed + {HISTORY_SEED})",
-        "rudder.prompt_scores": "the history batch's mean return (the prediction before any action)",
-        "progress_advantage.logprobs": "the uniform policy after 10 sampled GRPO policy-gradient steps on fresh "
-                                       f"batches of 64 episodes (seed + {TRAIN_SEED}, ...): the 'RL-trained' policy",
-        "progress_advantage.ref_logprobs": "the uniform policy (the reference RL started from)",
-        "sc_grpo.conditioned_logprobs": "STAND-IN self-conditioned policy: the policy mixed 0.5 with the action the "
-                                        "group's first correct trajectory took in the same state",
-        "sc_grpo.logprobs": "the sampling policy (uniform)"}
-    return instance
-
-
-def lm_bench_inputs(instance, env, models: dict):
-    """Add this module's inputs to the tiny LM's benchmark instance (in place, and return it):
-    RUDDER reads the shipped outcome reward model at every prefix (``models['orm']``); Progress
-    Advantage the DPO-tuned copy (``models['dpo']``) against the base LM; SC-GRPO the T-REG copy
-    (``models['treg']``) read with and without its 'better' conditioning token."""
-    ro = instance.rollouts
-    base = env.rollout_logprobs(ro)
-    treg = models["treg"]
-    instance.overrides |= {
-        "rudder": {"scores": models["orm"].prefix_scores},
-        "progress_advantage": {"logprobs": models["dpo"].rollout_logprobs(ro), "ref_logprobs": base},
-        "sc_grpo": {"conditioned_logprobs": treg.rollout_logprobs(ro, condition="better"),
-                    "logprobs": treg.rollout_logprobs(ro)}}
-    instance.provenance |= {
-        "rudder.scores": "outcome reward model trained offline, read at every prefix (data/reward_models)",
-        "progress_advantage.logprobs": "the DPO-tuned copy of the tiny LM (stands in for an RL-trained one; "
-                                       "data/implicit_lm)",
-        "progress_advantage.ref_logprobs": "the base tiny LM (the reference)",
-        "sc_grpo.conditioned_logprobs": "STAND-IN self-conditioning: the T-REG copy after its 'accepted completion "
-                                        "follows' token (data/implicit_lm)",
-        "sc_grpo.logprobs": "the T-REG copy without a conditioning token"}
-    tokens = sum(len(p) for p in ro.info["prompt_ids"]) + int(ro.mask.sum())
-    two = Cost(policy_forwards=2 * ro.batch_size, policy_tokens=2 * tokens)
-    instance.input_costs |= {"progress_advantage": two, "sc_grpo": two}
-    return instance

@@ -1,0 +1,103 @@
+"""What the benchmark's reasoning tasks hand the methods published after the survey: one function
+per world, each returning ``(inputs, overrides, provenance, input costs)`` in the shape the task
+builders of ``labkit.bench.suite`` merge into an ``Instance``. Notebook 04's roster
+(``labkit.course.reasoning_roster.later_methods``) reads the same, so the notebook and the
+benchmark run each method on the same inputs.
+
+* DelTA: the log-prob gradient of every token (``token_gradients``): exact from the tabular
+  policy's table, the output layer's from the tiny LM (one scoring pass);
+* GRAIL on the LM: the model's own answer log-probability to differentiate (``outcome_model``);
+* OmegaPRM, TreeRL, APPO: vines forked at any position they pick (``fork_value_fn``);
+* SCRL on the LM: every intermediate sum checked against the true partial sum;
+* PRIME on the LM: implicit process rewards, ``PRIME_BETA`` x log pi_dpo / pi_base;
+* RUDDER: a return predictor at every prefix (a table fitted on a history batch on the chain,
+  the outcome reward model on the LM); Progress Advantage: a tuned policy's log-probabilities
+  against its start; SC-GRPO: a stand-in self-conditioned policy.
+"""
+from __future__ import annotations
+
+import torch
+
+from labkit.core.credit import Cost
+from labkit.core.rollouts import Rollouts
+from labkit.credit.search_trees import subproblem_verdicts
+from labkit.credit.token_weights import answer_saliency_fn, lm_token_gradients, tabular_token_gradients
+from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, trained_policy
+
+__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs"]
+
+PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
+HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
+TRAIN_SEED = 3000    # the batches Progress Advantage's policy is trained on: seed + TRAIN_SEED, + 1, ...
+
+
+def _scored_tokens(rollouts: Rollouts) -> int:
+    """Token positions one forward pass over every rollout (prompt + response) processes."""
+    return sum(len(p) for p in rollouts.info["prompt_ids"]) + int(rollouts.mask.sum())
+
+
+def chain_inputs(env, policy, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
+    """The BifurcationChain task's inputs for the later methods, ``policy`` the tabular policy
+    that sampled ``rollouts``."""
+    ro = rollouts
+    history = env.sample(policy, ro.batch_size, group_size=8, seed=seed + HISTORY_SEED)
+    predict, mean = fit_return_table(history, env.n_states, env.n_actions)
+    trained = trained_policy(env, policy, seed=seed + TRAIN_SEED)
+    with torch.no_grad():
+        ref = torch.where(ro.mask, policy.log_prob(ro.states, ro.tokens).to(torch.float64), 0.0)
+        lp = torch.where(ro.mask, trained.log_prob(ro.states, ro.tokens).to(torch.float64), 0.0)
+    inputs = {"fork_value_fn": env.cut_value_fn(policy, seed=seed), "token_gradients": tabular_token_gradients(policy)}
+    overrides = {
+        "rudder": {"scores": predict, "prompt_scores": torch.full((ro.batch_size,), mean, dtype=torch.float64)},
+        "progress_advantage": {"logprobs": lp, "ref_logprobs": ref},
+        "sc_grpo": {"conditioned_logprobs": self_conditioned_logprobs(policy, ro), "logprobs": ref}}
+    provenance = {
+        "fork_value_fn": "vines re-run from the recorded state at each fork position (Monte Carlo)",
+        "token_gradients": "the tabular policy's exact log-prob gradient of every token, e_{s,a} - pi(.|s)",
+        "rudder.scores": f"mean return per (state, action) fitted on a history batch of the same policy "
+                         f"({history.batch_size} episodes, seed + {HISTORY_SEED})",
+        "rudder.prompt_scores": "the history batch's mean return (the prediction before any action)",
+        "progress_advantage.logprobs": "the uniform policy after 10 sampled GRPO policy-gradient steps on fresh "
+                                       f"batches of 64 episodes (seed + {TRAIN_SEED}, ...): the 'RL-trained' policy",
+        "progress_advantage.ref_logprobs": "the uniform policy (the reference RL started from)",
+        "sc_grpo.conditioned_logprobs": "STAND-IN self-conditioned policy: the policy mixed 0.5 with the action the "
+                                        "group's first correct trajectory took in the same state",
+        "sc_grpo.logprobs": "the sampling policy (uniform)"}
+    return inputs, overrides, provenance, {}
+
+
+def lm_inputs(env, rollouts: Rollouts, models: dict, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
+    """The tiny LM task's inputs for the later methods; ``models`` holds the shipped outcome
+    reward model (``"orm"``) and the DPO-tuned and T-REG copies (``"dpo"``, ``"treg"``)."""
+    ro = rollouts
+    base, dpo, treg = env.rollout_logprobs(ro), models["dpo"].rollout_logprobs(ro), models["treg"]
+    two = Cost(policy_forwards=2 * ro.batch_size, policy_tokens=2 * _scored_tokens(ro))
+    inputs = {"token_gradients": lm_token_gradients(env.model, pad_id=env.pad_id),
+              "fork_value_fn": env.cut_value_fn(seed=seed),
+              "subproblem_scores": subproblem_verdicts(env, ro),
+              "implicit_rewards": torch.where(ro.mask, PRIME_BETA * (dpo - base), 0.0)}
+    overrides = {"grail": {"outcome_model": answer_saliency_fn(env.model)},
+                 "rudder": {"scores": models["orm"].prefix_scores},
+                 "progress_advantage": {"logprobs": dpo, "ref_logprobs": base},
+                 "sc_grpo": {"conditioned_logprobs": treg.rollout_logprobs(ro, condition="better"),
+                             "logprobs": treg.rollout_logprobs(ro)}}
+    provenance = {
+        "token_gradients": "the tiny LM's output-layer gradient of every token's log-prob, (e_v - pi) h^T (one "
+                           "scoring pass)",
+        "grail.outcome_model": "the tiny LM's own log-probability of its final answer step, differentiated with "
+                               "respect to the generated tokens' input embeddings (gradient x input)",
+        "fork_value_fn": "vines forked from the tiny LM's prefix before each fork position (Monte Carlo)",
+        "subproblem_scores": "the arithmetic verifier: each step's result against the true partial sum, the answer "
+                             "against the true answer (exact, rule-based)",
+        "implicit_rewards": f"implicit PRM: {PRIME_BETA} * log-ratio of the DPO-tuned copy of the tiny LM "
+                            "(data/implicit_lm, trained offline) to the base LM",
+        "rudder.scores": "outcome reward model trained offline, read at every prefix (data/reward_models)",
+        "progress_advantage.logprobs": "the DPO-tuned copy of the tiny LM (stands in for an RL-trained one; "
+                                       "data/implicit_lm)",
+        "progress_advantage.ref_logprobs": "the base tiny LM (the reference)",
+        "sc_grpo.conditioned_logprobs": "STAND-IN self-conditioning: the T-REG copy after its 'accepted completion "
+                                        "follows' token (data/implicit_lm)",
+        "sc_grpo.logprobs": "the T-REG copy without a conditioning token"}
+    costs = {"delta": Cost(policy_forwards=ro.batch_size, policy_tokens=_scored_tokens(ro)),
+             "prime": two, "progress_advantage": two, "sc_grpo": two}
+    return inputs, overrides, provenance, costs
