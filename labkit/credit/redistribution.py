@@ -31,8 +31,9 @@ RED_LEVELS = ("token", "step")
 ACPO_NORMS = ("abs", "signed")
 
 
-def _scores(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(score after every token (B, T), prompt score (B,), scorer calls) from tensors or a callable."""
+def prefix_scores(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(score after every token (B, T), prompt score (B,), scorer calls) from tensors or a callable:
+    a model's prediction of the outcome at every prefix (RED's scores, RUDDER's return predictor)."""
     calls = 0
     if callable(scores):
         out = scores(rollouts)
@@ -119,7 +120,7 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
     outcome_weight = check_number("outcome_weight", outcome_weight)
     check_choice("credit", credit, RED_CREDITS)
     check_choice("level", level, RED_LEVELS)
-    s, p, calls = _scores(rollouts, scores, prompt_scores)
+    s, p, calls = prefix_scores(rollouts, scores, prompt_scores)
     mask = rollouts.mask
     # score before each generated token: the previous generated token's score, or the prompt's
     pos = torch.arange(rollouts.horizon).expand_as(mask)
@@ -147,6 +148,34 @@ def red(rollouts: Rollouts, *, scores, prompt_scores=None, outcome_weight: float
 
 
 OutcomeModel = Callable[[Rollouts], tuple[torch.Tensor, torch.Tensor]]
+
+
+def gradient_input_saliency(rollouts: Rollouts, outcome_model: OutcomeModel) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient x input attribution of an outcome model at every generated position: (d score /
+    d embedding . embedding (B, T) float64, signed, 0 off the mask; the model's scores (B,)).
+    ``outcome_model``: a callable rollouts -> (scores (B,), embeds (B, T, D)) whose scores depend
+    on embeds (errors name it). One forward and one backward pass per response."""
+    if not callable(outcome_model):
+        raise TypeError("outcome_model: expected a callable rollouts -> (scores (B,), embeds (B, T, D))")
+    B, T = rollouts.batch_size, rollouts.horizon
+    with torch.enable_grad():
+        out = outcome_model(rollouts)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise ValueError("outcome_model: must return (scores (B,), embeds (B, T, D))")
+        scores, embeds = out
+        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (B,):
+            raise ValueError(f"outcome_model: scores must be a ({B},) tensor")
+        if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or tuple(embeds.shape[:2]) != (B, T):
+            raise ValueError(f"outcome_model: embeds must be a ({B}, {T}, D) tensor")
+        if not scores.requires_grad:
+            raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
+        (grad,) = torch.autograd.grad(scores.sum(), embeds, allow_unused=True)
+    if grad is None:
+        raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
+    sal = (grad * embeds.detach()).sum(-1).to(torch.float64)
+    sal = torch.where(rollouts.mask, sal, torch.zeros((), dtype=torch.float64))
+    check_finite("outcome_model saliency", sal)
+    return sal, scores
 
 
 @register("acpo", level="step", inputs={"outcome_model": "outcome_model"}, status="implemented", paper="2510.08899",
@@ -202,27 +231,9 @@ def acpo(rollouts: Rollouts, *, outcome_model: OutcomeModel, total=None, normali
         ``aux_calls`` = one forward and one backward pass of the outcome model per response.
     """
     check_choice("normalize", normalize, ACPO_NORMS)
-    if not callable(outcome_model):
-        raise TypeError("outcome_model: expected a callable rollouts -> (scores (B,), embeds (B, T, D))")
-    B, T = rollouts.batch_size, rollouts.horizon
+    B = rollouts.batch_size
     tot = trajectory_totals("total", total, rollouts.scores)
-    with torch.enable_grad():
-        out = outcome_model(rollouts)
-        if not isinstance(out, tuple) or len(out) != 2:
-            raise ValueError("outcome_model: must return (scores (B,), embeds (B, T, D))")
-        scores, embeds = out
-        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (B,):
-            raise ValueError(f"outcome_model: scores must be a ({B},) tensor")
-        if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or tuple(embeds.shape[:2]) != (B, T):
-            raise ValueError(f"outcome_model: embeds must be a ({B}, {T}, D) tensor")
-        if not scores.requires_grad:
-            raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
-        (grad,) = torch.autograd.grad(scores.sum(), embeds, allow_unused=True)
-    if grad is None:
-        raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
-    sal = (grad * embeds.detach()).sum(-1).to(torch.float64)
-    sal = torch.where(rollouts.mask, sal, torch.zeros((), dtype=torch.float64))
-    check_finite("outcome_model saliency", sal)
+    sal, scores = gradient_input_saliency(rollouts, outcome_model)
     c, present = rollouts.view(sal, "step", "sum")
     weights = c.abs() if normalize == "abs" else c
     denom = weights.sum(1, keepdim=True)

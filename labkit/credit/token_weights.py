@@ -27,7 +27,7 @@ needs the whole next-token distribution.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -36,6 +36,7 @@ from labkit.core.checks import ROUND_OFF, as_tensor, check_bool, check_choice, c
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.credit.episode import grpo
+from labkit.credit.redistribution import OutcomeModel, gradient_input_saliency
 from labkit.credit.registry import register
 
 __all__ = ["stare", "papo", "delta", "ktae", "grail", "entropy_polarity", "tabular_token_gradients", "lm_token_gradients",
@@ -596,34 +597,6 @@ def ktae(rollouts: Rollouts, *, alpha: float = 1.0, beta_ig: float = 1.0, use_tf
 
 
 # --------------------------------------------------------------------------- GRAIL
-OutcomeModel = Callable[[Rollouts], Any]
-
-
-def _gradient_input_saliency(rollouts: Rollouts, outcome_model: OutcomeModel) -> torch.Tensor:
-    """|d score / d embedding . embedding| of every generated position, (B, T) float64."""
-    B, T = rollouts.batch_size, rollouts.horizon
-    if not callable(outcome_model):
-        raise TypeError("outcome_model: expected a callable rollouts -> (scores (B,), embeds (B, T, D))")
-    with torch.enable_grad():
-        out = outcome_model(rollouts)
-        if not isinstance(out, tuple) or len(out) != 2:
-            raise ValueError("outcome_model: must return (scores (B,), embeds (B, T, D))")
-        scores, embeds = out
-        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (B,):
-            raise ValueError(f"outcome_model: scores must be a ({B},) tensor")
-        if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or tuple(embeds.shape[:2]) != (B, T):
-            raise ValueError(f"outcome_model: embeds must be a ({B}, {T}, D) tensor")
-        if not scores.requires_grad:
-            raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
-        (grad,) = torch.autograd.grad(scores.sum(), embeds, allow_unused=True)
-    if grad is None:
-        raise ValueError("outcome_model: its scores do not depend on embeds (no gradient to attribute)")
-    sal = (grad * embeds.detach()).sum(-1).abs().to(torch.float64)
-    sal = torch.where(rollouts.mask, sal, _ZERO)
-    check_finite("outcome_model saliency", sal)
-    return sal
-
-
 @register("grail", level="token", needs=("logprobs",), inputs={"sum_pi_squared": "sum_pi_squared"},
           status="adaptation",
           replaces="the gradient-activation saliency of the answer with respect to the policy's hidden activations: "
@@ -693,7 +666,7 @@ def grail(rollouts: Rollouts, *, sum_pi_squared, outcome_model: OutcomeModel | N
     A = _grpo_tokens(rollouts, eps)
     cost = Cost()
     if outcome_model is not None:
-        sal = _gradient_input_saliency(rollouts, outcome_model)
+        sal = gradient_input_saliency(rollouts, outcome_model)[0].abs()
         cost, source = Cost(aux_calls=rollouts.batch_size), "outcome_model"
     else:
         sal = torch.where(mask, (1.0 - 2.0 * logp.exp() + s2).clamp(min=0.0), _ZERO)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_int, check_number,
-                                check_shape, per_position, resolve_input)
+from labkit.core.checks import check_bool, check_choice, check_int, check_number
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_normalize
 from labkit.credit.implicit import _at_level, _logprobs, _policy_logprobs
+from labkit.credit.redistribution import prefix_scores
 from labkit.credit.registry import register
 
 TRACE_STYLES = ("recent", "early", "both")
@@ -119,28 +119,6 @@ def grpo_lambda(rollouts: Rollouts, *, lam: float = 0.99, gamma: float = 1.0, tr
 
 
 # --------------------------------------------------------------------------- RUDDER
-def _prefix_predictions(rollouts: Rollouts, scores, prompt_scores) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(prediction after every position (B, T), prediction before the first (B,), predictor calls)."""
-    scores, called = resolve_input("scores", scores, rollouts,
-                                   expected="a (B, T) tensor of the predicted return after every position, or a "
-                                            "callable rollouts -> that tensor")
-    calls = int(rollouts.mask.sum()) if called else 0
-    if isinstance(scores, tuple):  # a callable may return (scores, prompt_scores)
-        if len(scores) != 2:
-            raise ValueError("scores: a callable must return a (B, T) tensor or a (scores, prompt_scores) pair")
-        scores, from_fn = scores
-        calls += rollouts.batch_size
-        prompt_scores = from_fn if prompt_scores is None else prompt_scores
-    g = per_position("scores", scores, rollouts.mask)
-    if prompt_scores is None:
-        p = torch.zeros(rollouts.batch_size, dtype=torch.float64)
-    else:
-        p = as_tensor("prompt_scores", prompt_scores).to(torch.float64)
-        check_shape("prompt_scores", p, (rollouts.batch_size,))
-        check_finite("prompt_scores", p)
-    return g, p, calls
-
-
 @register("rudder", level="token", inputs={"scores": "prefix_scores"}, status="adaptation", paper="1806.07857",
           replaces="the LSTM return predictor: on the chain a table of the mean return per (state, action) fitted on "
                    "a separate history batch (the chain's state is its whole history); on the tiny LM the shipped "
@@ -196,7 +174,7 @@ def rudder(rollouts: Rollouts, *, scores, prompt_scores=None, credit: str = "ret
     """
     check_choice("credit", credit, RUDDER_CREDITS)
     correction = check_bool("correction", correction)
-    g, p, calls = _prefix_predictions(rollouts, scores, prompt_scores)
+    g, p, calls = prefix_scores(rollouts, scores, prompt_scores)
     mask = rollouts.mask
     pos = torch.arange(rollouts.horizon).expand_as(mask)
     # the prediction before each generated position: the previous generated position's, or the prompt's
