@@ -95,12 +95,9 @@ def after_survey_table(records: Iterable[dict]) -> pd.DataFrame:
     the world's estimators ("3/45"), its status, and GRPO's mean in the same world for
     contrast. One row per (method, world) it ran in, in the inventory's order."""
     from labkit.credit import spec
-    from labkit.survey import load_methods
+    from labkit.survey import after_survey_estimators
 
-    methods = load_methods()
-    later = methods[(methods["collection"] != "survey_snapshot") & methods["labkit_function"].str.startswith("labkit.credit.")]
-    names = {fn.rpartition(".")[2]: name for name, fn in zip(later["name"], later["labkit_function"])
-             if fn.rpartition(".")[2] in ESTIMATORS}
+    names = after_survey_estimators()
     board = leaderboard_table(records, by="world")
     rows = []
     for estimator, name in names.items():

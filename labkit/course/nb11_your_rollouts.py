@@ -23,7 +23,8 @@ from labkit.core.paths import data_path
 from labkit.core.rollouts import Rollouts
 from labkit.diagnose import Diagnosis, check_framework_advantages, diagnose, disagreement, measure_groups, rms_scaled
 from labkit.io import read_rollouts, to_trl, to_verl_batch, write_rollouts
-from labkit.survey import decision_tree_graph
+from labkit.credit import ESTIMATORS
+from labkit.survey import after_survey_estimators, decision_tree_graph
 from labkit import viz
 
 SAMPLES = {"arithmetic_lm": "the tiny LM on the arithmetic task (reasoning)",
@@ -65,10 +66,18 @@ def bad_record_message() -> str:
     raise AssertionError("the malformed record was accepted")   # the reader lost a check: say so loudly
 
 
+#: The estimators this notebook's diagnoses compare: every registered one but those of the methods
+#: published after the survey (``labkit.survey.after_survey_estimators``), which would add a row
+#: and a column each to the agreement matrix without a lesson of their own here.
+COMPARED = tuple(n for n in ESTIMATORS if n not in after_survey_estimators())
+
+
 @functools.lru_cache(maxsize=4)
 def diagnosis(name: str) -> Diagnosis:
-    """``labkit.diagnose.diagnose`` of a shipped sample (cached: the widget asks again)."""
-    return diagnose(sample_path(name), progress=False)
+    """``labkit.diagnose.diagnose`` of a shipped sample (cached: the widget asks again), comparing
+    the estimators of the survey and of notebooks 01-09 (``COMPARED``); ``diagnose`` itself
+    also runs the methods published after the survey, which notebook 10 sets apart."""
+    return diagnose(sample_path(name), progress=False, estimators=COMPARED)
 
 
 # --------------------------------------------------------------------------- what was measured
@@ -121,7 +130,11 @@ def agreement_long(dx: Diagnosis) -> pd.DataFrame:
 
 
 def agreement_chart(dx: Diagnosis, title: str):
-    return viz.heat_table(agreement_long(dx).round(2), "estimator", "against", "rank_corr", title=title)
+    """The agreement matrix as a heat table whose columns narrow as more estimators run, so that
+    it fits the notebook's output column (about 620 px of cells)."""
+    long = agreement_long(dx).round(2)
+    step = max(28, min(44, 620 // max(long["against"].nunique(), 1)))
+    return viz.heat_table(long, "estimator", "against", "rank_corr", title=title).properties(width={"step": step})
 
 
 def pair_disagreement(dx: Diagnosis, a: str, b: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from .decision_tree import (
 )
 from .inventory import (
     BASELINE_COLUMNS, BASELINES_CSV, CREDIT_MODULES, DATA_DIR, METHOD_COLUMNS, METHODS_CSV,
-    NOTEBOOKS, load_baselines, load_methods, lookup,
+    NOTEBOOKS, after_survey_estimators, load_baselines, load_methods, lookup,
 )
 from .taxonomy import (
     BASELINE_FAMILIES, COLLECTIONS, EVIDENCE_LEVELS, GRANULARITIES, GRANULARITY_GLOSSES,
@@ -34,7 +34,7 @@ __all__ = [
     "METHODOLOGY_FAMILIES", "METHODOLOGY_TO_FAMILY",
     "SETTINGS", "TYPES", "COLLECTIONS", "STATUSES", "BASELINE_FAMILIES", "EVIDENCE_LEVELS",
     "NOTEBOOKS", "CREDIT_MODULES", "METHOD_COLUMNS", "BASELINE_COLUMNS", "MULTI_SEP",
-    "split_multi", "load_methods", "load_baselines", "lookup", "decision_tree_graph",
+    "split_multi", "load_methods", "load_baselines", "lookup", "after_survey_estimators", "decision_tree_graph",
     "taxonomy_counts", "filter_methods",
     "REASONING_MAX_TOKENS", "AGENTIC_MIN_TOKENS", "LEAVES", "Leaf",
     "DecisionInputs", "Recommendation", "recommend",

@@ -34,7 +34,7 @@ from .taxonomy import (
 
 __all__ = [
     "DATA_DIR", "METHODS_CSV", "BASELINES_CSV", "NOTEBOOKS", "CREDIT_MODULES", "METHOD_COLUMNS",
-    "BASELINE_COLUMNS", "load_methods", "load_baselines", "lookup",
+    "BASELINE_COLUMNS", "load_methods", "load_baselines", "lookup", "after_survey_estimators",
 ]
 
 #: The data folder in use (``labkit.core.paths``: ``$LABKIT_DATA``, the wheel's ``labkit/_data``
@@ -314,3 +314,14 @@ def lookup(names: Iterable[str], *, methods: pd.DataFrame | None = None,
     picked = picked.sort_values("_order").drop(columns="_order").reset_index(drop=True)
     return picked[["name", "source"] + cols[1:]]
 
+
+def after_survey_estimators(methods: pd.DataFrame | None = None) -> dict[str, str]:
+    """The registered estimators of the methods published after the survey's snapshot (the
+    catalog's later additions and the methods beyond it), estimator name -> method name, in the
+    inventory's order. ``methods``: a ``load_methods`` table (default: the shipped one)."""
+    from labkit.credit import ESTIMATORS
+
+    table = load_methods() if methods is None else methods
+    later = table[(table["collection"] != "survey_snapshot") & table["labkit_function"].str.startswith("labkit.credit.")]
+    return {fn.rpartition(".")[2]: name for name, fn in zip(later["name"], later["labkit_function"])
+            if fn.rpartition(".")[2] in ESTIMATORS}
