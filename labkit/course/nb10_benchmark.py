@@ -97,7 +97,7 @@ def after_survey_table(records: Iterable[dict]) -> pd.DataFrame:
     from labkit.credit import spec
     from labkit.survey import after_survey_estimators
 
-    names = after_survey_estimators()
+    names = {n: m for n, m in after_survey_estimators().items() if n in ESTIMATORS}
     board = leaderboard_table(records, by="world")
     rows = []
     for estimator, name in names.items():

@@ -316,12 +316,10 @@ def lookup(names: Iterable[str], *, methods: pd.DataFrame | None = None,
 
 
 def after_survey_estimators(methods: pd.DataFrame | None = None) -> dict[str, str]:
-    """The registered estimators of the methods published after the survey's snapshot (the
-    catalog's later additions and the methods beyond it), estimator name -> method name, in the
-    inventory's order. ``methods``: a ``load_methods`` table (default: the shipped one)."""
-    from labkit.credit import ESTIMATORS
-
+    """The estimators of the methods published after the survey's snapshot (the catalog's later
+    additions and the methods beyond it): the name of each row's ``labkit.credit`` function
+    (its registered name) -> the method's name, in the inventory's order. ``methods``: a
+    ``load_methods`` table (default: the shipped one)."""
     table = load_methods() if methods is None else methods
     later = table[(table["collection"] != "survey_snapshot") & table["labkit_function"].str.startswith("labkit.credit.")]
-    return {fn.rpartition(".")[2]: name for name, fn in zip(later["name"], later["labkit_function"])
-            if fn.rpartition(".")[2] in ESTIMATORS}
+    return {fn.rpartition(".")[2]: name for name, fn in zip(later["name"], later["labkit_function"])}
