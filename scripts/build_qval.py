@@ -53,41 +53,34 @@ COLUMNS = [f"qval_mc{k}" for k in KS] + ["qval_exact_q", f"qval_adv_mc{ADV_K}"]
 COSTS: dict = {}
 
 
-def chain_labels(task):
-    p = task.params
-    env = BifurcationChain(horizon=p["horizon"], n_bifurcations=p["n_bifurcations"], seed=0)
-
+def _labels(task, env, q_estimate, exact_q):
+    """QVal's label makers for one task: Q from k continuations per pair (each k of ``KS``), the
+    exact Q, and Q centred by an ADV_K-vine estimate of V at the state."""
     def mc(k):
         def fn(inst, seed):
-            q, cost = chain_q_estimate(env, inst.inputs["policy"], inst.rollouts, k, seed=seed + LABEL_SEED)
+            q, cost = q_estimate(env, inst.inputs["policy"], inst.rollouts, k, seed=seed + LABEL_SEED)
             COSTS.setdefault(f"{task.name}/k={k}", cost.as_dict())
             return q
         return fn
+
     def adv(inst, seed):
-        # the same pairs centred by a vine estimate of V at the state (k continuations each)
-        q, _ = chain_q_estimate(env, inst.inputs["policy"], inst.rollouts, ADV_K, seed=seed + LABEL_SEED)
+        q, _ = q_estimate(env, inst.inputs["policy"], inst.rollouts, ADV_K, seed=seed + LABEL_SEED)
         v, _ = env.vine_value_fn(inst.inputs["policy"], seed=seed + LABEL_SEED + 1)(inst.rollouts, ADV_K)
         return q - v
-    exact = lambda inst, seed: exact_truth(env.mdp(), inst.inputs["policy"]).q_value(inst.rollouts)  # noqa: E731
+    exact = lambda inst, seed: exact_q(inst.inputs["policy"]).q_value(inst.rollouts)  # noqa: E731
     return {**{f"mc{k}": mc(k) for k in KS}, "exact_q": exact, f"adv_mc{ADV_K}": adv}
+
+
+def chain_labels(task):
+    p = task.params
+    env = BifurcationChain(horizon=p["horizon"], n_bifurcations=p["n_bifurcations"], seed=0)
+    return _labels(task, env, chain_q_estimate, lambda policy: exact_truth(env.mdp(), policy))
 
 
 def tool_labels(task):
     p = task.params
     env = ToolWorld(p["n_files"], max_turns=p["max_turns"], mislead=p["noise"], noise=p["noise"], flaky=p["noise"])
-
-    def mc(k):
-        def fn(inst, seed):
-            q, cost = toolworld_q_estimate(env, inst.inputs["policy"], inst.rollouts, k, seed=seed + LABEL_SEED)
-            COSTS.setdefault(f"{task.name}/k={k}", cost.as_dict())
-            return q
-        return fn
-    def adv(inst, seed):
-        q, _ = toolworld_q_estimate(env, inst.inputs["policy"], inst.rollouts, ADV_K, seed=seed + LABEL_SEED)
-        v, _ = env.vine_value_fn(inst.inputs["policy"], seed=seed + LABEL_SEED + 1)(inst.rollouts, ADV_K)
-        return q - v
-    exact = lambda inst, seed: env.truth(inst.inputs["policy"]).q_value(inst.rollouts)  # noqa: E731
-    return {**{f"mc{k}": mc(k) for k in KS}, "exact_q": exact, f"adv_mc{ADV_K}": adv}
+    return _labels(task, env, toolworld_q_estimate, env.truth)
 
 
 def main() -> None:
