@@ -62,7 +62,8 @@ NOTEBOOKS: tuple[str, ...] = (
 CREDIT_MODULES: tuple[str, ...] = (
     "episode", "token_baseline", "td", "mc", "group", "process", "entropy", "information", "redistribution",
     "implicit", "hindsight", "counterfactual", "privileged", "judge", "multiagent", "traces", "search_trees",
-    "token_weights", "temporal",
+    "token_weights", "temporal", "turn_trees", "entropy_modulation", "structured_actions", "checked_turns",
+    "self_distillation", "role_judges",
 )
 
 METHOD_COLUMNS: tuple[str, ...] = (
