@@ -17,3 +17,4 @@ __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
            "search_trees", "token_weights", "temporal"]
+from labkit.credit import entropy_modulation  # noqa: F401  (EMPG, AEM, T2PO: entropy-modulated turn credit)
