@@ -9,18 +9,21 @@ per trajectory, usually). Nothing here knows about rollouts: the players may be 
 * ``exact_shapley``        Shapley values from all 2**n coalitions, one matrix product.
 * ``sampled_shapley``      permutation-sampling estimate with a budget (Castro et al. 2009).
 * ``leave_one_out_values`` v(N) - v(N \\ {i}), the difference reward / C3's leave-one-out.
+* ``least_core``           the least core's value e* and its nucleolus point (a sequence of small
+                           exact LPs), with optional constraint sampling; ``nucleolus`` its point.
 """
 from __future__ import annotations
 
 import math
 from functools import lru_cache
 
+import numpy as np
 import torch
 
 from labkit.core.checks import as_tensor, check_bool, check_finite, check_int
 
 __all__ = ["MAX_PLAYERS", "game_table", "popcount", "coalition_masks", "exact_shapley", "sampled_shapley",
-           "leave_one_out_values"]
+           "leave_one_out_values", "least_core", "nucleolus"]
 
 MAX_PLAYERS = 24  # 2**24 columns of float64 is 128 MB per game; beyond that use sampled_shapley
 
@@ -181,3 +184,245 @@ def sampled_shapley(values_or_fn, n: int | None = None, *, n_permutations: int, 
     phi = torch.zeros(vals.shape[:-1] + (n,), dtype=torch.float64)
     phi = phi.index_add(-1, perms.flatten(), marginal.reshape(vals.shape[:-1] + (P * n,)))
     return phi / P, int(uniq.numel())
+
+
+# --------------------------------------------------------------------------- least core and nucleolus
+# A small exact LP solver: the games here have at most a few dozen coalitions and a handful of
+# players, so a dense two-phase simplex in float64 with Bland's rule (no cycling on the heavily
+# degenerate coalition LPs) is exact to rounding and needs no solver dependency.
+_LP_TOL = 1e-9
+
+
+def _pivot(T: np.ndarray, r: int, j: int) -> None:
+    T[r] /= T[r, j]
+    col = T[:, j].copy()
+    col[r] = 0.0
+    T -= col[:, None] * T[r][None, :]
+
+
+def _simplex_loop(T: np.ndarray, basis: list[int], n_cols: int, tol: float) -> bool:
+    """Bland's-rule pivots on tableau T (objective in the last row, rhs in the last column) over
+    the first ``n_cols`` columns; False when the LP is unbounded."""
+    m = T.shape[0] - 1
+    for _ in range(50_000):
+        enter = np.nonzero(T[m, :n_cols] < -tol)[0]
+        if enter.size == 0:
+            return True
+        j = int(enter[0])
+        col = T[:m, j]
+        rows = np.nonzero(col > tol)[0]
+        if rows.size == 0:
+            return False
+        ratios = T[rows, -1] / col[rows]
+        best = ratios.min()
+        ties = rows[ratios <= best + tol]
+        r = int(min(ties, key=lambda i: basis[i]))
+        _pivot(T, r, j)
+        basis[r] = j
+    raise RuntimeError("simplex: no convergence (cycling)")
+
+
+def _lp_min(c, A_ub, b_ub, A_eq, b_eq, tol: float = _LP_TOL):
+    """min c.z subject to A_ub z <= b_ub, A_eq z = b_eq, z free (dense two-phase simplex).
+    Returns (z, c.z), or None when infeasible; raises ValueError when unbounded."""
+    k = len(c)
+    m_ub, m_eq = A_ub.shape[0], A_eq.shape[0]
+    m = m_ub + m_eq
+    # standard form: z = p - q, slacks on the inequality rows; columns [p | q | slack]
+    A = np.zeros((m, 2 * k + m_ub))
+    A[:m_ub, :k], A[:m_ub, k:2 * k] = A_ub, -A_ub
+    A[:m_ub, 2 * k:] = np.eye(m_ub)
+    A[m_ub:, :k], A[m_ub:, k:2 * k] = A_eq, -A_eq
+    b = np.concatenate([b_ub, b_eq]).astype(np.float64)
+    flip = b < 0
+    A[flip] *= -1.0
+    b[flip] *= -1.0
+    n_real = A.shape[1]
+    T = np.zeros((m + 1, n_real + m + 1))
+    T[:m, :n_real] = A
+    T[:m, n_real:n_real + m] = np.eye(m)
+    T[:m, -1] = b
+    T[m, :n_real] = -A.sum(0)
+    T[m, -1] = -b.sum()
+    basis = list(range(n_real, n_real + m))
+    _simplex_loop(T, basis, n_real + m, tol)
+    if T[m, -1] < -tol * max(1.0, float(b.sum())):
+        return None
+    for r in range(m):  # drive the artificials that stayed basic (at zero) out where possible
+        if basis[r] >= n_real:
+            cols = np.nonzero(np.abs(T[r, :n_real]) > tol)[0]
+            if cols.size:
+                _pivot(T, r, int(cols[0]))
+                basis[r] = int(cols[0])
+    T = np.delete(T, np.s_[n_real:n_real + m], axis=1)
+    cost = np.concatenate([c, -c, np.zeros(m_ub)])
+    T[m, :] = 0.0
+    T[m, :n_real] = cost
+    for r in range(m):
+        if basis[r] < n_real:
+            T[m] -= cost[basis[r]] * T[r]
+    # a redundant row keeps its artificial basic at 0; its real columns are all 0, so it never pivots
+    basis = [j if j < n_real else n_real + 10 ** 6 for j in basis]
+    if not _simplex_loop(T, basis, n_real, tol):
+        raise ValueError("simplex: the LP is unbounded")
+    y = np.zeros(n_real)
+    for r, j in enumerate(basis):
+        if j < n_real:
+            y[j] = T[r, -1]
+    z = y[:k] - y[k:2 * k]
+    return z, float(c @ z)
+
+
+def _nucleolus_one(w: np.ndarray, n: int, coalitions: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """Nucleolus of one zero-normalised game w (2**n,) over the constraint coalitions given
+    (bitmasks, proper and non-empty; the singletons must be among them). Returns (x, least-core
+    e, number of LPs solved)."""
+    scale = max(1.0, float(np.abs(w).max()))
+    tol = 1e-9 * scale
+    member = ((coalitions[:, None] >> np.arange(n)) & 1).astype(np.float64)   # (C, n)
+    wS, wN = w[coalitions], float(w[-1])
+    free = np.ones(len(coalitions), dtype=bool)
+    fixed_excess = np.zeros(len(coalitions))
+    grand = np.ones((1, n))
+    n_lps, e_least, x = 0, None, None
+
+    def eq_rows(extra_t: bool):
+        # the grand coalition, and x(S) = w(S) - eps_S for every fixed coalition
+        rows = np.vstack([grand, member[~free]])
+        rhs = np.concatenate([[wN], wS[~free] - fixed_excess[~free]])
+        if extra_t:
+            rows = np.hstack([rows, np.zeros((rows.shape[0], 1))])
+        return rows, rhs
+
+    while free.any():
+        # stage LP over (x, t): min t  s.t.  w(S) - x(S) <= t for the free coalitions
+        A_ub = np.hstack([-member[free], -np.ones((int(free.sum()), 1))])
+        A_eq, b_eq = eq_rows(True)
+        c = np.zeros(n + 1)
+        c[-1] = 1.0
+        sol = _lp_min(c, A_ub, -wS[free], A_eq, b_eq, tol * 1e-3)
+        n_lps += 1
+        if sol is None:
+            raise RuntimeError("nucleolus: a stage LP became infeasible (numerical trouble)")
+        z, t = sol
+        x = z[:n]
+        if e_least is None:
+            e_least = t
+        # which free coalitions stay at excess t in EVERY solution with max free excess t?
+        idx = np.nonzero(free)[0]
+        A_ub2, b_ub2 = -member[free], t - wS[free]           # w(S) - x(S) <= t
+        A_eq2, b_eq2 = eq_rows(False)
+        excess = wS[idx] - member[idx] @ x
+        cand = idx[excess >= t - tol]
+        # one LP maximising the candidates' total slack clears most of them at once (a point where
+        # a coalition is slack is not always the maximiser, so the rest are tested one by one)
+        if cand.size > 1:
+            sol = _lp_min(-member[cand].sum(0), A_ub2, b_ub2, A_eq2, b_eq2, tol * 1e-3)
+            n_lps += 1
+            if sol is not None:
+                cand = cand[(wS[cand] - member[cand] @ sol[0]) >= t - tol]
+        newly = []
+        for s in cand:
+            sol = _lp_min(-member[s], A_ub2, b_ub2, A_eq2, b_eq2, tol * 1e-3)
+            n_lps += 1
+            if sol is None or wS[s] - member[s] @ sol[0] >= t - tol:
+                newly.append(s)
+        if not newly:  # rounding: fix the tightest candidate so the sequence always progresses
+            newly = [int(idx[np.argmax(excess)])]
+        free[newly] = False
+        fixed_excess[newly] = t
+        # coalitions whose membership is spanned by the fixed ones (and N) have determined excess
+        basis_rows = np.vstack([grand, member[~free]])
+        rank = np.linalg.matrix_rank(basis_rows)
+        if rank >= n:
+            break
+        for s in np.nonzero(free)[0]:
+            if np.linalg.matrix_rank(np.vstack([basis_rows, member[s]])) == rank:
+                free[s] = False
+                fixed_excess[s] = wS[s] - member[s] @ x
+    if np.linalg.matrix_rank(np.vstack([grand, member[~free]])) >= n and (~free).any():
+        # solve the fixed system exactly for x (least squares on a consistent full-rank system)
+        A_eq, b_eq = eq_rows(False)
+        x = np.linalg.lstsq(A_eq, b_eq, rcond=None)[0]
+    return x, float(e_least), n_lps
+
+
+def least_core(values, *, coalitions=None, seed: int = 0, n_sampled: int | None = None,
+               return_lps: bool = False):
+    """Least core of the game(s) ``values`` (..., 2**n): its nucleolus point and its value.
+
+        e* = min e   s.t.   sum_i x_i = v(N) - v(empty),
+                            sum_{i in S} x_i >= v(S) - v(empty) - e   for every proper non-empty S
+
+    The least core is the set of splits x reaching e*: no coalition is short of what it could
+    earn alone by more than e*. It is a set, so one point is returned: the NUCLEOLUS (Schmeidler
+    1969), the unique split that lexicographically minimises the sorted excesses
+    v(S) - x(S), computed by the usual sequence of LPs (minimise the largest free excess, fix the
+    coalitions that are at that level in every optimum, repeat until x is determined). It lies
+    in the least core by construction, treats interchangeable players alike, lies in the core
+    whenever the core is non-empty, and needs no tie-breaking rule of our own.
+
+    The game is zero-normalised first (v(S) - v(empty)), so the split is of v(N) - v(empty), the
+    same total that ``exact_shapley`` divides.
+
+    ``coalitions``: None (every proper non-empty coalition; exact), or a 1-D tensor of bitmasks
+    to use as the constraints (constraint sampling). ``n_sampled``: instead of ``coalitions``,
+    draw that many of the proper coalitions with 2..n-2 members at random (``seed``). The n
+    singletons are always added, which keeps the LP bounded and the point unique.
+
+    Returns ``(x, e)``: x (..., n) float64, e (...) float64 (e* = -inf for a one-player game,
+    which has no proper coalition); with ``return_lps=True`` also the number of LPs solved.
+    Identical games in a batch are solved once. Shares are rounded to 1e-12 of the game's
+    largest |value| so that shares equal up to rounding compare equal.
+    """
+    v, n = game_table("values", values)
+    lead = v.shape[:-1]
+    if n == 0:
+        out = (v.new_zeros(lead + (0,)), torch.full(lead, float("-inf"), dtype=torch.float64))
+        return out + (0,) if return_lps else out
+    full = 2 ** n - 1
+    singles = [1 << i for i in range(n)]
+    if coalitions is not None and n_sampled is not None:
+        raise ValueError("n_sampled: give either coalitions or n_sampled, not both")
+    if coalitions is None and n_sampled is None:
+        cs = list(range(1, full))
+    elif coalitions is not None:
+        c = as_tensor("coalitions", coalitions)
+        if c.dim() != 1 or c.dtype.is_floating_point or c.dtype == torch.bool:
+            raise ValueError(f"coalitions: expected a 1-D integer tensor of bitmasks, got {c.dtype} {tuple(c.shape)}")
+        if c.numel() and (int(c.min()) < 1 or int(c.max()) >= full):
+            raise ValueError(f"coalitions: bitmasks must be proper non-empty coalitions, 1 .. {full - 1}")
+        cs = sorted(set(c.tolist()) | set(singles))
+    else:
+        others = [s for s in range(1, full) if s not in singles]
+        n_sampled = check_int("n_sampled", n_sampled, low=0, high=len(others))
+        g = torch.Generator().manual_seed(check_int("seed", seed))
+        pick = torch.randperm(len(others), generator=g)[:n_sampled].tolist()
+        cs = sorted(set(singles) | {others[i] for i in pick})
+    cs = np.asarray(cs, dtype=np.int64)
+    flat = (v - v[..., :1]).reshape(-1, 2 ** n).numpy()
+    x_out = np.zeros((flat.shape[0], n))
+    e_out = np.full(flat.shape[0], float("-inf"))
+    n_lps = 0
+    if n == 1:
+        x_out[:, 0] = flat[:, -1]
+    else:
+        uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+        for u in range(uniq.shape[0]):
+            x, e, k = _nucleolus_one(uniq[u], n, cs)
+            # rounded to 1e-12 of the game's scale: shares equal up to rounding (symmetric players)
+            # then compare equal, and zero shares are exactly zero
+            scale = max(1.0, float(np.abs(uniq[u]).max()))
+            x = np.round(x / scale, 12) * scale + 0.0
+            rows = inverse.reshape(-1) == u
+            x_out[rows], e_out[rows] = x, e
+            n_lps += k
+    x_t = torch.from_numpy(x_out).reshape(lead + (n,))
+    e_t = torch.from_numpy(e_out).reshape(lead)
+    return (x_t, e_t, n_lps) if return_lps else (x_t, e_t)
+
+
+def nucleolus(values) -> torch.Tensor:
+    """The nucleolus of the game(s) ``values`` (..., 2**n) -> (..., n) float64: the point
+    ``least_core`` returns (see there)."""
+    return least_core(values)[0]

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from labkit.core.checks import check_choice, check_int, check_number
-from labkit.core.games import exact_shapley, leave_one_out_values, sampled_shapley
+from labkit.core.games import exact_shapley, least_core, leave_one_out_values, sampled_shapley
 from labkit.core.credit import Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
@@ -61,9 +61,11 @@ def game_credit(env: TeamTask, policies, *, case: str = "") -> pd.DataFrame:
     """
     values = env.truth(policies).values
     phi, loo = _clean(exact_shapley(values)), _clean(leave_one_out_values(values))
-    return pd.DataFrame({"case": case, "agent": env.agent_names, "role": list(env.roles),
-                         "shapley": phi.tolist(), "loo": loo.tolist(), "v_full": float(values[-1]),
-                         "v_empty": float(values[0])})
+    out = pd.DataFrame({"case": case, "agent": env.agent_names, "role": list(env.roles),
+                        "shapley": phi.tolist(), "loo": loo.tolist(), "v_full": float(values[-1]),
+                        "v_empty": float(values[0])})
+    out.attrs["games"] = {case: (list(env.agent_names), values.tolist())}   # plain lists: pandas compares attrs
+    return out
 
 
 def _clean(x: torch.Tensor, tol: float = 1e-12) -> torch.Tensor:
@@ -74,14 +76,18 @@ def _clean(x: torch.Tensor, tol: float = 1e-12) -> torch.Tensor:
 def designed_games(cases: Sequence[str] = DESIGNED_CASES, *, strength: float = 12.0, **overrides) -> pd.DataFrame:
     """Shapley vs leave-one-out on the presets, each played by the competent scripted team
     (``scripted_policies(strength)``: the designed action with probability ~1 at strength 12).
-    ``overrides`` go to every preset (e.g. ``sabotage=0.8``). One row per (case, agent)."""
+    ``overrides`` go to every preset (e.g. ``sabotage=0.8``). One row per (case, agent);
+    ``attrs["games"]`` holds {case: (agent names, coalition table)}."""
     strength = check_number("strength", strength)
     frames = []
     for case in cases:
         check_choice("cases", case, tuple(PRESETS))
         env = TeamTask.preset(case, **overrides)
         frames.append(game_credit(env, env.scripted_policies(strength), case=case))
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    # the coalition tables travel with the frame, so later sections reuse them without recomputing
+    out.attrs["games"] = {k: g for f in frames for k, g in f.attrs["games"].items()}
+    return out
 
 
 def credit_long(df: pd.DataFrame) -> pd.DataFrame:
@@ -100,6 +106,39 @@ def efficiency_table(df: pd.DataFrame) -> pd.DataFrame:
                         "max_gap": g.apply(lambda d: float((d.shapley - d.loo).abs().max()), include_groups=False)})
     out["story"] = [PRESET_STORIES.get(c, "") for c in out.index]
     return out.reset_index()
+
+
+def core_beside_shapley(games: Mapping[str, tuple[Sequence[str], torch.Tensor]]) -> pd.DataFrame:
+    """Exact Shapley against the least core's nucleolus (``labkit.core.games.least_core``, the
+    split ``core_credit`` gives) in each game of ``games`` ({case: (agent names, (2**n,) coalition
+    table)}, e.g. ``designed_games(...).attrs["games"]``).
+
+    One row per (case, agent): case, agent, shapley, core, diff (core - shapley), e (the case's
+    least-core value: the most any coalition is short of what it earns alone).
+    """
+    if not isinstance(games, Mapping) or not games:
+        raise TypeError(f"games: expected a non-empty dict case -> (agent names, coalition table), got {games!r}")
+    frames = []
+    for case, pair in games.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"games: {case!r} needs an (agent names, coalition table) pair")
+        names, values = list(pair[0]), torch.as_tensor(pair[1], dtype=torch.float64).reshape(-1)
+        if values.numel() != 2 ** len(names):
+            raise ValueError(f"games: {case!r} has {len(names)} agents but {values.numel()} coalition values")
+        phi = _clean(exact_shapley(values))
+        x, e = least_core(values)
+        x = _clean(x)
+        frames.append(pd.DataFrame({"case": case, "agent": names, "shapley": phi.tolist(), "core": x.tolist(),
+                                    "diff": _clean(x - phi, 1e-9).tolist(), "e": float(_clean(e, 1e-9))}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def core_differences(df: pd.DataFrame, *, tol: float = 1e-9) -> tuple[pd.DataFrame, list[str]]:
+    """Split a ``core_beside_shapley`` table: the rows of the cases where some agent's share
+    differs by more than ``tol``, and the names of the cases where the two coincide."""
+    tol = check_number("tol", tol, low=0.0)
+    differs = df.groupby("case", sort=False)["diff"].apply(lambda d: bool((d.abs() > tol).any()))
+    return (df[df.case.map(differs)].reset_index(drop=True), [c for c, d in differs.items() if not d])
 
 
 # --------------------------------------------------------------------------- your own credit function (QLLM)

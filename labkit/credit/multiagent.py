@@ -3,8 +3,8 @@
 Estimators registered here turn a team's cooperative game (its coalition values, or the agents'
 own rewards) into per-agent ``Credit`` on multi-agent ``Rollouts`` (one position per agent
 action, ``agent_ids`` = acting agent, each agent's own reward on its last position): ``shapley``,
-``leave_one_out``, ``sharp``, ``dr_mas``, ``m_grpo`` and ``scar`` (Shapley over reasoning steps
-instead of agents). The game maths lives in ``labkit.core.games``, the per-agent views of a batch
+``leave_one_out``, ``sharp``, ``dr_mas``, ``m_grpo``, ``scar`` (Shapley over reasoning steps
+instead of agents) and ``core_credit`` (the least core's nucleolus instead of Shapley). The game maths lives in ``labkit.core.games``, the per-agent views of a batch
 in ``labkit.core.agents``.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from labkit.core.agents import (CoalitionValues, agent_rewards, agent_step_count
                                 n_agents_of, normalize_pools)
 from labkit.core.checks import (as_tensor, check_bool, check_choice, check_finite, check_int, check_number, check_shape,
                                 trajectory_totals)
-from labkit.core.games import MAX_PLAYERS, exact_shapley, leave_one_out_values, sampled_shapley
+from labkit.core.games import MAX_PLAYERS, exact_shapley, least_core, leave_one_out_values, sampled_shapley
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.credit.registry import register
@@ -437,3 +437,91 @@ def scar(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, method
     phi = torch.where(torch.arange(M)[None, :] < n_steps[:, None], phi, 0.0)
     return Credit.from_level(rollouts, phi, "step", "scar", cost=Cost(aux_calls=evals), phi=phi,
                              n_steps=n_steps)
+
+
+CORE_CONSTRAINTS = ("all", "sampled")
+CORE_MAX_PLAYERS = 8  # 254 coalition constraints; the LP sequence grows fast beyond that
+
+
+@register("core_credit", level="agent", needs=("agents",), inputs={"coalition_values": "agent_coalition_values"},
+          status="adaptation", paper="2605.06920",
+          replaces="the in-context contributors whose value a generated output is divided among (items placed in "
+                   "the model's context, valued by model calls on sub-contexts): the team's agents, valued by the "
+                   "exact coalition table of the environment",
+          equation=r"A_{b,i} = x_{b,i},\; x_b = \operatorname{nucleolus}\,\arg\min_{x, e} e \text{ s.t. } "
+                   r"\sum_i x_i = v_b(N),\; \sum_{i \in S} x_i \ge v_b(S) - e\;\forall S",
+          symbols="i: agent; S: proper non-empty coalition (all, or the singletons plus a random sample); "
+                  "v_b(S): team value of trajectory b with only the agents in S, minus v_b(empty); e: least-core value")
+def core_credit(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, constraints: str = "all",
+                n_sampled: int = 8, seed: int = 0) -> Credit:
+    """In-context core credit (arXiv:2605.06920, "In-Context Credit Assignment via the Core"):
+    each agent gets its share of the team value in the least core (its nucleolus point).
+
+    Inputs:
+        rollouts: ``agent_ids`` (n = ``info["n_agents"]`` or the largest agent id + 1, n <= 8).
+        ``coalition_values`` (agent_coalition_values): as in ``shapley``, (B, 2**n) or a
+        callable rollouts -> (B, 2**n).
+
+    Formula:
+        With w_b(S) = v_b(S) - v_b(empty), the least core of trajectory b's game is
+
+            e*_b = min e   s.t.   sum_i x_i = w_b(N),   sum_{i in S} x_i >= w_b(S) - e
+                                  for every proper non-empty coalition S
+
+        (no coalition is short of what it could earn alone by more than e*). It is a set; the
+        point returned is its nucleolus (lexicographically smallest sorted excesses, the
+        canonical unique point inside it, ``labkit.core.games.least_core``), and every
+        position of agent i in trajectory b gets x_{b,i}. Efficient like Shapley (the shares
+        sum to v_b(N) - v_b(empty)), but where Shapley averages marginal contributions over
+        orderings, the core gives everything to players that every winning coalition needs
+        (a veto player) and nothing to those that are only useful in surplus.
+
+        constraints="sampled" ("few model calls"): only the n singletons and ``n_sampled``
+        random other proper coalitions are constraints; the result is the nucleolus of that
+        relaxed LP (equal to the exact one when the sample holds the binding coalitions).
+
+    Defaults:
+        constraints = "all" (exact); sampled: ``n_sampled=8`` coalitions, ``seed=0`` (the same
+        sample for every trajectory). No group baseline, no normalisation.
+
+    Degenerate input:
+        a one-agent team gets v(N) - v(empty) and e* = -inf (no proper coalition); an agent
+        absent from a trajectory has no position (its share is kept in ``info`` but painted
+        nowhere). Groups play no role. Identical games in a batch are solved once.
+
+    Deviations from the reference:
+        the paper's players are the items a model reads in its context and its coalition values
+        are model calls on sub-contexts; here the players are TeamTask's agents and the values
+        the environment's exact coalition table (adaptation). The choice of the nucleolus as
+        the point in the least core, the zero-normalisation by v(empty), the LP solver (a
+        dense two-phase simplex, exact to rounding) and the constraint sampling scheme
+        (singletons always kept so the LP stays bounded) are labkit's: the paper's text was
+        not available, and these follow the catalogue's description only.
+
+    Returns:
+        credit at level "agent"; ``info``: ``x`` (B, n) the shares, ``e`` (B,) the least-core
+        value, ``n_evaluations`` per trajectory, ``n_lps`` the LPs solved, ``constraints``.
+
+    Cost:
+        ``env_steps`` = coalition values read, summed over trajectories: 2**n per trajectory
+        when exact, 2 + n + n_sampled (empty, grand, singletons, sample) when sampled — one
+        re-executed team episode per value, as in ``shapley``. The LPs cost no model call.
+    """
+    check_choice("constraints", constraints, CORE_CONSTRAINTS)
+    n_sampled = check_int("n_sampled", n_sampled, low=0)
+    seed = check_int("seed", seed)
+    n = n_agents_of(rollouts)
+    if n > CORE_MAX_PLAYERS:
+        raise ValueError(f"rollouts: core_credit solves exact LPs over 2**n coalitions, n <= {CORE_MAX_PLAYERS}; "
+                         f"the team has {n} agents")
+    v = coalition_table(rollouts, coalition_values, n)
+    if constraints == "all":
+        x, e, n_lps = least_core(v, return_lps=True)
+        evals = 2 ** n
+    else:
+        n_other = max(2 ** n - 2 - n, 0)
+        k = min(n_sampled, n_other)
+        x, e, n_lps = least_core(v, n_sampled=k, seed=seed, return_lps=True)
+        evals = min(2 + n + k, 2 ** n)
+    return Credit.from_level(rollouts, x, "agent", "core_credit", cost=Cost(env_steps=evals * rollouts.batch_size),
+                             x=x, e=e, n_evaluations=evals, n_lps=n_lps, constraints=constraints)

@@ -11,7 +11,8 @@ import torch
 from hypothesis import strategies as st
 from hypothesis import given, settings
 
-from labkit.core.games import coalition_masks, exact_shapley, leave_one_out_values, popcount, sampled_shapley
+from labkit.core.games import (coalition_masks, exact_shapley, least_core, leave_one_out_values, nucleolus, popcount,
+                               sampled_shapley)
 
 from team_games import COMPLEMENTARY, GLOVE, REDUNDANT, game_from
 
@@ -189,3 +190,116 @@ def test_sampled_shapley_bad_arguments():
         sampled_shapley(v, 4, n_permutations=3)
     with pytest.raises(ValueError, match="values_or_fn"):
         sampled_shapley(lambda m: torch.zeros(2), 3, n_permutations=5)
+
+
+# --------------------------------------------------------------------------- least core / nucleolus
+def _excesses(v, x, n):
+    """Excess v(S) - v(empty) - x(S) of every proper non-empty coalition, (..., 2**n - 2)."""
+    S = torch.arange(1, 2 ** n - 1)
+    member = coalition_masks(n)[S].to(torch.float64)
+    return (v[..., S] - v[..., :1]) - x @ member.T
+
+
+def test_least_core_of_the_glove_game_by_hand():
+    # v({0,1}) = v({0,2}) = v(N) = 1, else 0. Constraints with e = 0: x0 + x1 >= 1 and x0 + x2 >= 1
+    # with x0 + x1 + x2 = 1 force x2 <= 0 and x1 <= 0, and x1, x2 >= 0 (singletons), so the core is
+    # the single point (1, 0, 0); e < 0 is infeasible (x0+x1 >= 1-e, x2 >= -e sum to 1 - 2e > 1).
+    x, e = least_core(GLOVE)
+    assert torch.allclose(x, torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64), atol=1e-12)
+    assert abs(float(e)) < 1e-12
+    assert torch.equal(nucleolus(GLOVE), x)
+    # Shapley splits the same game (2/3, 1/6, 1/6): the core gives the veto player everything
+    assert torch.allclose(exact_shapley(GLOVE), torch.tensor([2 / 3, 1 / 6, 1 / 6], dtype=torch.float64))
+
+
+def test_least_core_of_symmetric_games_by_hand():
+    third = torch.full((3,), 1 / 3, dtype=torch.float64)
+    # redundant: every singleton is worth 1, x_i >= 1 - e with sum 1 -> e* = 2/3 at the equal split
+    x, e = least_core(REDUNDANT)
+    assert torch.allclose(x, third, atol=1e-12) and abs(float(e) - 2 / 3) < 1e-12
+    # complementary: only N is worth 1; the equal split leaves each singleton's excess at -1/3,
+    # and no split does better (the three singleton excesses sum to -1)
+    x, e = least_core(COMPLEMENTARY)
+    assert torch.allclose(x, third, atol=1e-12) and abs(float(e) + 1 / 3) < 1e-12
+
+
+def test_least_core_two_players_splits_the_surplus_equally():
+    # x_i = v(i) + (v(12) - v(1) - v(2)) / 2, e* = (v(1) + v(2) - v(12)) / 2
+    v = torch.tensor([0.0, 1.0, 3.0, 10.0], dtype=torch.float64)
+    x, e = least_core(v)
+    assert torch.allclose(x, torch.tensor([4.0, 6.0], dtype=torch.float64), atol=1e-12)
+    assert abs(float(e) + 3.0) < 1e-12
+
+
+def test_least_core_additive_game_is_the_weights_and_shift_invariant():
+    n = 4
+    w = torch.tensor([0.5, -1.0, 2.0, 0.25], dtype=torch.float64)
+    add = (coalition_masks(n).to(torch.float64) * w).sum(1)
+    x, e = least_core(add)
+    assert torch.allclose(x, w, atol=1e-12) and abs(float(e)) < 1e-12
+    # v(empty) is subtracted first: adding a constant to every coalition changes nothing
+    x2, e2 = least_core(add + 3.0)
+    assert torch.allclose(x2, x, atol=1e-12) and abs(float(e2 - e)) < 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 5), seed=st.integers(0, 10_000))
+def test_least_core_is_efficient_optimal_and_lexicographically_minimal(n, seed):
+    v = random_game(n, seed)
+    x, e = least_core(v)
+    assert torch.isclose(x.sum(), v[-1] - v[0], atol=1e-9)
+    exc = _excesses(v, x, n)
+    assert torch.isclose(exc.max(), e, atol=1e-9)
+    # no efficient split does lexicographically better on the sorted excesses (random directions)
+    g = torch.Generator().manual_seed(seed)
+    base = exc.sort(descending=True).values
+    for _ in range(50):
+        d = torch.randn(n, generator=g, dtype=torch.float64)
+        d = 1e-3 * (d - d.mean())
+        other = _excesses(v, x + d, n).sort(descending=True).values
+        diff = other - base
+        first = diff[diff.abs() > 1e-9]
+        assert first.numel() == 0 or first[0] > 0
+    # symmetrise players 0 and 1: they get equal shares
+    masks = torch.arange(2 ** n)
+    swap = (masks & ~3) | ((masks & 1) << 1) | ((masks >> 1) & 1)
+    xs, _ = least_core(v + v[swap])
+    assert abs(float(xs[0] - xs[1])) < 1e-9
+
+
+def test_least_core_batch_and_constraint_sampling():
+    table = torch.stack([GLOVE, REDUNDANT, GLOVE])
+    x, e, n_lps = least_core(table, return_lps=True)
+    assert x.shape == (3, 3) and e.shape == (3,)
+    assert torch.equal(x[0], x[2]) and n_lps > 0
+    x1, _ = least_core(GLOVE)
+    assert torch.equal(x[0], x1)
+    # every coalition given as a constraint = the exact least core
+    xa, ea = least_core(GLOVE, coalitions=torch.arange(1, 7))
+    assert torch.allclose(xa, x1) and torch.isclose(ea, torch.tensor(0.0, dtype=torch.float64))
+    # singletons only (n_sampled=0): all v(i) = 0, so the relaxed LP splits 1 equally, e = -1/3
+    xs, es = least_core(GLOVE, n_sampled=0)
+    assert torch.allclose(xs, torch.full((3,), 1 / 3, dtype=torch.float64)) and abs(float(es) + 1 / 3) < 1e-12
+    # adding the pair {0, 1}: x0 + x1 >= 1 - e binds; the nucleolus of the relaxed LP is (1/2, 1/2, 0) at e = 0
+    xp, ep = least_core(GLOVE, coalitions=torch.tensor([0b011]))
+    assert torch.allclose(xp, torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64), atol=1e-12)
+    assert abs(float(ep)) < 1e-12
+
+
+def test_least_core_degenerate_and_bad_input():
+    x, e = least_core(torch.tensor([1.0, 3.0], dtype=torch.float64))
+    assert x.tolist() == [2.0] and float(e) == float("-inf")
+    x0, e0 = least_core(torch.tensor([0.5]))
+    assert x0.shape == (0,)
+    with pytest.raises(ValueError, match="^values"):
+        least_core(torch.zeros(6))
+    with pytest.raises(ValueError, match="^values"):
+        least_core(torch.tensor([0.0, float("nan"), 0.0, 1.0]))
+    with pytest.raises(ValueError, match="^coalitions"):
+        least_core(GLOVE, coalitions=torch.tensor([7]))
+    with pytest.raises(ValueError, match="^coalitions"):
+        least_core(GLOVE, coalitions=torch.tensor([0.5]))
+    with pytest.raises(ValueError, match="^n_sampled"):
+        least_core(GLOVE, n_sampled=4)
+    with pytest.raises(ValueError, match="^n_sampled"):
+        least_core(GLOVE, n_sampled=1, coalitions=torch.tensor([3]))
