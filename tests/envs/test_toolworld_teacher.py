@@ -128,3 +128,19 @@ def test_bad_arguments():
         skill_conditioned_logprobs(env, policy, ro, skills=[1])
     with pytest.raises(TypeError, match="^rollouts"):
         hindsight_skills(env, "rollouts")
+
+
+def test_bench_inputs_feed_the_three_estimators():
+    from labkit.bench.later_inputs import toolworld_teacher_inputs
+    from labkit.credit import estimate
+    env = ToolWorld(3, max_turns=8, mislead=0.2, noise=0.2, flaky=0.2)
+    policy = env.scripted_policy(3.0)
+    ro = env.sample(policy, 2, group_size=4, seed=0)
+    inputs, overrides, provenance, costs = toolworld_teacher_inputs(env, policy, env.truth(policy), ro, seed=0)
+    assert set(inputs) == {"teacher_logprobs"} and set(overrides) == {"opid"}
+    assert all(v.startswith("STAND-IN") for v in provenance.values())
+    assert {n: c.policy_forwards for n, c in costs.items()} == {"sdar": 8, "craft": 8, "opid": 8}
+    for name in ("sdar", "craft"):
+        assert bool(torch.isfinite(estimate(name, ro, **inputs).token).all())
+    c = estimate("opid", ro, **overrides["opid"])
+    assert bool(torch.isfinite(c.token).all()) and c.token[~ro.mask].abs().sum() == 0
