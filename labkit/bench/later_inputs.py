@@ -24,7 +24,8 @@ from labkit.credit.search_trees import subproblem_verdicts
 from labkit.credit.token_weights import answer_saliency_fn, lm_token_gradients, tabular_token_gradients
 from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, trained_policy
 
-__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs"]
+__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "TEACHER_TAU", "SKILL_BONUS",
+           "toolworld_teacher_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -100,4 +101,31 @@ def lm_inputs(env, rollouts: Rollouts, models: dict, *, seed: int = 0) -> tuple[
         "sc_grpo.logprobs": "the T-REG copy without a conditioning token"}
     costs = {"delta": Cost(policy_forwards=ro.batch_size, policy_tokens=_scored_tokens(ro)),
              "prime": two, "progress_advantage": two, "sc_grpo": two}
+    return inputs, overrides, provenance, costs
+
+
+TEACHER_TAU = 0.1   # the stand-in teacher's temperature on Q (ToolWorld's Q is a success probability)
+SKILL_BONUS = 2.0   # the logit bonus the stand-in skill puts on the actions it names
+
+
+def toolworld_teacher_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
+    """The ToolWorld task's inputs for the self-distillation methods (SDAR, CRAFT, OPID):
+    the stand-in privileged teacher's log-probabilities of every taken action (the student tilted
+    by the exact Q of the hidden state) and, for OPID only, the log-probabilities under the
+    student conditioned on the group's hindsight skill. ``policy`` sampled ``rollouts`` and
+    ``truth`` is its exact DP; ``seed`` is unused (both producers are deterministic)."""
+    from labkit.envs.toolworld.teacher import skill_conditioned_logprobs, teacher_logprobs
+    ro = rollouts
+    inputs = {"teacher_logprobs": teacher_logprobs(env, policy, truth, ro, tau=TEACHER_TAU)}
+    overrides = {"opid": {"conditioned_logprobs": skill_conditioned_logprobs(env, policy, ro, bonus=SKILL_BONUS)}}
+    provenance = {
+        "teacher_logprobs": f"STAND-IN privileged teacher: the agent's own policy tilted by the exact Q of the hidden "
+                            f"state, log pi_T = log pi_S + Q_t(h, .) / {TEACHER_TAU} - log Z (built from the exact "
+                            f"DP truth; one teacher scoring pass per rollout)",
+        "opid.conditioned_logprobs": f"STAND-IN skill writer and skill-conditioned policy: the file the group's "
+                                     f"successful episodes edited ('open it, edit it, submit'), the agent's logits "
+                                     f"+ {SKILL_BONUS} on those actions (no success in the group: no skill, the "
+                                     f"agent's own log-probabilities)"}
+    one = Cost(policy_forwards=ro.batch_size, policy_tokens=int(ro.mask.sum()))
+    costs = {"sdar": one, "craft": one, "opid": one}
     return inputs, overrides, provenance, costs

@@ -12,9 +12,10 @@ from labkit.credit import traces  # noqa: F401  (GRPO-lambda, RUDDER, Progress A
 from labkit.credit import search_trees  # noqa: F401  (Monte Carlo forks, trees and process labels)
 from labkit.credit import token_weights  # noqa: F401  (token reweighting of an outcome advantage)
 from labkit.credit import temporal  # noqa: F401  (scheduled token selection)
+from labkit.credit import entropy_modulation  # noqa: F401  (EMPG, AEM, T2PO: entropy-modulated turn credit)
+from labkit.credit import self_distillation  # noqa: F401  (SDAR, CRAFT, OPID: teacher-student gaps)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
-           "search_trees", "token_weights", "temporal"]
-from labkit.credit import entropy_modulation  # noqa: F401  (EMPG, AEM, T2PO: entropy-modulated turn credit)
+           "search_trees", "token_weights", "temporal", "entropy_modulation", "self_distillation"]

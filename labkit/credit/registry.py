@@ -131,6 +131,8 @@ INPUT_KINDS: dict[str, InputKind] = {
                               "(B, T) float tensor of log-probabilities (<= 0)", "position"),
     "conditioned_logprobs": InputKind("log-probabilities under a conditioned model",
                                       "(B, T) float tensor of log-probabilities (<= 0)", "position"),
+    "teacher_logprobs": InputKind("log-probabilities under a teacher (the same model given privileged context)",
+                                  "(B, T) float tensor of log-probabilities (<= 0)", "position"),
     "implicit_step_rewards": InputKind("an implicit step reward model",
                                        "(B, T) float tensor" + _OR_CALLABLE, "position"),
     "irl_reward": InputKind("an inverse-RL reward model",
