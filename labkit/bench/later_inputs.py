@@ -23,9 +23,10 @@ from labkit.core.rollouts import Rollouts
 from labkit.credit.search_trees import subproblem_verdicts
 from labkit.credit.token_weights import answer_saliency_fn, lm_token_gradients, tabular_token_gradients
 from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, trained_policy
+from labkit.envs.toolworld.truth import success_prob
 
 __all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "TEACHER_TAU", "SKILL_BONUS",
-           "toolworld_teacher_inputs"]
+           "toolworld_teacher_inputs", "toolworld_information_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -129,3 +130,12 @@ def toolworld_teacher_inputs(env, policy, truth, rollouts: Rollouts, *, seed: in
     one = Cost(policy_forwards=ro.batch_size, policy_tokens=int(ro.mask.sum()))
     costs = {"sdar": one, "craft": one, "opid": one}
     return inputs, overrides, provenance, costs
+def toolworld_information_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0
+                                 ) -> tuple[dict, dict, dict, dict]:
+    """The ToolWorld task's inputs for A2TGPO: the success probability after every turn, the same
+    exact DP one IGPO is handed (``policy`` sampled ``rollouts``, ``truth`` = ``env.truth(policy)``;
+    ``seed`` is unused: nothing is sampled)."""
+    overrides = {"a2tgpo": {"success_prob": success_prob(env, truth, rollouts)}}
+    provenance = {"a2tgpo.success_prob": "exact success probability after every turn from the DP (ORACLE, from the "
+                                         "exact DP truth, zero cost; stands in for the policy's belief in the answer)"}
+    return {}, overrides, provenance, {}

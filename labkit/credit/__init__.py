@@ -14,8 +14,10 @@ from labkit.credit import token_weights  # noqa: F401  (token reweighting of an 
 from labkit.credit import temporal  # noqa: F401  (scheduled token selection)
 from labkit.credit import entropy_modulation  # noqa: F401  (EMPG, AEM, T2PO: entropy-modulated turn credit)
 from labkit.credit import self_distillation  # noqa: F401  (SDAR, CRAFT, OPID: teacher-student gaps)
+from labkit.credit import structured_actions  # noqa: F401  (A3: structured action residuals and branch margins)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
-           "search_trees", "token_weights", "temporal", "entropy_modulation", "self_distillation"]
+           "search_trees", "token_weights", "temporal",
+           "entropy_modulation", "self_distillation", "structured_actions"]
