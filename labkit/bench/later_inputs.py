@@ -1,8 +1,10 @@
-"""What the benchmark's reasoning tasks hand the methods published after the survey: one function
-per world, each returning ``(inputs, overrides, provenance, input costs)`` in the shape the task
-builders of ``labkit.bench.suite`` merge into an ``Instance``. Notebook 04's roster
-(``labkit.course.reasoning_roster.later_methods``) reads the same, so the notebook and the
-benchmark run each method on the same inputs.
+"""What the benchmark's tasks hand the methods published after the survey: functions returning
+``(inputs, overrides, provenance, input costs)`` in the shape the task builders of
+``labkit.bench.suite`` merge into an ``Instance``. Notebook 04's roster
+(``labkit.course.reasoning_roster.later_methods``) reads the reasoning ones, so the notebook and
+the benchmark run each method on the same inputs. ``toolworld_inputs`` merges the agentic ones
+(a privileged teacher and a skill-conditioned policy, the success probability, ...; each
+function below says what it gives and where it comes from).
 
 * DelTA: the log-prob gradient of every token (``token_gradients``): exact from the tabular
   policy's table, the output layer's from the tiny LM (one scoring pass);
@@ -26,7 +28,7 @@ from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, tr
 from labkit.envs.toolworld.truth import success_prob
 
 __all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "TEACHER_TAU", "SKILL_BONUS",
-           "toolworld_teacher_inputs", "toolworld_information_inputs"]
+           "toolworld_teacher_inputs", "toolworld_information_inputs", "toolworld_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -139,3 +141,16 @@ def toolworld_information_inputs(env, policy, truth, rollouts: Rollouts, *, seed
     provenance = {"a2tgpo.success_prob": "exact success probability after every turn from the DP (ORACLE, from the "
                                          "exact DP truth, zero cost; stands in for the policy's belief in the answer)"}
     return {}, overrides, provenance, {}
+
+
+def toolworld_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
+    """Every input the ToolWorld task hands the agentic methods published after the survey: the
+    functions above merged (each names its own estimators' options, so nothing collides)."""
+    inputs, overrides, provenance, costs = {}, {}, {}, {}
+    for make in (toolworld_teacher_inputs, toolworld_information_inputs):
+        more, over, src, cost = make(env, policy, truth, rollouts, seed=seed)
+        clash = (set(more) & set(inputs)) | (set(over) & set(overrides))
+        if clash:
+            raise RuntimeError(f"{make.__name__} gives {sorted(clash)} twice")
+        inputs, overrides, provenance, costs = inputs | more, overrides | over, provenance | src, costs | cost
+    return inputs, overrides, provenance, costs

@@ -385,12 +385,15 @@ def toolworld_task(max_turns: int, *, noise: float = 0.2, n_files: int = 5, stre
         inputs |= engine
         provenance |= engine_src
         overrides, more = _toolworld_model_inputs(env, policy, truth, ro, seed)
+        # the methods published after the survey (labkit.bench.later_inputs)
+        later, later_over, later_src, later_costs = later_inputs.toolworld_inputs(env, policy, truth, ro, seed=seed)
+        inputs, overrides, more = inputs | later, overrides | later_over, more | later_src
         return Instance(ro, adv, "token", ro.truth.get("decisive"), inputs, provenance | more,
                         lengths=present.sum(1), unit="turns", policy=policy, exact_grad=truth.grad,
                         skill_luck=(skill, luck), overrides={"spo": {"value_fn": _exact_cut_value_fn(truth)},
                                                                 "turn_gae": {"values": turn(v)},
                                                                 "istar": {"step_rewards": token_rewards}} | overrides,
-                        input_costs=engine_costs)
+                        input_costs=engine_costs | later_costs)
     return Task(f"toolworld_T{max_turns}_noise{noise:g}", "agentic", params, build)
 
 
