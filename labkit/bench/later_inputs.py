@@ -12,7 +12,9 @@ benchmark run each method on the same inputs.
 * PRIME on the LM: implicit process rewards, ``PRIME_BETA`` x log pi_dpo / pi_base;
 * RUDDER: a return predictor at every prefix (a table fitted on a history batch on the chain,
   the outcome reward model on the LM); Progress Advantage: a tuned policy's log-probabilities
-  against its start; SC-GRPO: a stand-in self-conditioned policy.
+  against its start; SC-GRPO: a stand-in self-conditioned policy;
+* on ToolWorld, TRIAGE and Rubric-Grounded RL: a stand-in judge's role of every turn and a
+  stand-in grader's verdicts on a written rubric (``toolworld_judge_inputs``).
 """
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ from labkit.core.rollouts import Rollouts
 from labkit.credit.search_trees import subproblem_verdicts
 from labkit.credit.token_weights import answer_saliency_fn, lm_token_gradients, tabular_token_gradients
 from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, trained_policy
+from labkit.learn.judges import (INFO_THRESHOLD, ROLE_THRESHOLD, RUBRIC_CRITERIA, RUBRIC_WEIGHTS, belief_movement,
+                                 stand_in_rubric_verdicts, stand_in_turn_roles)
 
-__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs"]
+__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "JUDGE_ERROR",
+           "toolworld_judge_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -101,3 +106,32 @@ def lm_inputs(env, rollouts: Rollouts, models: dict, *, seed: int = 0) -> tuple[
     costs = {"delta": Cost(policy_forwards=ro.batch_size, policy_tokens=_scored_tokens(ro)),
              "prime": two, "progress_advantage": two, "sc_grpo": two}
     return inputs, overrides, provenance, costs
+
+
+# --------------------------------------------------------------------------- ToolWorld: TRIAGE's roles, a rubric grader
+JUDGE_ERROR = 0.1  # the stand-in judges' error rate, as the ToolWorld task's other judges (suite.JUDGE_ERROR)
+
+
+def toolworld_judge_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
+    """The ToolWorld task's judge inputs for TRIAGE (a role per turn) and Rubric-Grounded RL (a
+    rubric per episode), ``truth`` the exact DP of ``policy`` (``env.truth(policy)``) that sampled
+    ``rollouts``. Both judges are stand-ins with error rate ``JUDGE_ERROR``, seeded with ``seed``
+    like the task's other judges (so TRIAGE's roles go wrong on the same turns as TARL's grades:
+    a paired comparison). Each judge reads a trajectory once: one auxiliary call per trajectory."""
+    ro = rollouts
+    roles = stand_in_turn_roles(ro, advantage=truth.advantage(ro), information=belief_movement(env, truth, ro),
+                                error_rate=JUDGE_ERROR, seed=seed)
+    verdicts = stand_in_rubric_verdicts(env, ro, error_rate=JUDGE_ERROR, seed=seed)
+    overrides = {"triage": {"roles": roles},
+                 "rubric_rl": {"rubric_verdicts": verdicts,
+                               "rubric_weights": torch.tensor(RUBRIC_WEIGHTS, dtype=torch.float64)}}
+    provenance = {
+        "triage.roles": f"STAND-IN judge: decisive / regression where the exact advantage is above {ROLE_THRESHOLD} / "
+                        f"below -{ROLE_THRESHOLD}, else exploration where the turn moved the exact belief over the "
+                        f"buggy file by more than {INFO_THRESHOLD} (total variation), else plumbing; each role "
+                        f"replaced by a uniformly drawn other role w.p. {JUDGE_ERROR}",
+        "rubric_rl.rubric_verdicts": f"STAND-IN grader: the exact answer to each rubric item ({', '.join(RUBRIC_CRITERIA)}) "
+                                     f"from the episode and the hidden bug, flipped w.p. {JUDGE_ERROR} per item",
+        "rubric_rl.rubric_weights": f"the written rubric's weights {RUBRIC_WEIGHTS} (labkit.learn.judges.RUBRIC_WEIGHTS)"}
+    one_call = Cost(aux_calls=ro.batch_size)
+    return {}, overrides, provenance, {"triage": one_call, "rubric_rl": one_call}
