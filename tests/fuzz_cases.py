@@ -248,6 +248,8 @@ def _width(ro, axis: str) -> int:
         return 2 ** int(ro.n_steps.max().clamp(min=0))
     if axis == "reward_function":
         return 2
+    if axis == "criterion":
+        return 3
     raise KeyError(axis)
 
 
@@ -316,8 +318,9 @@ CALLABLE_FILLS: dict[str, Callable[..., Any]] = {
 # Kinds only the ToolWorld can give: estimators that declare one run there.
 TOOLWORLD_KINDS = ("env", "policy", "hidden_states", "privileged_critic")
 # Fill values that keep each input valid (log-probabilities <= 0, probabilities in [0, 1]).
-FILL = {"sum_pi_squared": 0.5, "ref_logprobs": -1.0, "logprobs": -0.5, "better_logprobs": -0.5, "worse_logprobs": -1.0, "conditioned_logprobs": -1.0, "teacher_logprobs": -1.0,
-        "planning_mask": 1.0, "grades": 1.0}
+FILL = {"sum_pi_squared": 0.5, "ref_logprobs": -1.0, "logprobs": -0.5, "better_logprobs": -0.5, "worse_logprobs": -1.0,
+        "conditioned_logprobs": -1.0, "teacher_logprobs": -1.0, "planning_mask": 1.0, "grades": 1.0, "roles": 2.0,
+        "rubric_verdicts": 1.0}
 # Optional tensor options the valid call passes too, so that their bad values are probed.
 EXTRA_TENSORS: dict[str, dict[str, str]] = {
     "dpo_implicit_q": {"logprobs": "position"}, "itpo": {"logprobs": "position"}, "spro": {"logprobs": "position"},
@@ -737,7 +740,7 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
             optional = name != "archer" and inp in sig.parameters and sig.parameters[inp].default is None
             variants = [] if optional else [("missing (None)", lambda ro: None)]
             variants += [("one row too few", lambda ro, good=good: good(ro)[:-1])]
-            if axis != "reward_function":   # any number of reward functions is valid
+            if axis not in ("reward_function", "criterion"):   # any number of reward functions / rubric items is valid
                 variants += [("one column too many", lambda ro, good=good: torch.cat([good(ro), good(ro)[:, :1]], 1))]
             variants += [
                 ("flattened", lambda ro, good=good: good(ro).reshape(-1)),
@@ -745,7 +748,7 @@ def estimator_probes(names: list[str] | None = None) -> list[Probe]:
                 ("NaN everywhere", lambda ro, good=good: torch.full(good(ro).shape, float("nan"))),
                 ("a string", lambda ro: "abc"),
             ]
-            if name in ("hca", "hcapo", "igpo", "capo", "critic_search", "pure", "tarl"):
+            if name in ("hca", "hcapo", "igpo", "capo", "critic_search", "pure", "tarl", "triage", "rubric_rl"):
                 variants.append(("probability 5", lambda ro, good=good: good(ro).double() * 0 + 5.0))
             if inp.endswith("logprobs"):
                 variants.append(("log-probabilities > 0", lambda ro, good=good: good(ro).double() * 0 + 2.0))

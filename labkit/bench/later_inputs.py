@@ -14,7 +14,9 @@ function below says what it gives and where it comes from).
 * PRIME on the LM: implicit process rewards, ``PRIME_BETA`` x log pi_dpo / pi_base;
 * RUDDER: a return predictor at every prefix (a table fitted on a history batch on the chain,
   the outcome reward model on the LM); Progress Advantage: a tuned policy's log-probabilities
-  against its start; SC-GRPO: a stand-in self-conditioned policy.
+  against its start; SC-GRPO: a stand-in self-conditioned policy;
+* on ToolWorld, TRIAGE and Rubric-Grounded RL: a stand-in judge's role of every turn and a
+  stand-in grader's verdicts on a written rubric (``toolworld_judge_inputs``).
 """
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ from labkit.credit.search_trees import subproblem_verdicts
 from labkit.credit.token_weights import answer_saliency_fn, lm_token_gradients, tabular_token_gradients
 from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, trained_policy
 from labkit.envs.toolworld.truth import success_prob
+from labkit.learn.judges import (INFO_THRESHOLD, JUDGE_ERROR, ROLE_THRESHOLD, RUBRIC_CRITERIA, RUBRIC_WEIGHTS,
+                                 belief_movement, stand_in_rubric_verdicts, stand_in_turn_roles)
 
 __all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "TEACHER_TAU", "SKILL_BONUS",
-           "toolworld_teacher_inputs", "toolworld_information_inputs", "toolworld_inputs"]
+           "toolworld_teacher_inputs", "toolworld_information_inputs", "toolworld_judge_inputs",
+           "toolworld_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -132,6 +137,8 @@ def toolworld_teacher_inputs(env, policy, truth, rollouts: Rollouts, *, seed: in
     one = Cost(policy_forwards=ro.batch_size, policy_tokens=int(ro.mask.sum()))
     costs = {"sdar": one, "craft": one, "opid": one}
     return inputs, overrides, provenance, costs
+
+
 def toolworld_information_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0
                                  ) -> tuple[dict, dict, dict, dict]:
     """The ToolWorld task's inputs for A2TGPO: the success probability after every turn, the same
@@ -143,11 +150,40 @@ def toolworld_information_inputs(env, policy, truth, rollouts: Rollouts, *, seed
     return {}, overrides, provenance, {}
 
 
+
+# --------------------------------------------------------------------------- ToolWorld: TRIAGE's roles, a rubric grader
+
+
+def toolworld_judge_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
+    """The ToolWorld task's judge inputs for TRIAGE (a role per turn) and Rubric-Grounded RL (a
+    rubric per episode), ``truth`` the exact DP of ``policy`` (``env.truth(policy)``) that sampled
+    ``rollouts``. Both judges are stand-ins with error rate ``JUDGE_ERROR``, seeded with ``seed``
+    like the task's other judges (so TRIAGE's roles go wrong on the same turns as TARL's grades:
+    a paired comparison). Each judge reads a trajectory once: one auxiliary call per trajectory."""
+    ro = rollouts
+    roles = stand_in_turn_roles(ro, advantage=truth.advantage(ro), information=belief_movement(env, truth, ro),
+                                error_rate=JUDGE_ERROR, seed=seed)
+    verdicts = stand_in_rubric_verdicts(env, ro, error_rate=JUDGE_ERROR, seed=seed)
+    overrides = {"triage": {"roles": roles},
+                 "rubric_rl": {"rubric_verdicts": verdicts,
+                               "rubric_weights": torch.tensor(RUBRIC_WEIGHTS, dtype=torch.float64)}}
+    provenance = {
+        "triage.roles": f"STAND-IN judge: decisive / regression where the exact advantage is above {ROLE_THRESHOLD} / "
+                        f"below -{ROLE_THRESHOLD}, else exploration where the turn moved the exact belief over the "
+                        f"buggy file by more than {INFO_THRESHOLD} (total variation), else plumbing; each role "
+                        f"replaced by a uniformly drawn other role w.p. {JUDGE_ERROR}",
+        "rubric_rl.rubric_verdicts": f"STAND-IN grader: the exact answer to each rubric item ({', '.join(RUBRIC_CRITERIA)}) "
+                                     f"from the episode and the hidden bug, flipped w.p. {JUDGE_ERROR} per item",
+        "rubric_rl.rubric_weights": f"the written rubric's weights {RUBRIC_WEIGHTS} (labkit.learn.judges.RUBRIC_WEIGHTS)"}
+    one_call = Cost(aux_calls=ro.batch_size)
+    return {}, overrides, provenance, {"triage": one_call, "rubric_rl": one_call}
+
+
 def toolworld_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
     """Every input the ToolWorld task hands the agentic methods published after the survey: the
     functions above merged (each names its own estimators' options, so nothing collides)."""
     inputs, overrides, provenance, costs = {}, {}, {}, {}
-    for make in (toolworld_teacher_inputs, toolworld_information_inputs):
+    for make in (toolworld_teacher_inputs, toolworld_information_inputs, toolworld_judge_inputs):
         more, over, src, cost = make(env, policy, truth, rollouts, seed=seed)
         clash = (set(more) & set(inputs)) | (set(over) & set(overrides))
         if clash:

@@ -36,7 +36,7 @@ from labkit.envs.toolworld.truth import exact_hindsight, success_prob
 from labkit.learn.critics import BTCritic
 from labkit.learn.irl import StepRewardIRL, expert_policy
 from labkit.learn.turn_models import ProgressEstimator, policy_logprobs
-from labkit.learn.judges import noisy_oracle, stand_in_judge, stand_in_step_verifier, stand_in_turn_grades
+from labkit.learn.judges import JUDGE_ERROR, noisy_oracle, stand_in_judge, stand_in_step_verifier, stand_in_turn_grades
 from labkit.policies import TabularSoftmaxPolicy
 from labkit.scoring import rank_correlation, recall_at_k, sign_agreement
 
@@ -116,7 +116,6 @@ def _engine_inputs(policy, ro: Rollouts, greedy: Rollouts) -> tuple[dict, dict, 
 
 # --------------------------------------------------------------------------- the three families
 ORACLE = "ORACLE, from the exact DP truth, zero cost"
-JUDGE_ERROR = 0.1  # the stand-in judges' error rate (labkit.learn.judges), recorded in inputs
 
 
 def _exact_cut_value_fn(truth):

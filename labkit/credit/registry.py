@@ -65,8 +65,10 @@ FIELD_FEATURES = ("anchor_keys", "entropies", "logprobs", "states")
 
 #: What the second axis of a tensor input counts: generated-or-not positions (T), steps, turns,
 #: turn boundaries (turns + 1: before the first and after every turn), agents, coalitions of
-#: agents (2**agents) or of steps (2**steps), or reward functions (as many as the run has).
-AXES = ("position", "step", "turn", "turn_boundary", "agent", "agent_coalition", "step_coalition", "reward_function")
+#: agents (2**agents) or of steps (2**steps), reward functions (as many as the run has), or the
+#: criteria of a written rubric (as many as the rubric has).
+AXES = ("position", "step", "turn", "turn_boundary", "agent", "agent_coalition", "step_coalition", "reward_function",
+        "criterion")
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,11 @@ INPUT_KINDS: dict[str, InputKind] = {
     "step_verdicts": InputKind("a judge's step verdicts",
                                "(B, n_steps) or (critiques, B, n_steps) tensor in [0, 1]" + _OR_CALLABLE, "step"),
     "turn_grades": InputKind("a judge's turn grades", "(B, n_turns) tensor in {-1, 0, +1}" + _OR_CALLABLE, "turn"),
+    "turn_roles": InputKind("a judge's role label of every turn",
+                            "(B, n_turns) tensor in {0: regression, 1: plumbing, 2: exploration, 3: decisive}"
+                            + _OR_CALLABLE, "turn"),
+    "rubric_verdicts": InputKind("a grader's met / not met verdict on every item of a rubric",
+                                 "(B, K) tensor in {0, 1}, K rubric criteria" + _OR_CALLABLE, "criterion"),
     "judged_turn_rewards": InputKind("a judge's step rewards (one per turn)",
                                      "(B, n_turns) float tensor" + _OR_CALLABLE, "turn"),
     "action_scores": InputKind("a coach model's score of every action", "(B, T) float tensor" + _OR_CALLABLE,

@@ -8,7 +8,13 @@ judge is supposed to report (which the environment knows), made imperfect on pur
 * ``stand_in_judge``: good / bad verdicts per turn from the sign of the exact advantage, each
   flipped with a seeded error rate (CriticSearch's retrospective critic);
 * ``stand_in_step_verifier``: correct / wrong verdicts per reasoning step from the task's exact
-  step correctness, each flipped with a seeded error rate (CAPO's LLM-as-GenPRM).
+  step correctness, each flipped with a seeded error rate (CAPO's LLM-as-GenPRM);
+* ``stand_in_turn_roles``: one of four roles per ToolWorld turn (regression, plumbing,
+  exploration, decisive) from the exact advantage and the belief's movement, each wrong with a
+  seeded error rate (TRIAGE's role judge);
+* ``stand_in_rubric_verdicts``: met / not met on every item of a written ToolWorld rubric from
+  the episode and the hidden truth, each flipped with a seeded error rate (Rubric-Grounded RL's
+  grader).
 
 Turning the noise up shows how much of a judge-based method's quality is the judge's. The
 estimators in ``labkit.credit`` take the judge's output as a tensor or a callable, so a real
@@ -20,6 +26,8 @@ import torch
 
 from labkit.core.checks import as_tensor, check_finite, check_int, check_number, check_shape
 from labkit.core.rollouts import Rollouts
+from labkit.envs.toolworld.belief import belief_truth
+from labkit.envs.toolworld.env import RUN_TESTS
 
 
 def noisy_oracle(reference, *, noise: float, seed: int = 0, low: float | None = None,
@@ -57,6 +65,11 @@ def noisy_oracle(reference, *, noise: float, seed: int = 0, low: float | None = 
             step = (high - low) / (levels - 1)
             out = low + torch.round((out - low) / step) * step
     return out
+
+
+#: The error rate of the stand-in judges the benchmark hands estimators (a verdict, grade, role or
+#: rubric item wrong with this probability), one number for every judge so their rows compare.
+JUDGE_ERROR = 0.1
 
 
 def stand_in_judge(rollouts: Rollouts, *, advantage, error_rate: float = 0.1, seed: int = 0) -> torch.Tensor:
@@ -231,3 +244,129 @@ class LatentRewardRegressor:
             raise ValueError("LatentRewardRegressor: call fit() first")
         names = self.feature_names or tuple(f"f{i}" for i in range(self.weights.numel()))
         return {n: float(w) for n, w in zip(names, self.weights)}
+
+
+# --------------------------------------------------------------------------- TRIAGE's role judge, a rubric grader
+TURN_ROLES = ("regression", "plumbing", "exploration", "decisive")
+"""The four roles a TRIAGE judge gives a turn, by label 0..3 (ordered from worst to best):
+0 regression (set the task back), 1 plumbing (routine, no progress), 2 exploration (gained
+information without deciding anything), 3 decisive (real progress towards the fix)."""
+
+ROLE_THRESHOLD = 0.1
+"""The stand-in's skill threshold: a turn whose exact advantage exceeds it is decisive, one below
+minus it a regression. On the bench's ToolWorld batches (noise 0.2, scripted agent) about one
+turn in ten clears it either way; the edit that fixes the bug and the submit after it mostly do."""
+
+INFO_THRESHOLD = 0.05
+"""The stand-in's information threshold: a turn that moved the agent's exact belief over the
+buggy file by more than this (total variation) gained information."""
+
+
+def _other_labels(exact: torch.Tensor, n_labels: int, error_rate: float, g: torch.Generator) -> torch.Tensor:
+    """``exact`` (float labels 0..n_labels-1) with each entry, w.p. ``error_rate``, replaced by one
+    of the other n_labels - 1 labels drawn uniformly (so ``error_rate`` is the share of wrong labels)."""
+    wrong = torch.rand(exact.shape, generator=g, dtype=torch.float64) < error_rate
+    shift = torch.randint(1, n_labels, exact.shape, generator=g).to(torch.float64)
+    return torch.where(wrong, torch.remainder(exact + shift, float(n_labels)), exact)
+
+
+def belief_movement(env, truth, rollouts: Rollouts) -> torch.Tensor:
+    """How much every turn taught the agent about the buggy file: (B, T) float64 in [0, 1].
+
+    movement_t = TV(beta_{t+1}, beta_t) = 1/2 sum_b |beta_{t+1}(b) - beta_t(b)|, with beta_t the
+    exact belief over the buggy file before turn t given the history the agent saw
+    (``labkit.envs.toolworld.belief.belief_truth``). The last turn of an episode gets 0 (a
+    submit answers nothing, and a timed-out episode never reads its last answer); 0 off the
+    mask. Oracle side: it reads the world's answer kernel, not the hidden state.
+    """
+    beta = belief_truth(env, truth, rollouts).belief                  # (B, T, N)
+    tv = torch.zeros(rollouts.mask.shape, dtype=torch.float64)
+    tv[:, :-1] = 0.5 * (beta[:, 1:] - beta[:, :-1]).abs().sum(-1)
+    nxt = torch.zeros_like(rollouts.mask)
+    nxt[:, :-1] = rollouts.mask[:, 1:]
+    return torch.where(rollouts.mask & nxt, tv, 0.0)
+
+
+def stand_in_turn_roles(rollouts: Rollouts, *, advantage, information, error_rate: float = 0.1,
+                        threshold: float = ROLE_THRESHOLD, info_threshold: float = INFO_THRESHOLD,
+                        seed: int = 0) -> torch.Tensor:
+    """STAND-IN for TRIAGE's LLM role judge: one of the four ``TURN_ROLES`` (label 0..3) per turn.
+
+        3 decisive     if A_t > threshold
+        0 regression   if A_t < -threshold
+        2 exploration  else, if information_t > info_threshold
+        1 plumbing     else
+
+    A_t is the turn's exact advantage (its skill: ``advantage`` (B, T) per position, e.g.
+    ``env.truth(policy).advantage(rollouts)``), ``information`` (B, T) per position how much the
+    turn moved the agent's belief (``belief_movement``). The sign part is
+    ``stand_in_turn_grades`` with ``tolerance = threshold`` and no error. Each label is then,
+    w.p. ``error_rate`` (seeded), replaced by one of the three *other* roles drawn uniformly:
+    0 is a perfect judge, 3/4 one that knows nothing. Returns (B, N) float64 labels, 0 where
+    there is no turn. A real judge's errors are not independent coin flips; this models only a
+    known error rate.
+    """
+    error_rate = check_number("error_rate", error_rate, low=0.0, high=1.0)
+    threshold = check_number("threshold", threshold, low=0.0)
+    info_threshold = check_number("info_threshold", info_threshold, low=0.0)
+    seed = check_int("seed", seed)
+    sign = stand_in_turn_grades(rollouts, advantage=advantage, error_rate=0.0, tolerance=threshold)
+    moved = as_tensor("information", information).to(torch.float64)
+    check_shape("information", moved, tuple(rollouts.mask.shape))
+    check_finite("information", torch.where(rollouts.mask, moved, 0.0))
+    moved, present = rollouts.view(moved, "turn", "first")
+    exact = torch.where(sign > 0, 3.0, torch.where(sign < 0, 0.0, torch.where(moved > info_threshold, 2.0, 1.0)))
+    g = torch.Generator().manual_seed(seed)
+    return torch.where(present, _other_labels(exact, len(TURN_ROLES), error_rate, g), 0.0)
+
+
+RUBRIC_CRITERIA = ("opened_buggy_file", "edited_buggy_file", "tested_after_fix", "submitted_fixed", "no_loops")
+"""The ToolWorld rubric, one checkable item per column: opened the buggy file (some turn opens
+file b); edited the buggy file (some turn edits b, i.e. fixed the bug); ran the tests after the
+fix (a run-tests turn with the bug already fixed); submitted with the bug fixed (the outcome);
+no loops (no turn repeats the previous turn's action on the same observation, e.g. think after
+"thought" after think: the echo trap)."""
+
+RUBRIC_WEIGHTS = (0.15, 0.2, 0.15, 0.4, 0.1)
+"""The rubric's weights, in ``RUBRIC_CRITERIA`` order (sum 1): the outcome weighs most, the
+three process items together as much again, the loop check least (labkit's choice)."""
+
+
+def rubric_checks(env, rollouts: Rollouts) -> torch.Tensor:
+    """The exact answer to every ``RUBRIC_CRITERIA`` item per episode: (B, K) float64 in {0, 1}.
+
+    Reads the hidden bug (``truth["bug"]``), whether it was fixed before each turn
+    (``truth["fixed"]``) and the outcome (``truth["success"]``) of a ToolWorld batch."""
+    for attr in ("open_action", "edit_action"):
+        if not hasattr(env, attr):
+            raise TypeError(f"env: expected a ToolWorld, got {type(env).__name__}")
+    truth = rollouts.truth if isinstance(rollouts.truth, dict) else {}
+    missing = [k for k in ("bug", "fixed", "success") if k not in truth]
+    if missing:
+        raise ValueError(f"rollouts.truth: needs {missing} (sample with ToolWorld.sample)")
+    m = rollouts.mask
+    act = torch.where(m, rollouts.tokens, -1).long()
+    obs = rollouts.states if rollouts.states is not None else torch.zeros_like(act)
+    bug = as_tensor("rollouts.truth['bug']", truth["bug"]).long()[:, None]
+    fixed = as_tensor("rollouts.truth['fixed']", truth["fixed"]).bool() & m
+    repeat = torch.zeros_like(m)
+    repeat[:, 1:] = m[:, 1:] & (act[:, 1:] == act[:, :-1]) & (obs[:, 1:] == obs[:, :-1])
+    cols = [(act == env.open_action(bug)).any(1), (act == env.edit_action(bug)).any(1),
+            ((act == RUN_TESTS) & fixed).any(1), as_tensor("rollouts.truth['success']", truth["success"]).bool(),
+            ~repeat.any(1)]
+    return torch.stack(cols, 1).to(torch.float64)
+
+
+def stand_in_rubric_verdicts(env, rollouts: Rollouts, *, error_rate: float = 0.1, seed: int = 0) -> torch.Tensor:
+    """STAND-IN for Rubric-Grounded RL's grader model: a met / not met verdict on every rubric item.
+
+    verdict_{b,k} = ``rubric_checks(env, rollouts)[b, k]`` (the exact answer, read from the
+    episode and the hidden truth), flipped independently w.p. ``error_rate`` (seeded). Returns
+    (B, len(RUBRIC_CRITERIA)) float64 in {0, 1}; with error_rate = 0 the exact checks. A real
+    grader's errors are correlated (it misreads the same kind of item again); this models only a
+    known error rate per item.
+    """
+    error_rate = check_number("error_rate", error_rate, low=0.0, high=1.0)
+    exact = rubric_checks(env, rollouts)
+    g = torch.Generator().manual_seed(check_int("seed", seed))
+    return _other_labels(exact, 2, error_rate, g)
