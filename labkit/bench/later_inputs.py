@@ -24,7 +24,7 @@ from labkit.credit.search_trees import subproblem_verdicts
 from labkit.credit.token_weights import answer_saliency_fn, lm_token_gradients, tabular_token_gradients
 from labkit.credit.traces import fit_return_table, self_conditioned_logprobs, trained_policy
 
-__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs"]
+__all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "toolworld_verification_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -101,3 +101,22 @@ def lm_inputs(env, rollouts: Rollouts, models: dict, *, seed: int = 0) -> tuple[
     costs = {"delta": Cost(policy_forwards=ro.batch_size, policy_tokens=_scored_tokens(ro)),
              "prime": two, "progress_advantage": two, "sc_grpo": two}
     return inputs, overrides, provenance, costs
+
+
+def toolworld_verification_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0
+                                  ) -> tuple[dict, dict, dict, dict]:
+    """The ToolWorld task's inputs for VPR and GVPO: the world's own progress checker at every
+    turn boundary (``progress``) and the tools' visible reports on every turn's work
+    (``feedback``), both read from the sampled transcript by
+    ``labkit.envs.toolworld.progress``. ``policy``, ``truth`` and ``seed`` are not needed (the
+    checks read no model and draw nothing); they keep the signature of the other producers."""
+    from labkit.envs.toolworld.progress import execution_feedback, progress_states
+    inputs = {"progress": lambda r: progress_states(env, r), "feedback": lambda r: execution_feedback(env, r)}
+    provenance = {
+        "progress": "the world's own checker (labkit.envs.toolworld.progress.progress_states): the progress level "
+                    "of the state after every turn (located, fixed, confirmed by tests, submitted with the fix), "
+                    "read from the hidden bug and fixed flag as a solver that knows the task would",
+        "feedback": "the tools' visible reports on every turn's work (labkit.envs.toolworld.progress"
+                    ".execution_feedback): the test run after an edit, an edit of a file read as fine, a submit "
+                    "with or without passing tests; flaky like the tools (stands in for execution feedback)"}
+    return inputs, {}, provenance, {}
