@@ -77,7 +77,7 @@ def vpr(rollouts: Rollouts, *, progress: Checked, progress_weight: float = 1.0, 
         is credited by its verified progress alone. A trajectory with no turn gets 0, absent
         turns get 0.
 
-    Deviations:
+    Deviations from the reference:
         the paper is not readable here: the formula follows the catalog's description ("converts
         intermediate symbolic or algorithmic oracles into dense turn-level supervision"): the
         oracle verifies a progress state, a turn's reward is the progress it made, so the dense
@@ -147,7 +147,7 @@ def vpr(rollouts: Rollouts, *, progress: Checked, progress_weight: float = 1.0, 
                   "optionally z-scored over the group's turns; beta = 0.5; eps = 1e-6")
 def gvpo(rollouts: Rollouts, *, feedback: Checked, beta: float = 0.5, normalize: str = "none",
          normalize_std: bool = True, eps: float = 1e-6) -> Credit:
-    """GVPO, group verification-based policy optimisation for interactive coding agents (OpenReview RY47Tq0VsV): outcome plus execution corrections.
+    """GVPO, group verification-based policy optimisation for interactive coding agents (OpenReview RY47Tq0VsV, 2026): outcome plus execution corrections.
 
     Inputs:
         rollouts: ``rewards`` (the outcome s_i), ``group_ids`` (task groups), ``turn_ids``.
@@ -175,7 +175,7 @@ def gvpo(rollouts: Rollouts, *, feedback: Checked, beta: float = 0.5, normalize:
         turn of a group gives 0 there and a group with a single turn keeps its raw feedback
         (GRPO's singleton rule). A group of one keeps its raw outcome. Absent turns get 0.
 
-    Deviations:
+    Deviations from the reference:
         ADAPTATION: the paper's process-verifiable feedback is what a coding agent's execution
         reports (syntax errors, runtime exceptions, tests); ToolWorld has no code to run, so its
         tools' visible reports stand in (``execution_feedback``: the test run after an edit,
