@@ -320,7 +320,7 @@ TOOLWORLD_KINDS = ("env", "policy", "hidden_states", "privileged_critic")
 # Fill values that keep each input valid (log-probabilities <= 0, probabilities in [0, 1]).
 FILL = {"sum_pi_squared": 0.5, "ref_logprobs": -1.0, "logprobs": -0.5, "better_logprobs": -0.5, "worse_logprobs": -1.0,
         "conditioned_logprobs": -1.0, "teacher_logprobs": -1.0, "planning_mask": 1.0, "grades": 1.0, "roles": 2.0,
-        "rubric_verdicts": 1.0}
+        "rubric_verdicts": 1.0, "feedback": 1.0}
 # Optional tensor options the valid call passes too, so that their bad values are probed.
 EXTRA_TENSORS: dict[str, dict[str, str]] = {
     "dpo_implicit_q": {"logprobs": "position"}, "itpo": {"logprobs": "position"}, "spro": {"logprobs": "position"},

@@ -33,7 +33,7 @@ from labkit.learn.judges import (INFO_THRESHOLD, JUDGE_ERROR, ROLE_THRESHOLD, RU
 
 __all__ = ["PRIME_BETA", "HISTORY_SEED", "TRAIN_SEED", "chain_inputs", "lm_inputs", "TEACHER_TAU", "SKILL_BONUS",
            "toolworld_teacher_inputs", "toolworld_information_inputs", "toolworld_judge_inputs",
-           "toolworld_inputs"]
+           "toolworld_verification_inputs", "toolworld_inputs"]
 
 PRIME_BETA = 0.05    # the implicit-reward scale (PRIME's beta)
 HISTORY_SEED = 1000  # the history batch RUDDER's table is fitted on: seed + HISTORY_SEED, never the scored batch
@@ -150,7 +150,6 @@ def toolworld_information_inputs(env, policy, truth, rollouts: Rollouts, *, seed
     return {}, overrides, provenance, {}
 
 
-
 # --------------------------------------------------------------------------- ToolWorld: TRIAGE's roles, a rubric grader
 
 
@@ -179,11 +178,31 @@ def toolworld_judge_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int 
     return {}, overrides, provenance, {"triage": one_call, "rubric_rl": one_call}
 
 
+def toolworld_verification_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0
+                                  ) -> tuple[dict, dict, dict, dict]:
+    """The ToolWorld task's inputs for VPR and GVPO: the world's own progress checker at every
+    turn boundary (``progress``) and the tools' visible reports on every turn's work
+    (``feedback``), both read from the sampled transcript by
+    ``labkit.envs.toolworld.progress``. ``policy``, ``truth`` and ``seed`` are not needed (the
+    checks read no model and draw nothing); they keep the signature of the other producers."""
+    from labkit.envs.toolworld.progress import execution_feedback, progress_states
+    inputs = {"progress": lambda r: progress_states(env, r), "feedback": lambda r: execution_feedback(env, r)}
+    provenance = {
+        "progress": "the world's own checker (labkit.envs.toolworld.progress.progress_states): the progress level "
+                    "of the state after every turn (located, fixed, confirmed by tests, submitted with the fix), "
+                    "read from the hidden bug and fixed flag as a solver that knows the task would",
+        "feedback": "the tools' visible reports on every turn's work (labkit.envs.toolworld.progress"
+                    ".execution_feedback): the test run after an edit, an edit of a file read as fine, a submit "
+                    "with or without passing tests; flaky like the tools (stands in for execution feedback)"}
+    return inputs, {}, provenance, {}
+
+
 def toolworld_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:
     """Every input the ToolWorld task hands the agentic methods published after the survey: the
     functions above merged (each names its own estimators' options, so nothing collides)."""
     inputs, overrides, provenance, costs = {}, {}, {}, {}
-    for make in (toolworld_teacher_inputs, toolworld_information_inputs, toolworld_judge_inputs):
+    for make in (toolworld_teacher_inputs, toolworld_information_inputs, toolworld_judge_inputs,
+                 toolworld_verification_inputs):
         more, over, src, cost = make(env, policy, truth, rollouts, seed=seed)
         clash = (set(more) & set(inputs)) | (set(over) & set(overrides))
         if clash:

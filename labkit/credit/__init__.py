@@ -16,9 +16,10 @@ from labkit.credit import entropy_modulation  # noqa: F401  (EMPG, AEM, T2PO: en
 from labkit.credit import self_distillation  # noqa: F401  (SDAR, CRAFT, OPID: teacher-student gaps)
 from labkit.credit import structured_actions  # noqa: F401  (A3: structured action residuals and branch margins)
 from labkit.credit import role_judges  # noqa: F401  (TRIAGE, Rubric-Grounded RL: judged roles and rubric items)
+from labkit.credit import checked_turns  # noqa: F401  (VPR, GVPO: turns checked by a program or by execution feedback)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
            "search_trees", "token_weights", "temporal",
-           "entropy_modulation", "self_distillation", "structured_actions", "role_judges"]
+           "entropy_modulation", "self_distillation", "structured_actions", "role_judges", "checked_turns"]

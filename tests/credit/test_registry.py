@@ -14,7 +14,8 @@ from labkit.credit.registry import FEATURES, INPUT_KINDS, LEVELS, STATUSES, Esti
 
 import fuzz_cases as fc
 
-CITATION = re.compile(r"^\d{4}\.\d{4,5}$|\b(1[89]|20)\d{2}\b")
+# an OpenReview paper is cited by its forum id, as the inventory writes it (openreview-<id>)
+CITATION = re.compile(r"^\d{4}\.\d{4,5}$|^openreview-[A-Za-z0-9_-]+$|\b(1[89]|20)\d{2}\b")
 
 
 def test_specs_follow_the_registry_order_and_spec_looks_names_up():
@@ -31,7 +32,7 @@ def test_every_spec_is_complete(name):
     assert set(s.needs) <= set(FEATURES) and set(s.inputs.values()) <= set(INPUT_KINDS)
     assert bool(s.replaces) == (s.status != "implemented"), "replaces says what an adaptation or stand-in substitutes"
     for source in s.paper.split("; "):
-        assert CITATION.search(source), f"{name}: {source!r} is neither an arXiv id nor a citation with a year"
+        assert CITATION.search(source), f"{name}: {source!r} is neither an arXiv id, an OpenReview id nor a citation with a year"
     assert s.equation.strip() and s.symbols.strip() and not s.symbols.startswith("stand-in")
 
 
