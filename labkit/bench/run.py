@@ -9,10 +9,12 @@ from typing import Sequence
 
 from labkit.bench.records import JSONL, append_record, cell_key, read_records, write_csv
 from labkit.bench.suite import SUITES, estimator_names, iter_cells, run_cell, suite_tasks
+from labkit.core.cache import read_cache
+from labkit.core.paths import data_path
 from labkit.core.progress import progress_bar
 from labkit.credit import ESTIMATORS
 
-__all__ = ["run_suite", "main"]
+__all__ = ["run_suite", "main", "load_full_run"]
 
 
 def _out_dir(out) -> Path:
@@ -88,3 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--card: {e}")
         print(f"checklist card for {name}: {path}", file=sys.stderr)
     return 0
+
+
+def load_full_run(path: Path | None = None) -> tuple[list[dict], dict]:
+    """The cached full run (``scripts/build_bench_full.py`` writes it to ``path``, default
+    ``data/bench/full``, the run notebooks 07-10 read): its records and its meta.json (suite, counts, ``wall_seconds`` of the
+    build). Raises if the run is missing, foreign or stale (its LM task read the tiny model, its
+    reward models and tuned copies: ``labkit.core.cache``)."""
+    meta, files = read_cache(path if path is not None else data_path("bench", "full"), script="build_bench_full.py",
+                             files=[JSONL], what="cached full bench run")
+    return read_records(files[JSONL].parent), meta

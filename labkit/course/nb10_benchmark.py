@@ -17,15 +17,15 @@ from typing import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from labkit.bench import leaderboard, read_records, run_suite
+from labkit.bench import leaderboard, run_suite
+from labkit.bench.run import load_full_run  # noqa: F401  (the notebook reads it from here)
 from labkit.bench.leaderboard import GROUPINGS
 from labkit.bench.card import checklist_card
 from labkit.bench.frontier import (FRONTIER_DIR, SHARED_FRONTIER_DIR, VINE_KS, VINE_STEP_LENS, crossover, frontier_band, gaps,
                                    load_frontier, time_to_success, vine_arm_name)
-from labkit.bench.records import JSONL, METRIC_FIELDS
-from labkit.core.cache import read_cache, rebuild_command
+from labkit.bench.records import METRIC_FIELDS
+from labkit.core.cache import rebuild_command
 from labkit.core.checks import check_choice, check_int, check_number
-from labkit.core.paths import data_path
 from labkit.course.presets import NB10_BASELINE, NB10_LIVE_ESTIMATORS, NB10_SUITE
 from labkit.credit import ESTIMATORS, register
 
@@ -37,17 +37,6 @@ COLLAPSE_BELOW = 0.1      # a run whose final success ends below this has collap
 
 # names registered through add_your_own: only these may be registered again
 _OWN: set[str] = set()
-
-
-# --------------------------------------------------------------------------- the cached full run
-def load_full_run(path: Path | None = None) -> tuple[list[dict], dict]:
-    """The cached full run (``scripts/build_bench_full.py`` writes it to ``path``, default
-    ``data/bench/full``): its records and its meta.json (suite, counts, ``wall_seconds`` of the
-    build). Raises if the run is missing, foreign or stale (its LM task read the tiny model, its
-    reward models and tuned copies: ``labkit.core.cache``)."""
-    meta, files = read_cache(path if path is not None else data_path("bench", "full"), script="build_bench_full.py",
-                             files=[JSONL], what="cached full bench run")
-    return read_records(files[JSONL].parent), meta
 
 
 def run_summary(records: Iterable[dict]) -> pd.DataFrame:
