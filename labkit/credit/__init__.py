@@ -12,8 +12,9 @@ from labkit.credit import traces  # noqa: F401  (GRPO-lambda, RUDDER, Progress A
 from labkit.credit import search_trees  # noqa: F401  (Monte Carlo forks, trees and process labels)
 from labkit.credit import token_weights  # noqa: F401  (token reweighting of an outcome advantage)
 from labkit.credit import temporal  # noqa: F401  (scheduled token selection)
+from labkit.credit import turn_trees  # noqa: F401  (turn-level search trees grown by re-execution)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
-           "search_trees", "token_weights", "temporal"]
+           "search_trees", "token_weights", "temporal", "turn_trees"]
