@@ -327,7 +327,8 @@ EXTRA_TENSORS: dict[str, dict[str, str]] = {
     "sdar": {"logprobs": "position"}, "craft": {"logprobs": "position"}, "opid": {"logprobs": "position"},
 }
 # ToolWorld estimators' replays, kept short.
-TOOLWORLD_SETTINGS: dict[str, dict[str, Any]] = {"c3": {"n_continuations": 2}, "ccpo": {"n_continuations": 2}}
+TOOLWORLD_SETTINGS: dict[str, dict[str, Any]] = {"c3": {"n_continuations": 2}, "ccpo": {"n_continuations": 2},
+                                                  "at2po": {"rounds": 1, "k": 1}, "tree_grpo": {"rounds": 1, "n": 1}}
 # Estimators whose outcome must be 0/1 (a huge reward is then rightly refused).
 BINARY_OUTCOME = ("hca", "hcapo")
 # Features of the registry's vocabulary that are optional Rollouts fields (probed by leaving them out).

@@ -17,9 +17,10 @@ from labkit.credit import self_distillation  # noqa: F401  (SDAR, CRAFT, OPID: t
 from labkit.credit import structured_actions  # noqa: F401  (A3: structured action residuals and branch margins)
 from labkit.credit import role_judges  # noqa: F401  (TRIAGE, Rubric-Grounded RL: judged roles and rubric items)
 from labkit.credit import checked_turns  # noqa: F401  (VPR, GVPO: turns checked by a program or by execution feedback)
+from labkit.credit import turn_trees  # noqa: F401  (AT2PO, Tree-GRPO: trees of turns grown by re-execution)
 
 __all__ = ["ESTIMATORS", "estimate", "get_estimator", "register", "spec", "specs", "episode", "token_baseline", "mc", "td",
            "group", "entropy", "information", "multiagent", "judge",
            "hindsight", "counterfactual", "privileged", "implicit", "process", "redistribution", "traces",
            "search_trees", "token_weights", "temporal",
-           "entropy_modulation", "self_distillation", "structured_actions", "role_judges", "checked_turns"]
+           "entropy_modulation", "self_distillation", "structured_actions", "role_judges", "checked_turns", "turn_trees"]
