@@ -130,8 +130,8 @@ def registry_disagreements(methods: pd.DataFrame, baselines: pd.DataFrame) -> li
                 where = f"{file}: {row['name']} ({path})"
                 if row["status"] != spec.status:
                     problems.append(f"{where}: status {row['status']!r}, registered {spec.status!r}")
-                if row[id_column] and row[id_column] not in spec.arxiv_ids:
-                    problems.append(f"{where}: arXiv id {row[id_column]} is not the registered paper's ({spec.paper})")
+                if row[id_column] and row[id_column] not in spec.paper_ids:
+                    problems.append(f"{where}: paper id {row[id_column]} is not the registered paper's ({spec.paper})")
     return problems
 
 

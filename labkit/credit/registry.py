@@ -169,6 +169,8 @@ INPUT_KINDS: dict[str, InputKind] = {
 }
 
 _ARXIV_ID = re.compile(r"\b\d{4}\.\d{4,5}\b")
+# a paper known only by its OpenReview forum, as the inventory writes its id
+_OPENREVIEW_ID = re.compile(r"\bopenreview-[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,12 @@ class EstimatorSpec:
     def arxiv_ids(self) -> tuple[str, ...]:
         """The arXiv ids ``paper`` names, in order (none for a classic cited by author and year)."""
         return tuple(_ARXIV_ID.findall(self.paper))
+
+    @property
+    def paper_ids(self) -> tuple[str, ...]:
+        """The ids ``paper`` names as the inventory keys papers: its arXiv ids, then any OpenReview
+        forum ("openreview-<forum id>")."""
+        return self.arxiv_ids + tuple(_OPENREVIEW_ID.findall(self.paper))
 
 
 def _fail(field_: str, name: str, msg: str, kind: type[Exception] = ValueError) -> Exception:

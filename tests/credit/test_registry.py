@@ -47,6 +47,8 @@ def test_the_spec_level_is_the_level_of_the_credit_returned(name):
 def test_the_arxiv_ids_of_a_paper_field():
     assert spec("turn_gae").arxiv_ids == ("2512.17008", "2511.08325")
     assert spec("reinforce").arxiv_ids == ()
+    assert spec("gvpo").arxiv_ids == () and spec("gvpo").paper_ids == ("openreview-RY47Tq0VsV",)
+    assert spec("turn_gae").paper_ids == spec("turn_gae").arxiv_ids
 
 
 def _toy(rollouts, *, values, scale: float = 1.0):

@@ -327,7 +327,7 @@ def test_the_inventory_agrees_with_the_estimator_registry(build, methods, tables
     slipped.loc[slipped["name"] == "SPO", "id"] = "2505.00000"
     found = build.registry_disagreements(slipped, tables["baselines"])
     assert found == ["methods.csv: VinePPO (labkit.credit.mc.vineppo): status 'stand-in', registered 'implemented'",
-                     "methods.csv: SPO (labkit.credit.mc.spo): arXiv id 2505.00000 is not the registered paper's "
+                     "methods.csv: SPO (labkit.credit.mc.spo): paper id 2505.00000 is not the registered paper's "
                      "(2505.23564)"]
     baselines = tables["baselines"].copy()
     baselines.loc[baselines["name"] == "GRPO", "status"] = "adaptation"
