@@ -181,20 +181,23 @@ def toolworld_judge_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int 
 def toolworld_verification_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0
                                   ) -> tuple[dict, dict, dict, dict]:
     """The ToolWorld task's inputs for VPR and GVPO: the world's own progress checker at every
-    turn boundary (``progress``) and the tools' visible reports on every turn's work
-    (``feedback``), both read from the sampled transcript by
+    turn boundary (VPR's ``progress``) and the tools' visible reports on every turn's work
+    (GVPO's ``feedback``), both read from the sampled transcript by
     ``labkit.envs.toolworld.progress``. ``policy``, ``truth`` and ``seed`` are not needed (the
     checks read no model and draw nothing); they keep the signature of the other producers."""
     from labkit.envs.toolworld.progress import execution_feedback, progress_states
-    inputs = {"progress": lambda r: progress_states(env, r), "feedback": lambda r: execution_feedback(env, r)}
+    # overrides, not shared inputs: other estimators have a "progress" option of another kind
+    # (Temporal Scheduling's training progress)
+    overrides = {"vpr": {"progress": lambda r: progress_states(env, r)},
+                 "gvpo": {"feedback": lambda r: execution_feedback(env, r)}}
     provenance = {
-        "progress": "the world's own checker (labkit.envs.toolworld.progress.progress_states): the progress level "
-                    "of the state after every turn (located, fixed, confirmed by tests, submitted with the fix), "
-                    "read from the hidden bug and fixed flag as a solver that knows the task would",
-        "feedback": "the tools' visible reports on every turn's work (labkit.envs.toolworld.progress"
-                    ".execution_feedback): the test run after an edit, an edit of a file read as fine, a submit "
-                    "with or without passing tests; flaky like the tools (stands in for execution feedback)"}
-    return inputs, {}, provenance, {}
+        "vpr.progress": "the world's own checker (labkit.envs.toolworld.progress.progress_states): the progress "
+                        "level of the state after every turn (located, fixed, confirmed by tests, submitted with the "
+                        "fix), read from the hidden bug and fixed flag as a solver that knows the task would",
+        "gvpo.feedback": "the tools' visible reports on every turn's work (labkit.envs.toolworld.progress"
+                         ".execution_feedback): the test run after an edit, an edit of a file read as fine, a submit "
+                         "with or without passing tests; flaky like the tools (stands in for execution feedback)"}
+    return {}, overrides, provenance, {}
 
 
 def toolworld_inputs(env, policy, truth, rollouts: Rollouts, *, seed: int = 0) -> tuple[dict, dict, dict, dict]:

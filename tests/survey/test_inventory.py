@@ -37,7 +37,7 @@ def beyond() -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 def test_one_row_per_catalog_entry_and_beyond(methods, beyond):
-    assert len(methods) == 73 + len(beyond) and len(beyond) == 5
+    assert len(methods) == 73 + len(beyond) and len(beyond) == 7
     assert methods["id"].is_unique
     assert methods["name"].is_unique
     assert list(methods.columns) == list(survey.METHOD_COLUMNS)
@@ -199,7 +199,7 @@ def test_descriptions_are_one_or_two_sentences(methods, baselines):
 
 def test_every_catalog_row_has_a_lab_status(methods):
     assert set(methods["status"]) <= set(survey.STATUSES)
-    assert len(methods) == 78
+    assert len(methods) == 80
     # an implemented method names its function and the notebook that will show it
     done = methods[methods["status"].isin(["implemented", "adaptation", "stand-in"])]
     assert (done["labkit_function"] != "").all() and done["notebook"].isin(NOTEBOOKS).all()
@@ -224,9 +224,10 @@ def test_judge_methods_are_stand_ins_built_or_planned(methods):
     planned = judge[judge["status"] == "planned"]
     built = judge[judge["status"] == "stand-in"]
     assert set(planned["name"]) == set()
-    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM", "TARL", "LaRe", "SCRIBE"}
+    assert set(built["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM", "TARL", "LaRe", "SCRIBE", "TRIAGE",
+                                  "Rubric-Grounded RL"}
     for row in pd.concat([planned, built]).itertuples(index=False):
-        assert row.labkit_function.startswith("labkit.credit.judge."), row.name
+        assert row.labkit_function.startswith(("labkit.credit.judge.", "labkit.credit.role_judges.")), row.name
         assert row.status_note.lower().startswith(("stand-in judge planned", "stand-in judge:")), row.name
 
 
@@ -358,7 +359,7 @@ def test_inventory_tables_are_what_methods_csv_shows(methods, tables):
     ("lab_plan", lambda t: t.assign(name=t["name"].where(t.index != 0, "VinePP0")),
      r"lab_plan\.csv: name column"),
     ("recent_names", lambda t: t.iloc[:-1], r"recent_names\.csv.*missing \['2605\.06920'\]"),
-    ("beyond_catalog", lambda t: t.iloc[:-1], r"descriptions\.csv: .*extra \['2506\.11902'\]"),
+    ("beyond_catalog", lambda t: t.iloc[:-1], r"descriptions\.csv: .*extra \['2509\.09265'\]"),
 ])
 def test_build_rejects_inconsistent_tables(build, catalog, tables, stem, edit, message):
     tables[stem] = edit(tables[stem])

@@ -69,7 +69,8 @@ def test_field_filters(methods):
     both = filter_methods(methods, granularity=["segment", "multi-agent"])
     assert len(both) == len(seg) + len(filter_methods(methods, granularity="multi-agent"))
     judge = filter_methods(methods, family="judge", status="stand-in")
-    assert set(judge["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM", "TARL", "LaRe", "SCRIBE"}
+    assert set(judge["name"]) == {"CAPO", "LLM-MCA", "MAPPA", "QLLM", "TARL", "LaRe", "SCRIBE", "TRIAGE",
+                                  "Rubric-Grounded RL"}
     recent = filter_methods(methods, collection="recent_addition")
     assert len(recent) == 26
     combo = filter_methods(methods, text="entropy", setting="agentic", family="entropy_information")
