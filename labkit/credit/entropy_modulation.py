@@ -67,12 +67,12 @@ def _finish(rollouts: Rollouts, method: str, base_credit: Credit, turn_constant:
 # --------------------------------------------------------------------------- EMPG
 @register("empg", level="turn", needs=("entropies",), status="implemented", paper="2509.09265",
           equation=r"A_{i,k} = g(\tilde H_{i,k}) A_i + \zeta f(\tilde H_{i,k+1}) - \overline{(\cdot)},\quad "
-                   r"g(\tilde H) = \frac{e^{-k \tilde H}}{\operatorname{mean}_{\text{batch}} e^{-k \tilde H}},\ "
-                   r"f(\tilde H) = e^{-k' \tilde H}",
+                   r"g(\tilde H) = \frac{e^{-k_g \tilde H}}{\operatorname{mean}_{\text{batch}} e^{-k_g \tilde H}},\ "
+                   r"f(\tilde H) = e^{-k_f \tilde H}",
           symbols="H_{i,k}: turn k's mean policy entropy; H~: H min-max normalised over all turns of the batch; "
-                  "A_i: base outcome advantage (grpo); k = k' = 1, zeta = 0.1; the bonus only where turn k+1 "
+                  "A_i: base outcome advantage (grpo); k_g = k_f = 1, zeta = 0.1; the bonus only where turn k+1 "
                   "exists; the last term subtracts the batch mean over turns")
-def empg(rollouts: Rollouts, *, k: float = 1.0, k_f: float = 1.0, zeta: float = 0.1, eps: float = 1e-8,
+def empg(rollouts: Rollouts, *, k_g: float = 1.0, k_f: float = 1.0, zeta: float = 0.1, eps: float = 1e-8,
          base: str = "grpo", base_kwargs: dict[str, Any] | None = None) -> Credit:
     """EMPG, entropy-modulated policy gradients (Wang et al. 2025, arXiv:2509.09265): confidence-scaled outcome credit.
 
@@ -83,7 +83,7 @@ def empg(rollouts: Rollouts, *, k: float = 1.0, k_f: float = 1.0, zeta: float = 
     Formula:
         H_{i,k}   = mean over turn k's positions of the policy entropy (the step entropy)
         H~_{i,k}  = (H_{i,k} - min H) / (max H - min H + eps)     min, max over all turns of the batch
-        g_{i,k}   = exp(-k H~_{i,k}) / (mean over all turns of exp(-k H~) + eps)    (mean g = 1)
+        g_{i,k}   = exp(-k_g H~_{i,k}) / (mean over all turns of exp(-k_g H~) + eps)    (mean g = 1)
         f_{i,k}   = exp(-k_f H~_{i,k})
         A'_{i,k}  = g_{i,k} A_{i,k} + zeta f_{i,k+1}       (the bonus only if turn k+1 exists)
         A_{i,k}   = A'_{i,k} - mean over all turns of the batch of A'
@@ -95,13 +95,13 @@ def empg(rollouts: Rollouts, *, k: float = 1.0, k_f: float = 1.0, zeta: float = 
         kept, so a confident error is punished harder than an uncertain one.
 
     Defaults:
-        k = 1, k_f = 1, zeta = 0.1, eps = 1e-8 (the authors' published pseudocode), base = "grpo",
+        k_g = 1, k_f = 1, zeta = 0.1, eps = 1e-8 (the authors' published pseudocode), base = "grpo",
         base_kwargs = None.
 
     Degenerate input:
         all turns equally uncertain (or one turn in the batch): H~ = 0, g = 1 and f = 1, so every
         turn but a trajectory's last gets the bonus zeta before the mean is removed. A
-        trajectory with one turn gets no bonus. zeta = 0 and k = 0 give the base credit minus
+        trajectory with one turn gets no bonus. zeta = 0 and k_g = 0 give the base credit minus
         its batch mean over turns. Rollouts without ``entropies`` are refused, and so is
         ``base="empg"``.
 
@@ -124,7 +124,7 @@ def empg(rollouts: Rollouts, *, k: float = 1.0, k_f: float = 1.0, zeta: float = 
         the base estimator's cost, passed through unchanged; the entropies are read from the
         sampled batch.
     """
-    k = check_number("k", k, low=0.0)
+    k_g = check_number("k_g", k_g, low=0.0)
     k_f = check_number("k_f", k_f, low=0.0)
     zeta = check_number("zeta", zeta, low=0.0)
     eps = check_number("eps", eps, low=0.0)
@@ -136,7 +136,7 @@ def empg(rollouts: Rollouts, *, k: float = 1.0, k_f: float = 1.0, zeta: float = 
     h = H[present]
     lo, hi = h.min(), h.max()
     Hn = torch.where(present, (H - lo) / (hi - lo + eps), torch.zeros((), dtype=H.dtype))
-    g_raw = torch.exp(-k * Hn)
+    g_raw = torch.exp(-k_g * Hn)
     g = torch.where(present, g_raw / (g_raw[present].mean() + eps), torch.zeros((), dtype=H.dtype))
     f_next, has_next = next_turn(torch.exp(-k_f * Hn), present)
     bonus = torch.where(has_next, zeta * f_next, torch.zeros((), dtype=H.dtype))
@@ -235,8 +235,8 @@ def aem(rollouts: Rollouts, *, beta: float = 0.5, tau: float = 1.0, base: str = 
                    "entropy at the turn, not the paper's fused entropy-confidence signal",
           equation=r"A_{i,k} = \mathbf{1}\left[H_{i,k} - H_{i,k+1} > \delta \ \lor\ k = n_i\right] A_i",
           symbols="H_{i,k}: turn k's mean policy entropy (the uncertainty before acting); n_i: the trajectory's last "
-                  "turn; delta = threshold = 0 nats; A_i: base outcome advantage (grpo)")
-def t2po(rollouts: Rollouts, *, threshold: float = 0.0, base: str = "grpo",
+                  "turn; delta = min_drop = 0 nats; A_i: base outcome advantage (grpo)")
+def t2po(rollouts: Rollouts, *, min_drop: float = 0.0, base: str = "grpo",
          base_kwargs: dict[str, Any] | None = None) -> Credit:
     """T2PO, token- and turn-level policy optimisation (arXiv:2605.02178): no credit for turns without uncertainty progress.
 
@@ -247,7 +247,7 @@ def t2po(rollouts: Rollouts, *, threshold: float = 0.0, base: str = "grpo",
     Formula:
         H_{i,k}  = mean over turn k's positions of the policy entropy (uncertainty when acting)
         p_{i,k}  = H_{i,k} - H_{i,k+1}      the drop in uncertainty the turn brought about
-        keep     = p_{i,k} > threshold, or k is the trajectory's last turn
+        keep     = p_{i,k} > min_drop, or k is the trajectory's last turn
         A'_{i,k} = A_{i,k} if kept, else 0
 
         A turn after which the policy is no less unsure than before made no exploratory
@@ -256,21 +256,21 @@ def t2po(rollouts: Rollouts, *, threshold: float = 0.0, base: str = "grpo",
         always keeps its credit.
 
     Defaults:
-        threshold = 0 nats (uncertainty must fall at all), base = "grpo", base_kwargs = None.
+        min_drop = 0 nats (uncertainty must fall at all), base = "grpo", base_kwargs = None.
 
     Degenerate input:
         one-turn trajectories keep everything; all-equal entropies drop every turn but the
-        last; threshold below minus the largest possible drop keeps everything (the base
+        last; min_drop below minus the largest possible drop keeps everything (the base
         credit). Rollouts without ``entropies`` are refused, and so is ``base="t2po"``.
 
     Deviations from the reference:
         an adaptation of the credit effect only. T2PO controls exploration while sampling: it
         cuts a thought once the marginal change of a self-calibrated uncertainty (entropy fused
-        with confidence) falls below a threshold, and it resamples turns whose exploration
+        with confidence) falls below a min_drop, and it resamples turns whose exploration
         progress is negligible. labkit keeps a fixed batch: there are no thought tokens to cut
         (one ToolWorld turn is one action) and no resampling, so the low-progress turns are
         dropped from the update instead, and the uncertainty is the policy's entropy alone.
-        The threshold's value is labkit's (the paper's is not known here; no public code was read).
+        The min_drop's value is labkit's (the paper's is not known here; no public code was read).
 
     Returns:
         credit at level "turn" when the base credit is constant within every turn (the default),
@@ -282,7 +282,7 @@ def t2po(rollouts: Rollouts, *, threshold: float = 0.0, base: str = "grpo",
         the base estimator's cost, passed through unchanged (no resampling is done); the
         entropies are read from the sampled batch.
     """
-    threshold = check_number("threshold", threshold)
+    min_drop = check_number("min_drop", min_drop)
     H, present = turn_entropy(rollouts, "t2po")
     H = H.to(torch.float64)
     check_finite("entropies", torch.where(present, H, torch.zeros((), dtype=H.dtype)))
@@ -290,7 +290,7 @@ def t2po(rollouts: Rollouts, *, threshold: float = 0.0, base: str = "grpo",
 
     H_next, has_next = next_turn(H, present)
     progress = torch.where(has_next, H - H_next, torch.full_like(H, float("nan")))
-    kept = present & (~has_next | (progress > threshold))
+    kept = present & (~has_next | (progress > min_drop))
     zero = torch.zeros((), dtype=H.dtype)
     turn_values = torch.where(kept, A, zero)
     token = torch.where(rollouts.broadcast(kept.to(torch.long), "turn").bool(), base_credit.token.to(torch.float64),

@@ -448,8 +448,8 @@ CORE_MAX_PLAYERS = 8  # 254 coalition constraints; the LP sequence grows fast be
           replaces="the in-context contributors whose value a generated output is divided among (items placed in "
                    "the model's context, valued by model calls on sub-contexts): the team's agents, valued by the "
                    "exact coalition table of the environment",
-          equation=r"A_{b,i} = x_{b,i},\; x_b = \operatorname{nucleolus}\,\arg\min_{x, e} e \text{ s.t. } "
-                   r"\sum_i x_i = v_b(N),\; \sum_{i \in S} x_i \ge v_b(S) - e\;\forall S",
+          equation=r"A_{b,i} = x_{b,i},\; x_b = \operatorname{nucleolus}\{x : \sum_i x_i = v_b(N),\; "
+                   r"\sum_{i \in S} x_i \ge v_b(S) - e^*\;\forall S\},\; e^* = \min e",
           symbols="i: agent; S: proper non-empty coalition (all, or the singletons plus a random sample); "
                   "v_b(S): team value of trajectory b with only the agents in S, minus v_b(empty); e: least-core value")
 def core_credit(rollouts: Rollouts, *, coalition_values: CoalitionValues = None, constraints: str = "all",

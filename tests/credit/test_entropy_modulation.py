@@ -66,7 +66,7 @@ def test_empg_degenerate_cases():
     assert _close(turn_credit(c, ro), [[m - mean for m in r] for r in mod], 1e-6)
     # k = 0, zeta = 0: the base credit minus its batch mean over turns (here 0)
     ro2 = _two([[0.1, 0.9], [0.4, 0.3]])
-    assert torch.allclose(empg(ro2, k=0.0, zeta=0.0).token, grpo(ro2).token)
+    assert torch.allclose(empg(ro2, k_g=0.0, zeta=0.0).token, grpo(ro2).token)
     # one-turn trajectories: no bonus
     ro1 = _two([[0.3], [0.7]], rewards=((1,), (0,)))
     assert empg(ro1).info["bonus"].abs().sum().item() == 0.0
@@ -76,7 +76,7 @@ def test_empg_degenerate_cases():
     assert tok.level == "token"
     base = reinforce_pp(ro3, gamma=0.9)
     turn_mean, present = base.at(ro3, "turn", "mean")
-    flat = empg(ro3, k=0.0, zeta=0.0, base="reinforce_pp", base_kwargs={"gamma": 0.9})
+    flat = empg(ro3, k_g=0.0, zeta=0.0, base="reinforce_pp", base_kwargs={"gamma": 0.9})
     assert torch.allclose(flat.token, torch.where(ro3.mask, base.token - turn_mean[present].mean(), 0.0))
 
 
@@ -84,8 +84,8 @@ def test_empg_bad_input():
     ro = _two([[0.2, 0.6], [1.0, 0.2]])
     with pytest.raises(ValueError, match="^entropies"):
         empg(dataclasses.replace(ro, entropies=None))
-    with pytest.raises(ValueError, match="^k:"):
-        empg(ro, k=-1.0)
+    with pytest.raises(ValueError, match="^k_g:"):
+        empg(ro, k_g=-1.0)
     with pytest.raises(ValueError, match="^zeta:"):
         empg(ro, zeta=-0.1)
     with pytest.raises(ValueError, match="^base:"):
@@ -148,20 +148,20 @@ def test_t2po_hand_case():
     prog = c.info["progress"]
     assert prog[0, :2].tolist() == pytest.approx([0.4, -0.2]) and prog[1, 0].item() == pytest.approx(0.0)
     assert math.isnan(prog[0, 2].item()) and math.isnan(prog[1, 1].item())
-    # a negative threshold also keeps the no-change turn; a large one drops all but the last turns
-    assert t2po(ro, threshold=-0.1).info["kept"].tolist() == [[True, False, True], [True, True, False]]
-    assert t2po(ro, threshold=1.0).info["kept"].tolist() == [[False, False, True], [False, True, False]]
+    # a negative min_drop also keeps the no-change turn; a large one drops all but the last turns
+    assert t2po(ro, min_drop=-0.1).info["kept"].tolist() == [[True, False, True], [True, True, False]]
+    assert t2po(ro, min_drop=1.0).info["kept"].tolist() == [[False, False, True], [False, True, False]]
     assert torch.allclose(estimate("t2po", ro).token, c.token)
 
 
 def test_t2po_degenerate_and_bad_input():
     ro = _two([[0.9, 0.5], [0.3, 0.3]])
-    assert torch.allclose(t2po(ro, threshold=-10.0).token, grpo(ro).token)
+    assert torch.allclose(t2po(ro, min_drop=-10.0).token, grpo(ro).token)
     one = _two([[0.3], [0.7]], rewards=((1,), (0,)))
     assert torch.allclose(t2po(one).token, grpo(one).token)  # one-turn trajectories keep everything
     with pytest.raises(ValueError, match="^entropies"):
         t2po(dataclasses.replace(ro, entropies=None))
-    with pytest.raises((TypeError, ValueError), match="^threshold:"):
-        t2po(ro, threshold="x")
+    with pytest.raises((TypeError, ValueError), match="^min_drop:"):
+        t2po(ro, min_drop="x")
     with pytest.raises(ValueError, match="^base:"):
         t2po(ro, base="t2po")
