@@ -101,6 +101,54 @@ def after_survey_table(records: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def paired_gaps(records: Iterable[dict], *, family: str = "agentic", baseline: str = NB10_BASELINE,
+                estimators: Sequence[str] | None = None, level: float = 0.95, n_boot: int = 4000,
+                seed: int = 0) -> pd.DataFrame:
+    """Each estimator's rank correlation minus ``baseline``'s on the same task and seed of
+    ``family``, with a paired bootstrap interval: the (task, seed) pairs both scored are
+    resampled with replacement ``n_boot`` times (numpy, seeded ``seed``) and the ``level``
+    percentile interval of the mean gap is kept. Pairing removes the task-to-task spread both
+    share (a long ToolWorld is hard for every estimator), which the leaderboard's std keeps.
+    ``estimators``: default the later methods (``labkit.survey.after_survey_estimators``) that
+    scored in ``family``. Returns one row per estimator, largest gap first: estimator, fed (as
+    on the leaderboard), mean, gap, low, high, ahead ("25/27": pairs where it beats the
+    baseline)."""
+    import numpy as np
+
+    from labkit.survey import after_survey_estimators
+
+    records = list(records)
+    check_choice("family", family, tuple(sorted({r["family"] for r in records})))
+    check_number("level", level, low=0.5, high=0.999)
+    n_boot = check_int("n_boot", n_boot, low=100)
+    seed = check_int("seed", seed, low=0)
+    ok = [r for r in records if r["family"] == family and r["status"] == "ok"
+          and r["metrics"].get("rank_correlation") is not None]
+    scores = pd.DataFrame([{"task": r["task"], "seed": r["seed"], "estimator": r["estimator"],
+                            "value": r["metrics"]["rank_correlation"]} for r in ok])
+    ran = set(scores.estimator) if len(scores) else set()
+    if baseline not in ran:
+        raise ValueError(f"baseline: {baseline!r} has no scored record in family {family!r}")
+    if estimators is None:
+        estimators = [e for e in after_survey_estimators() if e in ran and e != baseline]
+    missing = [e for e in estimators if e not in ran]
+    if missing:
+        raise ValueError(f"estimators: no scored record in family {family!r} for {missing}")
+    table = scores.pivot_table(index=["task", "seed"], columns="estimator", values="value")
+    fed = leaderboard_table(ok).set_index("estimator").fed
+    rng = np.random.default_rng(seed)
+    tail = (1 - level) / 2 * 100
+    rows = []
+    for e in estimators:
+        pair = table[[e, baseline]].dropna()
+        gap = (pair[e] - pair[baseline]).to_numpy()
+        boot = gap[rng.integers(0, len(gap), size=(n_boot, len(gap)))].mean(axis=1)
+        low, high = np.percentile(boot, [tail, 100 - tail])
+        rows.append({"estimator": e, "fed": fed[e], "mean": float(pair[e].mean()), "gap": float(gap.mean()),
+                     "low": float(low), "high": float(high), "ahead": f"{int((gap > 0).sum())}/{len(gap)}"})
+    return pd.DataFrame(rows).sort_values(["gap", "estimator"], ascending=[False, True], ignore_index=True)
+
+
 def top_bottom(table: pd.DataFrame, *, own_inputs: bool = True, k: int = 1) -> pd.DataFrame:
     """Per group (family or world, whichever the ``leaderboard_table`` has), the ``k`` best and
     ``k`` worst rows; with ``own_inputs`` only estimators that ran on their own inputs (``fed``

@@ -260,3 +260,36 @@ def test_card_widget_follows_its_dropdown():
     assert md == box.card and list(lesson.card_status(items).columns) == ["key", "status", "reason"]
     with pytest.raises(ValueError, match="^estimator"):
         lesson.card(recs, "vineppo")
+
+
+def test_paired_gaps_pair_each_task_and_seed_with_the_baseline():
+    # b beats the baseline by exactly 0.1 on every pair while the tasks differ a lot: the gap's
+    # interval is a point; c loses once and wins once
+    recs = [_record("agentic", "grpo", "t1", 0, 0.1), _record("agentic", "grpo", "t2", 0, 0.8),
+            _record("agentic", "b", "t1", 0, 0.2, {"teacher": "STAND-IN teacher"}), _record("agentic", "b", "t2", 0, 0.9),
+            _record("agentic", "c", "t1", 0, 0.0), _record("agentic", "c", "t2", 0, 1.0),
+            _record("agentic", "d", "t1", 0, 0.5, status="skipped"), _record("reasoning", "grpo", "t3", 0, 0.3)]
+    g = lesson.paired_gaps(recs, estimators=["c", "b"], n_boot=200)
+    assert list(g.estimator) == ["b", "c"]                     # largest gap first
+    b, c = g.set_index("estimator").loc["b"], g.set_index("estimator").loc["c"]
+    assert b.gap == pytest.approx(0.1) and b.low == pytest.approx(0.1) and b.high == pytest.approx(0.1)
+    assert b.fed == "stand-in" and b.ahead == "2/2" and b["mean"] == pytest.approx(0.55)
+    assert c.gap == pytest.approx(0.05) and c.low < 0 < c.high and c.ahead == "1/2" and c.fed == ""
+    assert g.equals(lesson.paired_gaps(recs, estimators=["c", "b"], n_boot=200))   # seeded
+    with pytest.raises(ValueError, match="^estimators:"):
+        lesson.paired_gaps(recs, estimators=["d"])
+    with pytest.raises(ValueError, match="^baseline:"):
+        lesson.paired_gaps(recs, baseline="nobody")
+    with pytest.raises(ValueError, match="^family:"):
+        lesson.paired_gaps(recs, family="robots")
+    with pytest.raises(ValueError, match="^n_boot:"):
+        lesson.paired_gaps(recs, n_boot=5)
+
+
+def test_paired_gaps_on_the_full_run_cover_the_later_agentic_methods():
+    from labkit.survey import after_survey_estimators
+    full, _ = lesson.load_full_run()
+    g = lesson.paired_gaps(full)
+    ran = {r["estimator"] for r in full if r["family"] == "agentic" and r["status"] == "ok"}
+    assert set(g.estimator) == set(after_survey_estimators()) & ran
+    assert (g.low <= g.gap).all() and (g.gap <= g.high).all() and g.gap.is_monotonic_decreasing
