@@ -7,7 +7,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from labkit.bench.records import METRIC_FIELDS
-from labkit.core.checks import check_int
+from labkit.core.checks import check_int, check_number
 
 __all__ = ["GROUPINGS", "leaderboard", "against_baseline"]
 
@@ -48,19 +48,20 @@ def leaderboard(records: Iterable[dict], *, metric: str = "rank_correlation", by
 
 
 def against_baseline(records: Iterable[dict], estimators: Sequence[str], *, baseline: str = "grpo",
-                     family: str | None = None, metric: str = "rank_correlation", n_boot: int = 4000,
-                     seed: int = 0) -> list[dict]:
+                     family: str | None = None, metric: str = "rank_correlation", level: float = 0.95,
+                     n_boot: int = 4000, seed: int = 0) -> list[dict]:
     """Each of ``estimators`` beside ``baseline`` on the cells (task, seed) where both scored
     (``family``: only that family's records; None: every family). Per estimator: ``cells``, its
     mean ``metric`` there, the baseline's, and ``diff`` = the mean of the per-cell differences
-    with a 95% percentile bootstrap interval over the cells (``low``, ``high``; ``n_boot``
-    resamples seeded ``seed``). Pairing by cell compares the two on the same sampled batches, so
+    with a ``level`` percentile bootstrap interval over the cells (``low``, ``high``; ``n_boot``
+    resamples seeded ``seed``), and ``ahead``, the cells where it scored higher. Pairing by cell compares the two on the same sampled batches, so
     the batch-to-batch spread they share cancels. The cells are not independent draws of one
     setting (they mix tasks), so read the interval as how much the sample of batches moves the
     mean, not as a population claim. An estimator with no shared cell is left out."""
     if metric not in METRIC_FIELDS:
         raise ValueError(f"metric: expected one of {METRIC_FIELDS}, got {metric!r}")
     n_boot = check_int("n_boot", n_boot, low=1)
+    level = check_number("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
     cells: dict[str, dict[tuple[str, int], float]] = {}
     for r in records:
         if r.get("status") != "ok" or r["metrics"].get(metric) is None:
@@ -79,7 +80,7 @@ def against_baseline(records: Iterable[dict], estimators: Sequence[str], *, base
         y = np.array([base[c] for c in shared])
         d = x - y
         boot = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(1)
-        lo, hi = np.quantile(boot, [0.025, 0.975])
+        lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
         rows.append({"estimator": name, "cells": len(shared), "mean": float(x.mean()), baseline: float(y.mean()),
-                     "diff": float(d.mean()), "low": float(lo), "high": float(hi)})
+                     "diff": float(d.mean()), "low": float(lo), "high": float(hi), "ahead": int((d > 0).sum())})
     return rows

@@ -19,7 +19,7 @@ import pandas as pd
 
 from labkit.bench import leaderboard, run_suite
 from labkit.bench.run import load_full_run  # noqa: F401  (the notebook reads it from here)
-from labkit.bench.leaderboard import GROUPINGS
+from labkit.bench.leaderboard import GROUPINGS, against_baseline
 from labkit.bench.card import checklist_card
 from labkit.bench.frontier import (FRONTIER_DIR, SHARED_FRONTIER_DIR, VINE_KS, VINE_STEP_LENS, crossover, frontier_band, gaps,
                                    load_frontier, time_to_success, vine_arm_name)
@@ -105,16 +105,14 @@ def paired_gaps(records: Iterable[dict], *, family: str = "agentic", baseline: s
                 estimators: Sequence[str] | None = None, level: float = 0.95, n_boot: int = 4000,
                 seed: int = 0) -> pd.DataFrame:
     """Each estimator's rank correlation minus ``baseline``'s on the same task and seed of
-    ``family``, with a paired bootstrap interval: the (task, seed) pairs both scored are
-    resampled with replacement ``n_boot`` times (numpy, seeded ``seed``) and the ``level``
-    percentile interval of the mean gap is kept. Pairing removes the task-to-task spread both
+    ``family``, with a paired bootstrap interval (``labkit.bench.leaderboard.against_baseline``:
+    the (task, seed) pairs both scored resampled ``n_boot`` times, seeded ``seed``, the ``level``
+    percentile interval of the mean gap). Pairing removes the task-to-task spread both
     share (a long ToolWorld is hard for every estimator), which the leaderboard's std keeps.
     ``estimators``: default the later methods (``labkit.survey.after_survey_estimators``) that
     scored in ``family``. Returns one row per estimator, largest gap first: estimator, fed (as
     on the leaderboard), mean, gap, low, high, ahead ("25/27": pairs where it beats the
     baseline)."""
-    import numpy as np
-
     from labkit.survey import after_survey_estimators
 
     records = list(records)
@@ -134,18 +132,11 @@ def paired_gaps(records: Iterable[dict], *, family: str = "agentic", baseline: s
     missing = [e for e in estimators if e not in ran]
     if missing:
         raise ValueError(f"estimators: no scored record in family {family!r} for {missing}")
-    table = scores.pivot_table(index=["task", "seed"], columns="estimator", values="value")
     fed = leaderboard_table(ok).set_index("estimator").fed
-    rng = np.random.default_rng(seed)
-    tail = (1 - level) / 2 * 100
-    rows = []
-    for e in estimators:
-        pair = table[[e, baseline]].dropna()
-        gap = (pair[e] - pair[baseline]).to_numpy()
-        boot = gap[rng.integers(0, len(gap), size=(n_boot, len(gap)))].mean(axis=1)
-        low, high = np.percentile(boot, [tail, 100 - tail])
-        rows.append({"estimator": e, "fed": fed[e], "mean": float(pair[e].mean()), "gap": float(gap.mean()),
-                     "low": float(low), "high": float(high), "ahead": f"{int((gap > 0).sum())}/{len(gap)}"})
+    rows = [{"estimator": r["estimator"], "fed": fed[r["estimator"]], "mean": r["mean"], "gap": r["diff"],
+             "low": r["low"], "high": r["high"], "ahead": f"{r['ahead']}/{r['cells']}"}
+            for r in against_baseline(ok, estimators, baseline=baseline, family=family, level=level, n_boot=n_boot,
+                                      seed=seed)]
     return pd.DataFrame(rows).sort_values(["gap", "estimator"], ascending=[False, True], ignore_index=True)
 
 
