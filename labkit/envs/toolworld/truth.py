@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit.core.checks import as_tensor, check_ids_in_range, check_pairing, check_turn_columns
+from labkit.core.checks import as_tensor, check_ids_in_range, check_in_range, check_pairing, check_turn_columns
 from labkit.core.credit import Cost
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
@@ -27,6 +27,8 @@ class ToolTruth:
     grad (n_obs, A): exact dJ/dlogits. occupancy (T, N, 2, n_obs): P(turn t played in that state).
     pi (n_obs, A): the policy the truth was computed for. gamma: the discount per turn (1 by
     default: the lab's worlds are undiscounted; POAD's lesson in notebook 05 discounts).
+    ``sizes`` is what it was built for; the per-position methods (``value``, ``advantage``, ...)
+    refuse, naming ``rollouts``, rollouts of a ToolWorld of other sizes or another horizon.
     """
 
     V: torch.Tensor
@@ -95,13 +97,14 @@ class ToolTruth:
     def hidden_q(self, turn: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """Exact Q_t(s, .) of every action at hidden-state indices ``hidden`` before turns ``turn``
         (same shapes), (..., A): what the exact modes of C3 / CCPO compare against. Turns past
-        the horizon read the last turn's table."""
+        the horizon read the last turn's table; negative turns and hidden indices outside this
+        truth's tables are refused by name."""
         h = as_tensor("hidden", hidden).long()
         t = as_tensor("turn", turn).long()
         T, N = self.Q.shape[:2]
         check_ids_in_range("hidden", h, N * 2 * self.n_obs, what="hidden-state indices",
                            owner=f"this truth: {N} files, {self.n_obs} observations")
-        check_ids_in_range("turn", t, 2 ** 62, what="turns")  # any turn >= 0; later ones clamp
+        check_in_range("turn", t, low=0, what="turns")  # any turn >= 0: later ones read the last table
         bug, fixed = h // (2 * self.n_obs), (h // self.n_obs) % 2
         return self.Q[t.clamp(max=T - 1), bug, fixed]
 
@@ -154,6 +157,7 @@ def success_prob(env, truth: ToolTruth, rollouts: Rollouts) -> torch.Tensor:
     probability only when turns and wrong submits cost nothing and success pays 1, so ``env``
     must have step_cost = 0, wrong_submit = 0 and success_reward = 1 (a ValueError naming
     ``env`` otherwise); ``rollouts`` must be ToolWorld's (one position per turn, truth['success']).
+    A ``truth`` computed for a ToolWorld of other sizes than ``env`` is refused naming ``truth``.
     """
     for name, want in (("step_cost", 0.0), ("wrong_submit", 0.0), ("success_reward", 1.0)):
         if float(getattr(env, name)) != want:
@@ -227,6 +231,8 @@ def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor
     impossible from s, V_s = 0 with Z = 1 or V_s = 1 with Z = 0, h = pi: ratio 1.)
     ``hidden_states`` is the privileged input (``rollouts.truth["hidden_states"]``), passed
     explicitly. An oracle: no agent knows s; see ``labkit.learn.critics.LearnedHindsight`` for the realistic one.
+    ``rollouts`` must come from ``env``: more turns than ``env.max_turns``, or (one position per
+    turn) a horizon other than it, is refused naming ``rollouts``.
     """
     missing = [a for a in ("n_files", "mislead", "noise", "flaky", "decode_hidden", "truth") if not hasattr(env, a)]
     if missing:
