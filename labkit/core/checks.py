@@ -179,3 +179,98 @@ def trajectory_totals(name: str, value: Any, default: torch.Tensor) -> torch.Ten
     check_shape(name, x, (default.shape[0],))
     check_finite(name, x)
     return x
+
+
+#: How far a row of a probability table may sum from 1: a float32 softmax row sums to 1 within
+#: about 1e-7, so a row off by more than this is not a distribution (unnormalised weights,
+#: logits or a table of another shape read row-wise).
+PROBABILITY_ROW_TOL = 1e-6
+
+
+def check_probability_table(name: str, value: Any, *, shape: tuple[int | None, ...] | None = None,
+                            tol: float = PROBABILITY_ROW_TOL) -> torch.Tensor:
+    """A table of probability distributions, one per row (e.g. a policy table pi of shape
+    (n_obs, n_actions)), returned as float64. Refused with an error naming ``name`` unless it
+    is a real 2-D tensor (or of ``shape``), finite, non-negative and every row sums to 1 within
+    ``tol`` (``PROBABILITY_ROW_TOL`` = 1e-6). (The one rule for a probability table an argument
+    hands in.)"""
+    x = as_tensor(name, value)
+    if x.is_complex() or x.dtype == torch.bool:
+        raise TypeError(f"{name}: expected a real table of probabilities, got dtype {x.dtype}")
+    x = x.to(torch.float64)
+    if shape is not None:
+        check_shape(name, x, shape)
+    elif x.dim() != 2:
+        raise ValueError(f"{name}: expected a 2-D table of probabilities (one distribution per row), "
+                         f"got shape {tuple(x.shape)}")
+    d = x.detach()  # checked without the graph; the table itself is returned as given (float64)
+    check_finite(name, d)
+    check_in_range(name, d, low=0.0, what="probabilities")
+    sums = d.sum(-1)
+    off = (sums - 1).abs() > tol
+    if bool(off.any()):
+        row = tuple(int(i) for i in off.nonzero()[0])
+        raise ValueError(f"{name}: each row must be a distribution summing to 1 (within {tol:g}); "
+                         f"row {row[0] if len(row) == 1 else row} sums to {float(sums[row]):.6g}")
+    return x
+
+
+def check_ids_in_range(name: str, ids: torch.Tensor, size: int, *, where: torch.Tensor | None = None,
+                       what: str = "ids", owner: str = "this table") -> None:
+    """Require integer ids (those with ``where`` True, if given) to lie in [0, ``size``): an id
+    out of range would index another object's table, and clamping it reads a wrong entry
+    silently. The error names ``name`` and says ``what`` is out of range for ``owner``."""
+    bad = (ids < 0) | (ids >= size)
+    if where is not None:
+        bad &= where
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"{name}: {what} out of range for {owner} (size {size}): got {int(ids[idx])} "
+                         f"at index {idx}")
+
+
+def check_pairing(name: str, recorded: Any, actual: Any, *, sides: tuple[str, str] = ("this truth", "the rollouts"),
+                  hint: str = "", atol: float = 1e-6) -> None:
+    """Require what an object recorded when it was built (a truth's world size, horizon, number
+    of actions, policy table: the mapping ``recorded``) to equal the same quantities of what it
+    is paired with (``actual``: a mapping, or an object whose attributes of those names are
+    read; names it lacks are skipped). Numbers compare by equality, tensors by shape and
+    within ``atol``. A ValueError naming ``name`` lists every mismatch (``sides`` names the two
+    objects in the message), then ``hint`` (what to pass instead). (The one rule for "this
+    truth belongs to these rollouts / this world".)"""
+    if isinstance(actual, dict):
+        other = actual
+    else:
+        other = {k: getattr(actual, k) for k in recorded if hasattr(actual, k)}
+    gaps = []
+    for key, want in recorded.items():
+        if key not in other:
+            continue
+        got = other[key]
+        if isinstance(want, torch.Tensor) or isinstance(got, torch.Tensor):
+            a = as_tensor(f"{name}.{key}", want).to(torch.float64)
+            b = as_tensor(f"{name}.{key}", got).to(torch.float64)
+            if tuple(a.shape) != tuple(b.shape):
+                gaps.append(f"{key} of shape {tuple(a.shape)} against {tuple(b.shape)}")
+            elif a.numel() and not bool(((a - b).abs() <= atol).all()):
+                gap = float((a - b).abs().nan_to_num(float("inf")).max())
+                gaps.append(f"{key} differing by up to {gap:.3g} (more than {atol:g})")
+        elif want != got:
+            gaps.append(f"{key} {want!r} against {got!r}")
+    if gaps:
+        raise ValueError(f"{name}: {sides[0]} and {sides[1]} come from different worlds or policies "
+                         f"({sides[0]} against {sides[1]}: {'; '.join(gaps)})" + (f"; {hint}" if hint else ""))
+
+
+def check_turn_columns(name: str, rollouts: Any, max_turns: int, *, owner: str = "this world",
+                       hint: str = "") -> None:
+    """Turn-level rollouts (one generated position per turn, as a ToolWorld samples them) hold
+    one column per possible turn: require their horizon to equal ``max_turns`` of the world or
+    truth they are paired with (``owner``), else a ValueError naming ``name`` (``check_pairing``):
+    a truth or replay of a world with another horizon reads values for a different number of
+    turns left. Rollouts with several positions per turn (token views) are not checked here."""
+    mask = rollouts.mask
+    if not bool((mask.sum(1) == rollouts.n_turns).all()):
+        return
+    check_pairing(name, {"max_turns": int(max_turns)}, {"max_turns": int(mask.shape[1])},
+                  sides=(owner, "the rollouts (one column per turn)"), hint=hint)

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_int
+from labkit.core.checks import (as_tensor, check_choice, check_int, check_pairing, check_probability_table,
+                                check_turn_columns)
 from labkit.credit.registry import register
 from labkit.core.protocols import Env, HiddenStateTruth, require
 from labkit.core.credit import Cost, Credit
@@ -50,6 +51,8 @@ def _turn_states(env, rollouts: Rollouts, hidden_states) -> tuple:
     turn = torch.arange(present.shape[1]).expand_as(hs)
     if present.shape[1] > env.max_turns:
         raise ValueError(f"rollouts: more turns ({present.shape[1]}) than env.max_turns ({env.max_turns})")
+    check_turn_columns("rollouts", rollouts, env.max_turns, owner="env",
+                       hint="pass the environment the rollouts came from")
     return hs, state, state[-1], turn, act, present
 
 
@@ -75,11 +78,42 @@ def _default_dist(default, pi: torch.Tensor, obs: torch.Tensor, act: torch.Tenso
 
 
 def _policy_table(policy, pi) -> torch.Tensor:
+    """The (n_obs, n_actions) policy table: ``pi`` checked to be one (non-negative rows summing
+    to 1, ``check_probability_table``), else ``policy.probs()``."""
     if pi is not None:
-        return as_tensor("pi", pi).detach().to(torch.float64)
+        return check_probability_table("pi", as_tensor("pi", pi).detach())
     if policy is None:
         raise ValueError("policy: needed for its action probabilities (or pass pi=)")
     return policy.probs().detach().to(torch.float64)
+
+
+def _exact_truth(truth, env, rollouts: Rollouts, policy, *, n_obs: int) -> torch.Tensor:
+    """Check that ``truth`` (exact mode's oracle) belongs to this env, policy and these rollouts;
+    return its policy table. Refused, naming ``truth``: no ``pi`` / ``hidden_q``; sizes (horizon,
+    files, observations, actions) other than the env's; a policy table that is not a
+    distribution per row, differs from ``policy.probs()`` or, on rollouts with one position per
+    turn and logprobs, from the probabilities the rollouts were sampled with (1e-4: float32
+    logprobs)."""
+    require("truth", truth, HiddenStateTruth, "exact mode needs env.truth(policy) (e.g. a ToolTruth)")
+    hint = "compute it with env.truth(policy) for the env and policy the rollouts came from"
+    sizes = getattr(truth, "sizes", None)
+    if isinstance(sizes, dict):
+        check_pairing("truth", sizes, env, sides=("this truth", "env"), hint=hint)
+    table = check_probability_table("truth.pi", truth.pi)
+    if table.shape[0] < n_obs:
+        raise ValueError(f"truth: its policy table has {table.shape[0]} rows, the rollouts see observation "
+                         f"{n_obs - 1}; {hint}")
+    if policy is not None and hasattr(policy, "probs"):
+        check_pairing("truth", {"policy table": table}, {"policy table": policy.probs().detach()},
+                      sides=("this truth", "policy"), hint=hint)
+    obs, act, present = turn_table(rollouts)
+    one_per_turn = bool((rollouts.mask.sum(1) == rollouts.n_turns).all())
+    if rollouts.logprobs is not None and one_per_turn and bool(present.any()):
+        lp, _ = rollouts.view(rollouts.logprobs.to(torch.float64), "turn", "first")
+        check_pairing("truth", {"probabilities of the taken actions": table[obs, act][present]},
+                      {"probabilities of the taken actions": lp.exp()[present]},
+                      sides=("this truth", "the rollouts' logprobs"), hint=hint, atol=1e-4)
+    return table
 
 
 def _replay_settings(policy, pi, n_continuations, seed) -> tuple[torch.Tensor, int, int]:
@@ -194,6 +228,9 @@ def c3(rollouts: Rollouts, *, mode: str = "fixed", env=None, policy=None, hidden
         random numbers between replays (``env.replay_noise`` and ``env.rollout_with_noise``, as
         ``ToolWorld`` has). Mode "exact" reads ``truth`` = ``env.truth(policy)`` instead of
         replaying; mode "learned" a fitted ``critic`` and the policy table (``pi`` or ``policy``).
+        A ``truth`` of another world or policy (sizes other than the env's, a policy table other
+        than ``policy``'s or than the one the rollouts' logprobs were sampled with) is refused,
+        as is a ``pi`` that is not a probability table (rows summing to 1 within 1e-6).
 
     Formula:
         Contextual counterfactual credit assignment with fixed-continuation replay. At turn k
@@ -304,8 +341,9 @@ def c3(rollouts: Rollouts, *, mode: str = "fixed", env=None, policy=None, hidden
             raise ValueError(f"env: mode {mode!r} needs the environment the rollouts came from")
         hs, state, o, t, act, present = _turn_states(env, rollouts, hidden_states)
         if mode == "exact":
-            require("truth", truth, HiddenStateTruth, "exact mode needs env.truth(policy) (e.g. a ToolTruth)")
-            table = truth.pi if pi is None else _policy_table(None, pi)
+            table = _exact_truth(truth, env, rollouts, policy, n_obs=int(o.max()) + 1 if o.numel() else 0)
+            if pi is not None:
+                table = _policy_table(None, pi)
             d = _default_dist(default, table, o, act)
             Qs = truth.hidden_q(t, hs)                                    # (B, N, A)
             cf = (d * Qs).sum(-1)
@@ -357,7 +395,8 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
         rollouts: ``turn_ids``, ``states`` and ``tokens`` (each turn's observation and action).
         ``env`` (env), ``policy`` (policy) and ``hidden_states`` (hidden_states): re-execution
         from the restored state of every turn, as in ``c3``. Mode "exact" reads ``truth`` =
-        ``env.truth(policy)`` instead of replaying.
+        ``env.truth(policy)`` instead of replaying (one of another world or policy is refused,
+        as in ``c3``).
 
     Formula:
         Counterfactual credit policy optimisation:
@@ -407,8 +446,7 @@ def ccpo(rollouts: Rollouts, *, mode: str = "reexecute", env=None, policy=None, 
     hs, state, o, t, act, present = _turn_states(env, rollouts, hidden_states)
     cost = Cost()
     if mode == "exact":
-        require("truth", truth, HiddenStateTruth, "exact mode needs env.truth(policy) (e.g. a ToolTruth)")
-        table = truth.pi
+        table = _exact_truth(truth, env, rollouts, policy, n_obs=int(o.max()) + 1 if o.numel() else 0)
         do = truth.hidden_q(t, hs)                                        # (B, N, A)
     else:
         table, M, seed = _replay_settings(policy, None, n_continuations, seed)

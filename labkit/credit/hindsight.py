@@ -23,8 +23,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import (as_tensor, check_bool, check_finite, check_in_range, check_number, check_shape,
-                                resolve_input)
+from labkit.core.checks import (as_tensor, check_bool, check_finite, check_in_range, check_number,
+                                check_probability_table, check_shape, resolve_input)
 from labkit.credit.registry import register
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
@@ -37,12 +37,12 @@ Hindsight = Union[torch.Tensor, Callable[[Rollouts], torch.Tensor]]
 # --------------------------------------------------------------------------- turn helpers
 def turn_policy_probs(rollouts: Rollouts, pi=None) -> torch.Tensor:
     """pi(a_t | o_t) of every turn's action, (B, N): from the table ``pi`` (n_obs, n_actions) if
-    given, else from ``rollouts.logprobs`` at the turn's first position (the sampling policy)."""
+    given, else from ``rollouts.logprobs`` at the turn's first position (the sampling policy).
+    ``pi`` must be a probability table: non-negative, each row summing to 1 within 1e-6
+    (``check_probability_table``; a ValueError naming ``pi`` otherwise)."""
     obs, act, present = turn_table(rollouts)
     if pi is not None:
-        pi = as_tensor("pi", pi).to(torch.float64)
-        if pi.dim() != 2:
-            raise ValueError(f"pi: expected an (n_obs, n_actions) table, got shape {tuple(pi.shape)}")
+        pi = check_probability_table("pi", pi)
         if bool((obs[present] >= pi.shape[0]).any()) or bool((act[present] >= pi.shape[1]).any()):
             raise ValueError("pi: table too small for the observations / actions in these rollouts")
         p = pi[obs.clamp(max=pi.shape[0] - 1), act.clamp(max=pi.shape[1] - 1)]
@@ -99,7 +99,8 @@ def hca(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None,
 
     Defaults:
         Z = the trajectory's total reward, which must be 0 / 1 (or pass ``outcome=`` (B,)).
-        pi = None (pi(a_t | s_t) from ``rollouts.logprobs``; else an (n_obs, n_actions) table).
+        pi = None (pi(a_t | s_t) from ``rollouts.logprobs``; else an (n_obs, n_actions) table
+        of probabilities: non-negative rows summing to 1 within 1e-6, refused otherwise).
         ``max_ratio`` = None (no clipping; a number caps pi / h).
 
     Degenerate input:
@@ -171,7 +172,7 @@ def hcapo(rollouts: Rollouts, *, hindsight: Hindsight, outcome=None, pi=None, om
 
     Defaults:
         omega = 1, rho_max = 5, do_no_harm = True, eps = 1e-6 (GRPO's). ``outcome`` and ``pi``
-        as in ``hca``.
+        as in ``hca`` (a ``pi`` that is not a probability table is refused).
 
     Degenerate input:
         the GRPO term follows ``grpo`` (a group of one: raw score / (1 + eps); an all-equal group: 0); failed

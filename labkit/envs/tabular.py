@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_number, check_shape
+from labkit.core.checks import as_tensor, check_finite, check_ids_in_range, check_number, check_shape
 from labkit.core.credit import Cost
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts
 
 
 @dataclass(eq=False)
@@ -58,7 +58,12 @@ class TabularMDP:
 
 @dataclass(eq=False)
 class Truth:
-    """Exact quantities under one fixed policy (all float64, detached)."""
+    """Exact quantities under one fixed policy (all float64, detached).
+
+    ``transitions`` and ``start`` are the MDP's (what ``exact_truth`` records): with them the
+    per-position methods refuse rollouts that this MDP cannot produce (another world, another
+    horizon); a Truth built without them checks only that the ids index its tables.
+    """
 
     V: torch.Tensor          # (S,)
     Q: torch.Tensor          # (S, A)
@@ -67,13 +72,23 @@ class Truth:
     grad: torch.Tensor       # (S, A) exact dJ/dlogits
     occupancy: torch.Tensor  # (S,) expected (discounted) visits
     pi: torch.Tensor         # (S, A) the policy the truth was computed for
+    transitions: torch.Tensor | None = None  # (S, A, S) the MDP's sub-stochastic P
+    start: torch.Tensor | None = None        # (S,) the MDP's start distribution
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """What this truth was built for: {"n_states": S, "n_actions": A}."""
+        S, A = self.Q.shape
+        return {"n_states": int(S), "n_actions": int(A)}
 
     def advantage(self, rollouts: Rollouts) -> torch.Tensor:
-        """Exact A(s_t, a_t) at every generated position of ``rollouts``, (B, T), 0 off-mask."""
+        """Exact A(s_t, a_t) at every generated position of ``rollouts``, (B, T), 0 off-mask.
+        Rollouts this truth's MDP cannot have produced are refused (``_index``)."""
         s, a = self._index(rollouts)
         return torch.where(rollouts.mask, self.A[s, a], 0)
 
     def q_value(self, rollouts: Rollouts) -> torch.Tensor:
+        """Exact Q(s_t, a_t) at every generated position of ``rollouts``, (B, T), 0 off-mask."""
         s, a = self._index(rollouts)
         return torch.where(rollouts.mask, self.Q[s, a], 0)
 
@@ -91,12 +106,59 @@ class Truth:
         return value_fn
 
     def _index(self, rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor]:
+        """(state, action) index of every position, (B, T) each, 0 off-mask. Refuses (naming
+        ``rollouts``) ids outside this truth's tables and, when the MDP is recorded, any
+        trajectory it cannot produce: an impossible start, step or end (rollouts of another
+        world or horizon read this truth's entries at the wrong states)."""
+        check_rollouts(rollouts, "the world this truth was computed for")
         if rollouts.states is None:
             raise ValueError("rollouts.states: exact truth needs the state index of every position")
         S, A = self.Q.shape
-        s = rollouts.states.clamp(0, S - 1)
-        a = rollouts.tokens.clamp(0, A - 1)
+        m = rollouts.mask
+        check_ids_in_range("rollouts", rollouts.states, S, where=m, what="state ids", owner="this truth: n_states")
+        check_ids_in_range("rollouts", rollouts.tokens, A, where=m, what="action ids (tokens)",
+                           owner="this truth: n_actions")
+        s = torch.where(m, rollouts.states, 0)
+        a = torch.where(m, rollouts.tokens, 0)
+        if self.transitions is not None and self.start is not None:
+            self._check_possible(s, a, m)
         return s, a
+
+    def _check_possible(self, s: torch.Tensor, a: torch.Tensor, m: torch.Tensor) -> None:
+        """Refuse a generated sequence of (state, action) this MDP gives probability 0: a first
+        state outside the start distribution, a step to a state P cannot reach, or an end where
+        the episode cannot end (all of P's mass stays in the MDP)."""
+        B, T = m.shape
+        if not bool(m.any()):
+            return
+        pos = torch.where(m, torch.arange(T).expand(B, T), T)
+        # the next generated position after t (T when none), by a reversed running minimum
+        after = torch.cat([pos[:, 1:], torch.full((B, 1), T)], 1)
+        nxt = after.flip(1).cummin(1).values.flip(1)
+        first = pos.min(1).values
+        rows = (first < T).nonzero().squeeze(1)
+        bad_start = self.start[s[rows, first[rows]]] <= 0
+        hint = "score rollouts sampled from the world (and horizon) this truth was computed for"
+        if bool(bad_start.any()):
+            b = int(rows[bad_start.nonzero()[0, 0]])
+            raise ValueError(f"rollouts: row {b} starts in state {int(s[b, first[b]])}, where this truth's MDP "
+                             f"never starts; {hint}")
+        goes_on = m & (nxt < T)
+        s_next = s.gather(1, nxt.clamp(max=T - 1))
+        p_step = self.transitions[s, a, s_next]
+        bad = goes_on & (p_step <= 0)
+        if bool(bad.any()):
+            b, t = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"rollouts: row {b} steps from state {int(s[b, t])} with action {int(a[b, t])} to "
+                             f"state {int(s_next[b, t])} at position {t}, which this truth's MDP cannot do; {hint}")
+        # the episode ends after a row's last generated position: the MDP must let it end there
+        ends = m & (nxt == T)
+        end_mass = 1 - self.transitions[s, a].sum(-1)
+        bad = ends & (end_mass <= 1e-12)
+        if bool(bad.any()):
+            b, t = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"rollouts: row {b} ends at position {t} (state {int(s[b, t])}), where this "
+                             f"truth's MDP cannot end (a shorter horizon?); {hint}")
 
 
 def exact_truth(mdp: TabularMDP, policy, *, gamma: float = 1.0) -> Truth:
@@ -129,7 +191,7 @@ def exact_truth(mdp: TabularMDP, policy, *, gamma: float = 1.0) -> Truth:
         Q = R + gamma * torch.einsum("sat,t->sa", P, V)
         occupancy = torch.linalg.solve(system.T, mdp.start)
     return Truth(V=V.detach(), Q=Q, A=Q - V.detach()[:, None], J=float(J.detach()), grad=grad,
-                 occupancy=occupancy, pi=pi.detach())
+                 occupancy=occupancy, pi=pi.detach(), transitions=P, start=mdp.start)
 
 
 def policy_gradient_theorem(truth: Truth) -> torch.Tensor:

@@ -24,9 +24,9 @@ from typing import Mapping
 import pandas as pd
 import torch
 
-from labkit.core.checks import as_tensor, check_finite
+from labkit.core.checks import as_tensor, check_finite, check_pairing
 from labkit.core.credit import Credit
-from labkit.core.rollouts import Rollouts
+from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.scoring.agreement import pearson, sign_agreement
 
 
@@ -83,13 +83,37 @@ def luck_per_skill(fit: Mapping[str, float]) -> float:
 def luck_terms(rollouts: Rollouts, truth) -> dict[str, torch.Tensor]:
     """Per played turn (flattened over the batch), from ``truth.skill_luck(rollouts)``: ``skill``
     A_t, ``luck_after`` sum_{k >= t} luck_k, ``skill_later`` sum_{k > t} skill_k, ``luck_before``
-    sum_{k < t} luck_k."""
+    sum_{k < t} luck_k. ``truth`` must split skill from luck (a ``ToolTruth``, computed for the
+    world the rollouts came from: it refuses others' rollouts); a TypeError naming ``truth``
+    otherwise."""
+    check_rollouts(rollouts)
+    if not callable(getattr(truth, "skill_luck", None)):
+        raise TypeError(f"truth: expected an exact truth that splits skill from luck (a ToolTruth: "
+                        f"env.truth(policy)), got {type(truth).__name__}")
     skill, luck = truth.skill_luck(rollouts)
     m = rollouts.mask
     skill_later = luck_after(skill) - skill
     luck_before = luck.cumsum(1) - luck
     return {"skill": skill[m], "luck_after": luck_after(luck)[m], "skill_later": skill_later[m],
             "luck_before": luck_before[m]}
+
+
+def _credit_tokens(credits: Mapping[str, Credit], rollouts: Rollouts) -> dict[str, torch.Tensor]:
+    """Each method's per-position credit (float64), refused by name unless it is a Credit
+    computed on a batch of ``rollouts``' shape (credit of other rollouts cannot be regressed on
+    these rollouts' truth)."""
+    if not isinstance(credits, Mapping):
+        raise TypeError(f"credits: expected a mapping name -> Credit, got {type(credits).__name__}")
+    out = {}
+    for name, credit in credits.items():
+        token = getattr(credit, "token", None)
+        if not isinstance(token, torch.Tensor):
+            raise TypeError(f"credits: {name!r} is not a Credit (got {type(credit).__name__})")
+        check_pairing("credits", {f"{name!r} shape": tuple(token.shape)},
+                      {f"{name!r} shape": tuple(rollouts.mask.shape)}, sides=("the credit", "the rollouts"),
+                      hint="score credit computed on these rollouts")
+        out[name] = token.to(torch.float64)
+    return out
 
 
 def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
@@ -121,8 +145,8 @@ def luck_regression(rollouts: Rollouts, truth, credits: Mapping[str, Credit], *,
     A = terms["skill"]
     every = torch.ones_like(A, dtype=torch.bool)
     rows = []
-    for name, credit in credits.items():
-        c = credit.token[m].to(torch.float64)
+    for name, token in _credit_tokens(credits, rollouts).items():
+        c = token[m]
         b = skill_luck_fit(c, terms)
         rows.append({"method": name, "b_skill": b["skill"], "b_luck_after": b["luck_after"],
                      "b_skill_later": b["skill_later"], "b_luck_before": b["luck_before"],
@@ -167,12 +191,23 @@ def information_luck_regression(rollouts: Rollouts, truth, belief, credits: Mapp
     ``corr_info`` (Pearson with A_info)."""
     terms = luck_terms(rollouts, truth)
     m = rollouts.mask
-    info = belief.advantage[m].to(torch.float64)
+    adv = getattr(belief, "advantage", None)
+    if not isinstance(adv, torch.Tensor):
+        raise TypeError(f"belief: expected a BeliefTruth (labkit.envs.toolworld.belief_truth), got {type(belief).__name__}")
+    check_pairing("belief", {"shape": tuple(adv.shape)}, {"shape": tuple(m.shape)},
+                  sides=("the belief", "the rollouts"), hint="compute it with belief_truth on these rollouts")
+    # the belief records the batch's mask and the hidden-state advantage it was computed with:
+    # both must be these rollouts' and this truth's
+    recorded = {"mask": getattr(belief, "mask", m), "hidden advantage": getattr(belief, "hidden_advantage", None)}
+    check_pairing("belief", {k: v for k, v in recorded.items() if v is not None},
+                  {"mask": m, "hidden advantage": truth.advantage(rollouts)}, sides=("the belief", "these rollouts and truth"),
+                  hint="compute it with belief_truth(env, truth, rollouts) on these rollouts", atol=1e-9)
+    info = adv[m].to(torch.float64)
     regressors = {"info_skill": info, "info_luck": terms["skill"] - info, "luck_after": terms["luck_after"],
                   "skill_later": terms["skill_later"], "luck_before": terms["luck_before"]}
     rows = []
-    for name, credit in credits.items():
-        c = credit.token[m].to(torch.float64)
+    for name, token in _credit_tokens(credits, rollouts).items():
+        c = token[m]
         b = skill_luck_fit(c, regressors)
         ratio = b["info_luck"] / b["info_skill"] if abs(b["info_skill"]) > 1e-12 else float("nan")
         rows.append({"method": name, "b_info": b["info_skill"], "b_info_luck": b["info_luck"],

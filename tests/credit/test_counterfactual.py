@@ -240,3 +240,39 @@ def test_step_rewrites_on_a_failed_reference_rollout(lm_ref):
     c = int_interventions(sub, rewrite_fn=env.step_rewrite_fn(seed=0), k=2)
     assert c.cost.policy_forwards >= 2 * int(sub.n_steps.sum())
     assert (c.values <= 0).all() and (c.info["interventions"] <= 2).all()
+
+
+def test_exact_modes_refuse_a_truth_of_another_world_or_policy(noisy_toolworld):
+    env, policy, truth, ro = noisy_toolworld
+    H = ro.truth["hidden_states"]
+    wider = ToolWorld(env.n_files + 1, max_turns=env.max_turns, mislead=0.3, noise=0.3, flaky=0.3)
+    longer = ToolWorld(env.n_files, max_turns=env.max_turns + 2, mislead=0.3, noise=0.3, flaky=0.3)
+    other_policy = env.truth(env.make_policy(seed=5))
+    for name in ("c3", "ccpo"):
+        ok = estimate(name, ro, mode="exact", env=env, hidden_states=H, truth=truth, policy=policy)
+        assert torch.equal(ok.token, estimate(name, ro, mode="exact", env=env, hidden_states=H, truth=truth).token)
+        for bad, pol, what in ((wider.truth(wider.scripted_policy(1.5)), None, "n_files"),
+                               (longer.truth(longer.scripted_policy(1.5)), None, "max_turns"),
+                               (other_policy, policy, "policy table"),
+                               (other_policy, None, "probabilities of the taken actions")):
+            with pytest.raises(ValueError, match=rf"^truth: .*{what}"):
+                estimate(name, ro, mode="exact", env=env, hidden_states=H, truth=bad, policy=pol)
+        # an env of another horizon than the rollouts' columns is refused too
+        with pytest.raises(ValueError, match=r"^rollouts: .*max_turns"):
+            estimate(name, ro, mode="exact", env=longer, hidden_states=H, truth=longer.truth(policy))
+
+
+def test_c3_refuses_a_pi_that_is_not_a_probability_table(noisy_toolworld):
+    env, policy, truth, ro = noisy_toolworld
+    H = ro.truth["hidden_states"]
+    good = policy.probs().detach().double()
+    neg = good.clone()
+    neg[0, 0], neg[0, 1] = neg[0, 0] + 0.5, neg[0, 1] - 0.5
+    for bad, match in ((good * 2, "summing to 1"), (good * 0.999, "summing to 1"), (-good, "lie in"), (neg, "lie in")):
+        with pytest.raises(ValueError, match=rf"^pi: .*{match}"):
+            estimate("c3", ro, mode="exact", env=env, hidden_states=H, truth=truth, pi=bad)
+        with pytest.raises(ValueError, match="^pi: "):
+            estimate("c3", ro, mode="resample", env=env, policy=policy, hidden_states=H, pi=bad, n_continuations=1)
+    within = good * (1 + 5e-7)                           # inside the documented 1e-6 tolerance
+    a = estimate("c3", ro, mode="exact", env=env, hidden_states=H, truth=truth, pi=within).token
+    assert torch.allclose(a, estimate("c3", ro, mode="exact", env=env, hidden_states=H, truth=truth).token, atol=1e-5)

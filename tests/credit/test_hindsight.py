@@ -119,3 +119,33 @@ def test_hcapo_terms(noisy_toolworld):
     assert torch.allclose(estimate("hcapo", ro, hindsight=h, omega=0.0).token, grpo.double())
     raw = estimate("hcapo", ro, hindsight=h, do_no_harm=False)
     assert bool((raw.info["step_term"][succ] < 0).any())
+
+
+def test_pi_must_be_a_probability_table(noisy_toolworld):
+    import pytest
+    from labkit.credit.hindsight import turn_policy_probs
+    env, policy, truth, ro = noisy_toolworld
+    h = exact_hindsight(env, policy, ro, ro.truth["hidden_states"])
+    good = policy.probs().detach().double()
+    nan = good.clone()
+    nan[0, 0] = float("nan")
+    for bad, match in ((good * 2, "summing to 1"), (good - 0.5, "lie in"), (nan, "non-finite"), (good[0], "2-D"),
+                       (good.to(torch.complex128), "real")):
+        for name in ("hca", "hcapo"):
+            with pytest.raises((ValueError, TypeError), match=rf"^pi: .*{match}"):
+                estimate(name, ro, hindsight=h, pi=bad)
+        with pytest.raises((ValueError, TypeError), match="^pi: "):
+            turn_policy_probs(ro, bad)
+    # a valid table gives what the sampling probabilities give
+    assert torch.allclose(turn_policy_probs(ro, good), turn_policy_probs(ro), atol=1e-6)
+
+
+def test_exact_hindsight_refuses_an_env_of_another_horizon(noisy_toolworld):
+    import pytest
+    env, policy, truth, ro = noisy_toolworld
+    longer = ToolWorld(env.n_files, max_turns=env.max_turns + 2, mislead=0.3, noise=0.3, flaky=0.3)
+    with pytest.raises(ValueError, match=r"^rollouts: .*max_turns"):
+        exact_hindsight(longer, policy, ro, ro.truth["hidden_states"])
+    shorter = ToolWorld(env.n_files, max_turns=2, mislead=0.3, noise=0.3, flaky=0.3)
+    with pytest.raises(ValueError, match=r"^rollouts: "):
+        exact_hindsight(shorter, policy, ro, ro.truth["hidden_states"])

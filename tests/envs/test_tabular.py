@@ -90,3 +90,33 @@ def test_truth_rejects_mismatched_policy_and_bad_mdp():
         TabularMDP(torch.full((2, 1, 2), 0.9), torch.zeros(2, 1), torch.tensor([1.0, 0.0]))
     with pytest.raises(ValueError, match="group_size"):
         env.sample(TabularSoftmaxPolicy(env.n_states, 2), 10, group_size=3)
+
+
+def test_truth_refuses_rollouts_of_another_world():
+    """A truth scores only rollouts its MDP can produce: ids out of its tables, and sequences of
+    another chain (horizon) are refused naming ``rollouts``, never clamped."""
+    def world(h):
+        env = BifurcationChain(horizon=h)
+        pol = TabularSoftmaxPolicy(env.n_states, env.n_actions)
+        return env, exact_truth(env.mdp(), pol), env.sample(pol, 4, seed=0)
+
+    env5, t5, r5 = world(5)
+    _, t8, r8 = world(8)
+    _, t3, r3 = world(3)
+    assert torch.equal(t5.advantage(r5), t5.A[r5.states, r5.tokens])   # the valid call is unchanged
+    for method in ("advantage", "value", "q_value"):
+        f = getattr(t5, method)
+        with pytest.raises(ValueError, match=r"^rollouts: state ids out of range for this truth: n_states"):
+            f(r8)
+        with pytest.raises(ValueError, match=r"^rollouts: .*cannot"):
+            f(r3)                                        # states in range, but the episode cannot end there
+        with pytest.raises(ValueError, match=r"^rollouts: action ids"):
+            f(r5.with_(tokens=torch.full_like(r5.tokens, env5.n_actions)))
+        with pytest.raises(TypeError, match=r"^rollouts"):
+            f(None)
+    with pytest.raises(ValueError, match=r"^rollouts: .*cannot"):
+        t8.value(r5)
+    with pytest.raises(ValueError, match="^rollouts"):
+        t5.step_value_fn()(r8, 1)
+    with pytest.raises(ValueError, match=r"^rollouts: row 0 starts in state"):
+        t5.value(r5.with_(states=torch.where(r5.mask, r5.states.clamp(min=2), r5.states)))

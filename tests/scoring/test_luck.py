@@ -113,3 +113,32 @@ def test_information_luck_share_and_regression_tell_the_agent_side_from_the_hidd
     assert table.loc["info", "corr_info"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="^info_skill"):
         information_luck_share(bt.hidden_advantage, bt.advantage[:, :3], ro.mask)
+
+
+def test_the_regressions_refuse_objects_of_another_world_or_batch(small):
+    from labkit.envs import BifurcationChain
+    from labkit.envs.tabular import exact_truth
+    from labkit.envs.toolworld.belief import belief_truth
+    from labkit.policies import TabularSoftmaxPolicy
+    from labkit.scoring.luck import information_luck_regression, luck_terms
+    env, policy, truth, ro = small
+    other_ro = env.sample(policy, 6, group_size=4, seed=1)
+    grpo = get_estimator("grpo")
+    credits = {"GRPO": grpo(ro)}
+    chain = BifurcationChain(horizon=4)
+    tab = exact_truth(chain.mdp(), TabularSoftmaxPolicy(chain.n_states, chain.n_actions))
+    with pytest.raises(TypeError, match="^truth: "):
+        luck_terms(ro, tab)
+    longer = type(env)(env.n_files, max_turns=env.max_turns + 1)
+    with pytest.raises(ValueError, match=r"^rollouts: .*max_turns"):
+        luck_regression(ro, longer.truth(longer.scripted_policy()), credits)
+    with pytest.raises(ValueError, match=r"^credits: "):
+        luck_regression(ro, truth, {"GRPO": grpo(ro.select(list(range(4))))})
+    with pytest.raises(TypeError, match=r"^credits: "):
+        luck_regression(ro, truth, {"GRPO": "not a credit"})
+    belief = belief_truth(env, truth, ro)
+    information_luck_regression(ro, truth, belief, credits)            # the valid call runs
+    with pytest.raises(ValueError, match=r"^belief: "):
+        information_luck_regression(ro, truth, belief_truth(env, truth, other_ro), credits)
+    with pytest.raises(TypeError, match=r"^belief: "):
+        information_luck_regression(ro, truth, None, credits)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit.core.checks import as_tensor
+from labkit.core.checks import as_tensor, check_ids_in_range, check_in_range, check_pairing, check_turn_columns
 from labkit.core.credit import Cost
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.core.turns import binary_outcome, turn_hidden_states, turn_table
@@ -27,6 +27,8 @@ class ToolTruth:
     grad (n_obs, A): exact dJ/dlogits. occupancy (T, N, 2, n_obs): P(turn t played in that state).
     pi (n_obs, A): the policy the truth was computed for. gamma: the discount per turn (1 by
     default: the lab's worlds are undiscounted; POAD's lesson in notebook 05 discounts).
+    ``sizes`` is what it was built for; the per-position methods (``value``, ``advantage``, ...)
+    refuse, naming ``rollouts``, rollouts of a ToolWorld of other sizes or another horizon.
     """
 
     V: torch.Tensor
@@ -44,6 +46,13 @@ class ToolTruth:
         """A[t, b, f, o, a] = Q[t, b, f, a] - V[t, b, f, o], (T, N, 2, n_obs, A)."""
         return self.Q[:, :, :, None, :] - self.V[:-1, :, :, :, None]
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        """What this truth was built for: the world's ``max_turns`` (the horizon), ``n_files``,
+        ``n_obs`` and ``n_actions``, named as ``ToolWorld`` names them (``check_pairing``)."""
+        T, N, _, A = self.Q.shape
+        return {"max_turns": int(T), "n_files": int(N), "n_obs": int(self.n_obs), "n_actions": int(A)}
+
     def policy_gradient_theorem(self) -> torch.Tensor:
         """Closed-form gradient sum_{t,b,f} gamma^t d_t(b, f, o) pi(a | o) A_t(b, f, o, a), (n_obs, A)."""
         weight = self.gamma ** torch.arange(self.Q.shape[0], dtype=torch.float64)
@@ -58,15 +67,17 @@ class ToolTruth:
         t = rollouts.turn_ids
         if bool((t >= T).any()):
             raise ValueError(f"rollouts.turn_ids: turns beyond this truth's max_turns ({T})")
+        m = rollouts.mask
+        # ToolWorld.sample gives one column per possible turn: rollouts of a world with another
+        # horizon would read values computed for a different number of turns left
+        check_turn_columns("rollouts", rollouts, T, owner="this truth",
+                           hint="score rollouts sampled from the ToolWorld this truth was computed for")
         # Rollouts from another ToolWorld (other n_files) would index the tables with a wrong
         # stride and return plausible-looking numbers; refuse anything that does not decode
         # consistently under this truth's sizes.
-        m = rollouts.mask
-        hid, act = hidden[m], rollouts.tokens[m]
-        if bool(((hid < 0) | (hid >= N * 2 * self.n_obs)).any() | ((act < 0) | (act >= A)).any()):
-            raise ValueError(f"rollouts: hidden states or actions outside this truth's tables ({N} files, "
-                             f"{self.n_obs} observations, {A} actions); score rollouts sampled from the "
-                             f"ToolWorld this truth was computed for")
+        owner = f"this truth: {N} files, {self.n_obs} observations, {A} actions"
+        check_ids_in_range("rollouts", hidden, N * 2 * self.n_obs, where=m, what="hidden states", owner=owner)
+        check_ids_in_range("rollouts", rollouts.tokens, A, where=m, what="actions (tokens)", owner=owner)
         h = hidden.clamp(min=0)
         o = h % self.n_obs
         f = (h // self.n_obs) % 2
@@ -86,10 +97,16 @@ class ToolTruth:
     def hidden_q(self, turn: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """Exact Q_t(s, .) of every action at hidden-state indices ``hidden`` before turns ``turn``
         (same shapes), (..., A): what the exact modes of C3 / CCPO compare against. Turns past
-        the horizon read the last turn's table."""
+        the horizon read the last turn's table; negative turns and hidden indices outside this
+        truth's tables are refused by name."""
         h = as_tensor("hidden", hidden).long()
+        t = as_tensor("turn", turn).long()
+        T, N = self.Q.shape[:2]
+        check_ids_in_range("hidden", h, N * 2 * self.n_obs, what="hidden-state indices",
+                           owner=f"this truth: {N} files, {self.n_obs} observations")
+        check_in_range("turn", t, low=0, what="turns")  # any turn >= 0: later ones read the last table
         bug, fixed = h // (2 * self.n_obs), (h // self.n_obs) % 2
-        return self.Q[as_tensor("turn", turn).long().clamp(max=self.Q.shape[0] - 1), bug, fixed]
+        return self.Q[t.clamp(max=T - 1), bug, fixed]
 
     def value(self, rollouts: Rollouts) -> torch.Tensor:
         """Exact V_t(s_t) before every played turn, (B, T), 0 off-mask."""
@@ -140,11 +157,14 @@ def success_prob(env, truth: ToolTruth, rollouts: Rollouts) -> torch.Tensor:
     probability only when turns and wrong submits cost nothing and success pays 1, so ``env``
     must have step_cost = 0, wrong_submit = 0 and success_reward = 1 (a ValueError naming
     ``env`` otherwise); ``rollouts`` must be ToolWorld's (one position per turn, truth['success']).
+    A ``truth`` computed for a ToolWorld of other sizes than ``env`` is refused naming ``truth``.
     """
     for name, want in (("step_cost", 0.0), ("wrong_submit", 0.0), ("success_reward", 1.0)):
         if float(getattr(env, name)) != want:
             raise ValueError(f"env: {name} must be {want:g} for V to be a success probability, "
                              f"got {getattr(env, name)}")
+    check_pairing("truth", truth.sizes, env, sides=("this truth", "env"),
+                  hint="compute it with env.truth(policy) for the env the rollouts came from")
     check_rollouts(rollouts)
     if "success" not in rollouts.truth:
         raise ValueError("rollouts: need truth['success'] (sample with ToolWorld.sample)")
@@ -211,6 +231,8 @@ def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor
     impossible from s, V_s = 0 with Z = 1 or V_s = 1 with Z = 0, h = pi: ratio 1.)
     ``hidden_states`` is the privileged input (``rollouts.truth["hidden_states"]``), passed
     explicitly. An oracle: no agent knows s; see ``labkit.learn.critics.LearnedHindsight`` for the realistic one.
+    ``rollouts`` must come from ``env``: more turns than ``env.max_turns``, or (one position per
+    turn) a horizon other than it, is refused naming ``rollouts``.
     """
     missing = [a for a in ("n_files", "mislead", "noise", "flaky", "decode_hidden", "truth") if not hasattr(env, a)]
     if missing:
@@ -219,9 +241,13 @@ def exact_hindsight(env, policy, rollouts: Rollouts, hidden_states: torch.Tensor
     hs, present = turn_hidden_states(rollouts, hidden_states, env.n_hidden, "exact hindsight reads each turn's hidden state")
     twin = type(env)(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
     truth = twin.truth(policy)
+    if present.shape[1] > env.max_turns:
+        raise ValueError(f"rollouts: more turns ({present.shape[1]}) than env.max_turns ({env.max_turns}); "
+                         f"pass the ToolWorld the rollouts came from")
+    check_turn_columns("rollouts", rollouts, env.max_turns, owner="env", hint="pass the ToolWorld the rollouts came from")
     obs, act, _ = turn_table(rollouts)
     b, f, o = env.decode_hidden(hs)
-    t = torch.arange(present.shape[1]).expand_as(hs).clamp(max=env.max_turns - 1)
+    t = torch.arange(present.shape[1]).expand_as(hs)
     q = truth.Q[t, b, f, act]
     v = truth.V[t, b, f, o]
     p = truth.pi[o, act]
