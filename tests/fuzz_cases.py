@@ -1123,6 +1123,7 @@ def viz_probes() -> list[Probe]:
 def build_probes() -> list[Probe]:
     probes = (rollouts_probes() + credit_probes() + registry_probes() + estimator_probes()
               + env_probes() + scoring_probes() + loss_probes() + survey_probes() + viz_probes())
+    import fuzz_values; probes += fuzz_values.probes()  # noqa: E702 - one line, imported here to avoid a cycle
     seen: dict[str, int] = {}
     for p in probes:  # ids must be unique for the xfail list
         n = seen.get(p.id, 0)
