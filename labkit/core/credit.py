@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from labkit.core.checks import as_tensor, check_choice, check_finite, check_shape
-from labkit.core.rollouts import Rollouts, check_rollouts
+from labkit.core.rollouts import Rollouts, check_real, check_rollouts
 from labkit.core.segments import LEVELS, segment_broadcast, segment_reduce
 
 
@@ -44,6 +44,8 @@ class Credit:
     ``token`` (B, T): the credit (advantage) each generated position receives in the policy
     gradient; 0 off the mask. ``level`` is the granularity the estimator worked at and
     ``values`` (B, N) / ``present`` (B, N) the credit at that level (for 'episode', N = 1).
+    Built directly, the fields must agree: real numbers, ``token`` 2-D, ``values`` with B rows
+    (at level 'token' at least T columns) and ``present`` of ``values``' shape.
     """
 
     token: torch.Tensor
@@ -60,6 +62,22 @@ class Credit:
         check_choice("level", self.level, LEVELS)
         self.token = as_tensor("token", self.token)
         self.values = as_tensor("values", self.values)
+        check_real("token", self.token)
+        check_real("values", self.values)
+        if self.token.dim() != 2:
+            raise ValueError(f"token: expected shape (B, T), got {tuple(self.token.shape)}")
+        # values are the same credit at ``level``: one row per trajectory, and at least a column
+        # per position when the level is "token" (so every position has its value)
+        B, T = self.token.shape
+        if self.values.dim() != 2 or self.values.shape[0] != B or (
+                self.level == "token" and self.values.shape[1] < T):
+            want = f"({B}, >= {T})" if self.level == "token" else f"({B}, N)"
+            raise ValueError(f"values: expected shape {want} to match token {tuple(self.token.shape)} at level "
+                             f"{self.level!r}, got {tuple(self.values.shape)}")
+        self.present = as_tensor("present", self.present)
+        if tuple(self.present.shape) != tuple(self.values.shape):
+            raise ValueError(f"present: expected the shape of values {tuple(self.values.shape)}, "
+                             f"got {tuple(self.present.shape)}")
         check_finite(f"token ({self.method} credit)", self.token)
         check_finite(f"values ({self.method} {self.level} credit)", self.values)
 
@@ -106,6 +124,7 @@ class Credit:
         """Build a Credit from per-position credit (B, T); positions off the mask get 0."""
         check_rollouts(rollouts)
         token = as_tensor("token", token)
+        check_real("token", token)
         check_shape("token", token, tuple(rollouts.mask.shape))
         token = torch.where(rollouts.mask, token, torch.zeros((), dtype=token.dtype))
         return cls(token=token, level="token", values=token, present=rollouts.mask.clone(),

@@ -19,7 +19,9 @@ The one validated boundary. A ``Rollouts`` checks everything it holds when it is
 estimator can trust it: every label (tokens, states, step / turn / agent / group ids) is an
 integer tensor (floats are refused, never truncated), token ids and states are >= 0 and group
 ids >= 0, rewards are finite and zero off the mask, log-probabilities are <= 0 and entropies
->= 0 where generated, shapes agree. The empty-batch rule: a batch needs at least one trajectory,
+>= 0 where generated, shapes agree, no field holds complex numbers, and the rewards are small
+enough for their dtype that the batch's sums cannot overflow (T times the total |reward| at most
+the dtype's largest value). The empty-batch rule: a batch needs at least one trajectory,
 one position and **one generated position**; an empty batch is refused here with a message, so
 no estimator has to handle it. (A batch may still hold rows with nothing generated: they get 0.)
 """
@@ -60,6 +62,34 @@ def _check_labels(name: str, ids: torch.Tensor, mask: torch.Tensor) -> None:
         b, t = (int(i) for i in (step > 1).nonzero()[0])
         raise ValueError(f"{name}: labels must count 0, 1, 2, ... without gaps along a trajectory, got "
                          f"{int(ids[b, t])} after {int(before[b, t])} at {(b, t)}")
+
+
+def check_real(name: str, tensor: torch.Tensor) -> None:
+    """Refuse a complex tensor by name: a reward, log-probability or credit is a real number, and
+    casting would drop the imaginary part with only a warning."""
+    if tensor.is_complex():
+        raise TypeError(f"{name}: expected real numbers, got complex dtype {tensor.dtype}")
+
+
+def _check_reward_magnitude(rewards: torch.Tensor) -> None:
+    """Rewards small enough that the sums estimators take stay finite in their dtype.
+
+    A return sums the rewards after a position, and the batch statistics built on returns and
+    scores (REINFORCE++'s whitening, OPO's length-weighted means) add up to T times the batch's
+    total |reward|, in the rewards' dtype. Past the dtype's largest value that overflows to inf
+    and then NaN deep inside an estimator (float32 rewards near 3.4e38, say), so it is refused
+    here, where the dtype and the batch are known, naming the limit."""
+    B, T = rewards.shape
+    largest = torch.finfo(rewards.dtype).max
+    # one reduction settles every ordinary batch: B * T entries below largest / (B * T * T)
+    if float(rewards.abs().amax()) <= largest / (B * T * T):
+        return
+    total = float(rewards.abs().sum(dtype=torch.float64)) * T
+    if total > largest:
+        raise ValueError(f"rewards: too large for {rewards.dtype}: the batch's total |reward| times T = {T} is "
+                         f"{total:.3g}, above {largest:.3g} (the largest {rewards.dtype}), so returns and "
+                         f"batch sums would overflow to inf; keep it at most {largest:.3g}: rescale the "
+                         f"rewards or pass them as float64")
 
 
 @dataclass(eq=False)
@@ -103,6 +133,7 @@ class Rollouts:
         if T == 0:
             raise ValueError("tokens: a Rollouts batch needs at least one position (T = 0)")
         self.mask = as_tensor("mask", self.mask)
+        check_real("mask", self.mask)
         check_shape("mask", self.mask, (B, T))
         given_float = self.mask if self.mask.is_floating_point() else None
         self.mask = selection_mask("mask", self.mask)
@@ -115,10 +146,12 @@ class Rollouts:
                              "nothing to give credit to; keep at least one generated position")
         check_in_range("tokens", self.tokens, low=0, where=self.mask, what="token ids on generated positions")
         self.rewards = as_tensor("rewards", self.rewards)
+        check_real("rewards", self.rewards)
         if not self.rewards.is_floating_point():
             self.rewards = self.rewards.to(torch.float32)
         check_shape("rewards", self.rewards, (B, T))
         check_finite("rewards", self.rewards)
+        _check_reward_magnitude(self.rewards)
         off = (self.rewards != 0) & ~self.mask
         if bool(off.any()):
             raise ValueError(f"rewards: non-zero reward at a position where mask is False "
@@ -154,6 +187,7 @@ class Rollouts:
             x = getattr(self, name)
             if x is not None:
                 x = as_tensor(name, x)
+                check_real(name, x)
                 if not x.is_floating_point():
                     raise TypeError(f"{name}: expected a float tensor, got dtype {x.dtype}")
                 check_shape(name, x, (B, T))
@@ -260,6 +294,7 @@ class Rollouts:
     def view(self, values: torch.Tensor, level: str, reduce: str = "sum") -> tuple[torch.Tensor, torch.Tensor]:
         """Reduce per-position ``values`` (B, T) to ``level``: returns (B, N) values and presence mask."""
         values = as_tensor("values", values)
+        check_real("values", values)
         check_shape("values", values, (self.batch_size, self.horizon))
         check_finite("values", torch.where(self.mask, values, torch.zeros((), dtype=values.dtype)))
         return segment_reduce(self.ids_for(level), values, reduce)
@@ -272,6 +307,7 @@ class Rollouts:
         """``values`` as (B, N) for ``level``, N at least the batch's number of segments there
         (an episode-level (B,) becomes (B, 1)); errors name ``name``."""
         values = as_tensor(name, values)
+        check_real(name, values)
         if level == "episode" and values.dim() == 1:
             values = values[:, None]
         if level == "episode":

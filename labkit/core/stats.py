@@ -96,6 +96,9 @@ def group_normalize(values: torch.Tensor, group_ids: torch.Tensor, *, eps: float
     ``singleton="raw"`` gives a group of one mean 0 and std 1, i.e. its raw value / (1 + eps);
     ``singleton="zero"`` keeps its own mean (so it gets 0: nothing to compare with) and std 1
     (so 0 / eps never happens). A group whose values are all equal gets 0 either way (0 / eps).
+
+    Degenerate input: ``eps`` = 0 is allowed; a group whose values are all equal (std 0) then
+    gets 0, as with any eps > 0, instead of 0 / 0.
     ``weight`` (long, shaped like ``values``; entries < 1 count once) repeats an entry in the
     statistics (e.g. an agent once per action it took); each entry still gets one output.
     """
@@ -117,7 +120,13 @@ def group_normalize(values: torch.Tensor, group_ids: torch.Tensor, *, eps: float
     std = torch.where(single, 1.0, std).to(values.dtype)
     out = values - mean
     if normalize_std:
-        out = out / (std + eps)
+        if eps == 0:
+            # A group of equal values has std 0: 0 / 0 would be NaN, and its advantage is 0
+            # (no member differs from the others), as it is for any eps > 0.
+            scale = std + eps
+            out = torch.where(scale > 0, out / scale, torch.zeros((), dtype=out.dtype))
+        else:
+            out = out / (std + eps)
     return GroupNorm(out, mean, std, size)
 
 

@@ -153,7 +153,8 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True, b
     Degenerate input:
         a group of one gets mean 0 and std 1, i.e. its raw score / (1 + eps) (verl's
         convention, ``labkit.core.stats.group_normalize``); a group whose scores are all equal
-        gets 0 for everyone (0 / eps).
+        gets 0 for everyone (0 / eps), also with eps = 0 (instead of 0 / 0); with
+        ``batch_std=True`` and eps = 0, a batch whose std is 0 gets 0.
 
     Deviations from the reference:
         none from verl (``grpo`` and ``grpo_vectorized``: same unbiased std, eps outside the root,
@@ -175,7 +176,9 @@ def grpo(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = True, b
         centred, mean, std, _ = group_normalize(rollouts.scores, rollouts.group_ids, normalize_std=False)
         scores = rollouts.scores.to(torch.float64)
         batch = scores.std() if scores.numel() > 1 else torch.zeros((), dtype=torch.float64)
-        adv = (centred / (batch.to(centred.dtype) + eps))
+        scale = batch.to(centred.dtype) + eps
+        # eps = 0 on a batch of equal scores: 0 / 0; nothing differs, so the advantage is 0
+        adv = centred / scale if eps > 0 else torch.where(scale > 0, centred / scale, torch.zeros_like(centred))
         return _episode_credit(rollouts, adv, "grpo", group_mean=mean, group_std=std, batch_std=float(batch))
     adv, mean, std, _ = group_normalize(rollouts.scores, rollouts.group_ids, eps=eps, normalize_std=normalize_std)
     return _episode_credit(rollouts, adv, "grpo" if normalize_std else "dr_grpo",
@@ -386,7 +389,7 @@ def grpo_passk(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = T
     Degenerate input:
         a group of one gets 0 (verl raises: it needs two samples); ties for the best: the first
         trajectory of the group (lowest row) gets the credit, and the margin is 0 when two share
-        the best score.
+        the best score; with eps = 0 a group of equal scores gets 0 (not 0 / 0).
 
     Deviations from the reference:
         verl's ``compute_grpo_passk_outcome_advantage`` breaks ties with ``torch.topk``, whose
@@ -416,7 +419,9 @@ def grpo_passk(rollouts: Rollouts, *, eps: float = 1e-6, normalize_std: bool = T
     margin = torch.where(size > 1, top - second, torch.zeros_like(top))
     if normalize_std:
         _, std, _ = group_stats(scores, rollouts.group_ids)
-        margin = margin / (std.new_zeros(n).scatter_reduce(0, inverse, std, "amax") + eps)
+        scale = std.new_zeros(n).scatter_reduce(0, inverse, std, "amax") + eps
+        # eps = 0 on a group of equal scores: a margin of 0 over a std of 0; its advantage is 0
+        margin = margin / scale if eps > 0 else torch.where(scale > 0, margin / scale, torch.zeros_like(margin))
     adv = torch.where(best & (size[inverse] > 1), margin[inverse], torch.zeros_like(scores))
     return _episode_credit(rollouts, adv.to(rollouts.scores.dtype), "grpo_passk", best=best)
 

@@ -112,7 +112,8 @@ def gigpo(rollouts: Rollouts, *, omega: float = 1.0, gamma: float = 0.95, norm: 
     Degenerate input:
         verl-agent's conventions: a task group of one has mean 0 and std 1, so its episode term
         is the raw score (/(1 + eps)); an anchor group of one has step term 0 (no comparison
-        possible); an anchor group whose returns are all equal has step term 0. With every
+        possible); an anchor group (or task group) whose values are all equal has term 0, also
+        with eps = 0 (not 0 / 0: ``labkit.core.stats.group_normalize``). With every
         anchor group a singleton, or omega = 0, GiGPO is exactly ``dr_grpo`` (mean_norm) or
         ``grpo`` with the same eps (mean_std_norm). A trajectory with no generated turn gets 0.
         Rollouts without ``anchor_keys`` are refused.

@@ -155,7 +155,8 @@ def dr_mas(rollouts: Rollouts, *, normalize: str = "agent", unit: str = "step", 
 
     Degenerate input:
         ``grpo``'s rule: a pool with one sample gets mean 0 and std 1 (its raw reward /
-        (1 + eps)); a pool whose rewards are all equal gives 0. With ``unit="step"`` a sample is
+        (1 + eps)); a pool whose rewards are all equal gives 0, also with eps = 0 (not 0 / 0:
+        ``labkit.core.stats.group_normalize``). With ``unit="step"`` a sample is
         an action: in a task group of one trajectory, an agent that acted there k >= 2 times
         forms a pool of k equal samples and gets 0, one that acted once gets its raw reward /
         (1 + eps). Agents that did not act in a trajectory get nothing.

@@ -53,3 +53,37 @@ def test_credit_from_level_equals_segment_reduce_and_broadcast_at_every_level():
             # bit for bit, signs of zeros included (off the mask a negative value times 0 is -0.0)
             bits = torch.int32 if dtype == torch.float32 else torch.int64
             assert torch.equal(credit.token.view(bits), want.view(bits)), level
+
+
+def test_credit_refuses_complex_token_and_values():
+    r = small_rollouts()
+    z = torch.zeros(3, 5, dtype=torch.complex64)
+    with pytest.raises(TypeError, match=r"^token: expected real numbers"):
+        Credit.from_tokens(r, z, "m")
+    with pytest.raises(TypeError, match=r"^values: expected real numbers"):
+        Credit.from_level(r, z, "step", "m")
+    with pytest.raises(TypeError, match=r"^token: expected real numbers"):
+        Credit(z, "token", torch.zeros(3, 5), r.mask, "m")
+
+
+@pytest.mark.parametrize("level", ["token", "step", "turn", "agent", "episode"])
+def test_credit_refuses_fields_that_disagree_in_shape(level):
+    r = small_rollouts()
+    c = Credit.from_level(r, torch.ones(3, 5), level, "m")
+    # the fields as from_level made them are accepted as they are
+    again = Credit(c.token, c.level, c.values, c.present, "m")
+    assert torch.equal(again.token, c.token) and torch.equal(again.values, c.values)
+    with pytest.raises(ValueError, match=r"^values: expected shape \(3, "):
+        Credit(c.token, level, torch.cat([c.values, c.values[:1]]), torch.cat([c.present, c.present[:1]]), "m")
+    with pytest.raises(ValueError, match=r"^values: expected shape"):
+        Credit(c.token, level, c.values[:, 0], c.present[:, 0], "m")
+    with pytest.raises(ValueError, match=r"^token: expected shape \(B, T\)"):
+        Credit(c.token.reshape(-1), level, c.values, c.present, "m")
+    with pytest.raises(ValueError, match=r"^present: expected the shape of values"):
+        Credit(c.token, level, c.values, c.present[:, :0], "m")
+
+
+def test_token_credit_values_narrower_than_token_are_refused():
+    r = small_rollouts()
+    with pytest.raises(ValueError, match=r"^values: expected shape \(3, >= 5\)"):
+        Credit(torch.zeros(3, 5), "token", torch.zeros(3, 4), r.mask[:, :4], "m")

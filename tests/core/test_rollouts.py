@@ -1,5 +1,7 @@
 """Rollouts (labkit.core.rollouts): the validated batch, its defaults and views, what it refuses."""
 
+import re
+
 import pytest
 import torch
 
@@ -148,3 +150,40 @@ def test_a_batch_with_nothing_generated_is_refused():
     with pytest.raises(ValueError, match="^mask"):
         Rollouts(tokens=torch.zeros(1, 3, dtype=torch.long), mask=torch.zeros(1, 3, dtype=torch.bool),
                  rewards=torch.zeros(1, 3))
+
+
+@pytest.mark.parametrize("field", ["rewards", "logprobs", "entropies", "mask"])
+def test_complex_numbers_are_refused_by_field(field):
+    r = small_rollouts(logprobs=torch.full((3, 5), -0.5), entropies=torch.full((3, 5), 0.2))
+    kw = dict(tokens=r.tokens, mask=r.mask, rewards=r.rewards, logprobs=r.logprobs, entropies=r.entropies)
+    kw[field] = kw[field].to(torch.complex64)
+    with pytest.raises(TypeError, match=rf"^{field}: expected real numbers, got complex dtype"):
+        Rollouts(**kw)
+
+
+def test_complex_values_are_refused_by_view_and_broadcast():
+    r = small_rollouts()
+    with pytest.raises(TypeError, match=r"^values: expected real numbers"):
+        r.view(torch.zeros(3, 5, dtype=torch.complex64), "step")
+    with pytest.raises(TypeError, match=r"^values: expected real numbers"):
+        r.broadcast(torch.zeros(3, 5, dtype=torch.complex64), "step")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_rewards_whose_batch_sums_overflow_their_dtype_are_refused_naming_the_limit(dtype):
+    top = torch.finfo(dtype).max
+    rewards = torch.zeros(3, 5, dtype=dtype)
+    rewards[0, -1] = top / 2
+    with pytest.raises(ValueError, match=rf"^rewards: too large for {dtype}.*at most {re.escape(f'{top:.3g}')}"):
+        small_rollouts(rewards=rewards)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rewards_just_inside_the_limit_are_kept_as_given(dtype):
+    # T times the batch's total |reward| just below the dtype's largest value
+    value = 0.999 * torch.finfo(dtype).max / (5 * 2)
+    rewards = torch.zeros(3, 5, dtype=dtype)
+    rewards[0, -1], rewards[1, 2] = value, -value
+    r = small_rollouts(rewards=rewards)
+    assert r.rewards is rewards
+    assert bool(torch.isfinite(r.returns()).all()) and bool(torch.isfinite(r.scores).all())

@@ -156,3 +156,16 @@ def test_discounted_returns_per_position_discounts():
     assert torch.equal(discounted_returns(r, m, 0.9), discounted_returns(r, m, torch.full_like(r, 0.9)))
     with pytest.raises(ValueError, match="gamma"):
         discounted_returns(r, m, torch.ones(1, 2))
+
+
+@pytest.mark.parametrize("singleton", ["raw", "zero"])
+def test_group_normalize_with_eps_zero_gives_equal_groups_zero(singleton):
+    v = torch.tensor([1.0, 1.0, 2.0, 4.0, 3.0], dtype=torch.float64)
+    g = torch.tensor([0, 0, 1, 1, 2])
+    out = group_normalize(v, g, eps=0.0, singleton=singleton).normalized
+    assert out[:2].tolist() == [0.0, 0.0]                       # all equal: 0, not 0 / 0
+    assert out[2:4].tolist() == ((v[2:4] - 3.0) / 2 ** 0.5).tolist()  # others as without the rule
+    assert out[4].item() == (3.0 if singleton == "raw" else 0.0)
+    # with eps > 0 nothing changes: the same bits as the plain division
+    mean, std, _ = group_normalize(v, g, eps=1e-6, normalize_std=False, singleton=singleton)[1:]
+    assert torch.equal(group_normalize(v, g, eps=1e-6, singleton=singleton).normalized, (v - mean) / (std + 1e-6))

@@ -227,3 +227,30 @@ def test_remax_subtracts_the_greedy_score_from_the_return_to_go():
         remax(ro, greedy_scores=torch.ones(2))
     with pytest.raises(ValueError, match="^greedy_scores:"):
         remax(ro, greedy_scores=torch.tensor([0.0, float("inf"), 0.0]))
+
+
+def _equal_group_batch():
+    # group 0: equal scores (std 0); group 1: different scores
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    rewards = torch.tensor([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    return Rollouts(tokens=torch.zeros(4, 2, dtype=torch.long), mask=mask, rewards=rewards,
+                    group_ids=torch.tensor([0, 0, 1, 1]))
+
+
+@pytest.mark.parametrize("name,kw", [("grpo", {}), ("grpo", {"batch_std": True}), ("grpo_passk", {})])
+def test_eps_zero_gives_an_all_equal_group_zero(name, kw):
+    ro = _equal_group_batch()
+    adv = estimate(name, ro, eps=0.0, **kw).values[:, 0]
+    assert adv[:2].tolist() == [0.0, 0.0]
+    assert bool(torch.isfinite(adv).all()) and adv[2].item() > 0.0
+    # eps > 0 keeps its own (unchanged) arithmetic: close to eps = 0 away from equal groups
+    near = estimate(name, ro, eps=1e-12, **kw).values[:, 0]
+    assert torch.allclose(adv, near)
+    if not kw:  # a whole batch of equal scores (batch_std's std is then 0 too)
+        flat = ro.with_(rewards=torch.zeros(4, 2, dtype=torch.float64))
+        assert estimate(name, flat, eps=0.0, **kw).values.abs().max().item() == 0.0
+
+
+def test_grpo_batch_std_with_eps_zero_on_equal_scores_gives_zero():
+    ro = _equal_group_batch().with_(rewards=torch.zeros(4, 2, dtype=torch.float64))
+    assert estimate("grpo", ro, eps=0.0, batch_std=True).values.abs().max().item() == 0.0

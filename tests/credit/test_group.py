@@ -136,3 +136,13 @@ def test_starpo_filter_rejects_bad_keep():
     with pytest.raises(TypeError, match="^keep"):
         starpo_filter(ro, keep="all")
     assert "starpo_filter" not in ESTIMATORS
+
+
+def test_gigpo_with_eps_zero_gives_all_equal_groups_zero():
+    # task group 0: two trajectories with equal scores and equal anchor returns (std 0 everywhere)
+    ro = turn_batch([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 0.0]], groups=[0, 0, 1, 1],
+                    keys=[["a", "b"], ["a", "b"], ["a", "c"], ["a", "c"]])
+    c = gigpo(ro, norm="mean_std_norm", eps=0.0)
+    assert bool(torch.isfinite(c.token).all())
+    assert turn_credit(c, ro)[:2].abs().max().item() == 0.0
+    assert turn_credit(c, ro)[2:].abs().max().item() > 0.0

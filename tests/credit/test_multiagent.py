@@ -206,3 +206,13 @@ def test_every_multiagent_estimator_is_registered_with_a_docstring():
     for name in ("mappa", "llm_mca"):
         assert "STAND-IN" in ESTIMATORS[name].__doc__
     assert "STAND-IN" in noisy_oracle.__doc__
+
+
+@pytest.mark.parametrize("unit", ["trajectory", "step"])
+def test_dr_mas_with_eps_zero_gives_all_equal_pools_zero(unit):
+    rows = [[0, 1]] * 4
+    rewards = [[10, 0], [12, 1], [5, 5], [5, 5]]
+    ro = team(rows, rewards, groups=[0, 0, 1, 1])
+    A = agent_values(estimate("dr_mas", ro, eps=0.0, unit=unit), ro)
+    assert torch.equal(A[2:], torch.zeros(2, 2, dtype=A.dtype))   # equal pools: 0, not 0 / 0
+    assert bool(torch.isfinite(A).all()) and A[0, 0].item() < 0 < A[1, 0].item()
