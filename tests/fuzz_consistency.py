@@ -26,21 +26,8 @@ from fuzz_cases import Probe
 GROUP = "consistency"
 
 # Probes that miss their expected class on purpose (probe id -> observed class), merged into
-# fuzz_cases.KNOWN_GAPS by ``probes()`` so the regression test marks them strict xfails: the
-# table options of estimators whose module this change does not touch.
-KNOWN_GAPS: dict[str, str] = {
-    "archer::pi: rows sum to 2": "accepted",
-    "archer::pi: a negative entry": "accepted",
-    "archer::pi: rows sum to 0.999": "accepted",
-    "archer::pi: NaN entry": "accepted",
-    "archer::pi: complex dtype": "accepted",
-    "archer::pi: 1-D table": "accepted",
-    "sweet_rl::pi: rows sum to 2": "accepted",
-    "sweet_rl::pi: a negative entry": "accepted",
-    "sweet_rl::pi: rows sum to 0.999": "accepted",
-    "sweet_rl::pi: NaN entry": "deep",
-    "sweet_rl::pi: complex dtype": "accepted",
-}
+# fuzz_cases.KNOWN_GAPS by ``probes()`` so the regression test marks them strict xfails (none).
+KNOWN_GAPS: dict[str, str] = {}
 
 _CACHE: dict[str, Any] = {}
 

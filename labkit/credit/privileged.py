@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_finite, check_in_range, check_number, check_shape, resolve_input
+from labkit.core.checks import (as_tensor, check_finite, check_in_range, check_number, check_probability_table,
+                                check_shape, resolve_input)
 from labkit.credit.registry import register
 from labkit.credit.episode import grpo
 from labkit.core.credit import Cost, Credit
@@ -84,8 +85,7 @@ def sweet_rl(rollouts: Rollouts, *, critic, hidden_states=None, pi=None) -> Cred
     taken = vals.gather(-1, act[..., None]).squeeze(-1)
     if pi is not None:
         obs, _, _ = turn_table(rollouts)
-        table = as_tensor("pi", pi).detach().to(torch.float64)
-        check_shape("pi", table, (None, critic.n_actions))
+        table = check_probability_table("pi", pi, shape=(None, critic.n_actions)).detach()
         if bool((obs[present] >= table.shape[0]).any()):
             raise ValueError("pi: fewer rows than the observations in these rollouts")
         taken = taken - (table[obs.clamp(max=table.shape[0] - 1)] * vals).sum(-1)

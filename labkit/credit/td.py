@@ -14,7 +14,8 @@ from typing import Callable, Union
 
 import torch
 
-from labkit.core.checks import as_tensor, check_bool, check_finite, check_number, check_shape, resolve_input
+from labkit.core.checks import (as_tensor, check_bool, check_finite, check_number, check_probability_table,
+                                check_shape, resolve_input)
 from labkit.core.credit import Cost, Credit
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import discounted_returns, next_masked, whiten
@@ -320,6 +321,8 @@ def archer(rollouts: Rollouts, *, critic=None, q_values=None, v_values=None, pi=
         cost nothing here.
     """
     _, present = rollouts.view(rollouts.rewards, "turn", "sum")
+    if pi is not None:  # checked even where the tensors make it unused: a bad table is a bad call
+        pi = check_probability_table("pi", pi)
     if critic is not None:
         if q_values is not None or v_values is not None:
             raise ValueError("critic: give either critic or q_values and v_values, not both")
