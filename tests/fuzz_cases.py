@@ -1122,7 +1122,8 @@ def viz_probes() -> list[Probe]:
 
 def build_probes() -> list[Probe]:
     probes = (rollouts_probes() + credit_probes() + registry_probes() + estimator_probes()
-              + env_probes() + scoring_probes() + loss_probes() + survey_probes() + viz_probes())
+              + env_probes() + scoring_probes() + loss_probes() + survey_probes() + viz_probes()
+              + __import__("fuzz_objects").probes())
     seen: dict[str, int] = {}
     for p in probes:  # ids must be unique for the xfail list
         n = seen.get(p.id, 0)
