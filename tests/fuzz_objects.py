@@ -125,6 +125,10 @@ def _fill(owner: str, name: str, w: dict) -> Any:
         return w["cpol"] if owner in ("BifurcationChain", "ChainLearner") else w["pol"]
     if name == "policies":
         return w["pols"]
+    if name in ("learner", "make_learner"):
+        from labkit.envs.chain.learner import ChainLearner
+        make = lambda seed=0: ChainLearner(w["chain"], w["cpol"], batch_size=4, group_size=2)  # noqa: E731
+        return make() if name == "learner" else make
     if name in table:
         return table[name]
     raise KeyError(name)
