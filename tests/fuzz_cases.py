@@ -1125,8 +1125,9 @@ def build_probes() -> list[Probe]:
               + env_probes() + scoring_probes() + loss_probes() + survey_probes() + viz_probes())
     # the probes by kind live in their own modules, which import this one (hence imported here)
     import fuzz_consistency
+    import fuzz_objects
     import fuzz_values
-    probes += fuzz_consistency.probes() + fuzz_values.probes()
+    probes += fuzz_consistency.probes() + fuzz_values.probes() + fuzz_objects.probes()
     seen: dict[str, int] = {}
     for p in probes:  # ids must be unique for the xfail list
         n = seen.get(p.id, 0)

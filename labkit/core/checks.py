@@ -164,9 +164,45 @@ def check_integer_tensor(name: str, tensor: torch.Tensor) -> torch.Tensor:
 
 
 def check_choice(name: str, value: Any, allowed: tuple) -> Any:
+    """Require ``value`` to be one of ``allowed``; return it. A non-string where only names are
+    allowed (a number, None or a tensor where a setting name is expected) is a TypeError, an
+    unknown choice a ValueError; both messages start with ``name`` and list the choices."""
+    allowed = tuple(allowed)
+    if isinstance(value, torch.Tensor) or (
+            allowed and all(isinstance(a, str) for a in allowed) and not isinstance(value, str)):
+        raise TypeError(f"{name}: expected one of {allowed} (a name), got {value!r} ({type(value).__name__})")
     if value not in allowed:
         raise ValueError(f"{name}: must be one of {allowed}, got {value!r}")
     return value
+
+
+def check_has(name: str, obj: Any, methods: tuple[str, ...], expected: str) -> Any:
+    """Require an object with every attribute in ``methods`` (None refused); return it. The
+    TypeError names ``name``, says what is ``expected`` and what came instead, so a missing
+    policy or learner is refused where it enters, not as an AttributeError deep inside a loop."""
+    missing = [m for m in methods if not hasattr(obj, m)]
+    if obj is None or missing:
+        got = "None" if obj is None else f"{type(obj).__name__} (it has no {', '.join(missing)})"
+        raise TypeError(f"{name}: expected {expected}, got {got}")
+    return obj
+
+
+#: What every policy that labkit's worlds and loops take provides: action probabilities per state.
+POLICY_METHODS = ("probs",)
+#: What the policy-gradient loop needs from a learner (``labkit.core.protocols.Learner``).
+LEARNER_METHODS = ("parameters", "collect", "logprobs", "evaluate")
+
+
+def check_policy(name: str, policy: Any) -> Any:
+    """Require a policy (an object with ``probs()``, e.g. a TabularSoftmaxPolicy); return it."""
+    return check_has(name, policy, POLICY_METHODS, "a policy with probs() (e.g. TabularSoftmaxPolicy)")
+
+
+def check_learner(name: str, learner: Any) -> Any:
+    """Require a learner (``parameters``, ``collect``, ``logprobs``, ``evaluate``, e.g. a
+    ChainLearner); return it."""
+    return check_has(name, learner, LEARNER_METHODS,
+                     "a learner with parameters(), collect(), logprobs() and evaluate() (e.g. ChainLearner)")
 
 
 def trajectory_totals(name: str, value: Any, default: torch.Tensor) -> torch.Tensor:

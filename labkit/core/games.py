@@ -22,10 +22,35 @@ import torch
 
 from labkit.core.checks import as_tensor, check_bool, check_finite, check_int
 
-__all__ = ["MAX_PLAYERS", "game_table", "popcount", "coalition_masks", "exact_shapley", "sampled_shapley",
+__all__ = ["MAX_PLAYERS", "LEAST_CORE_MAX_PLAYERS", "LEAST_CORE_MAX_CONSTRAINTS", "check_players", "game_table", "popcount", "coalition_masks", "exact_shapley", "sampled_shapley",
            "leave_one_out_values", "least_core", "nucleolus"]
 
-MAX_PLAYERS = 24  # 2**24 columns of float64 is 128 MB per game; beyond that use sampled_shapley
+#: The most players a full coalition table may have here: 2**24 columns of float64 is 128 MB per
+#: game, and the tables built from n (``popcount``, ``coalition_masks``, the exact Shapley loop)
+#: stay within a few times that. 40 players would need 8 TB; beyond 24 use ``sampled_shapley``
+#: with a callable.
+MAX_PLAYERS = 24
+#: The most players of an exact least core: its LP has 2**n - 2 coalition constraints and the
+#: dense simplex tableau grows as their square (about 17 MB and a minute at n = 10, 68 GB at
+#: n = 16). Larger games use constraint sampling (``n_sampled`` or ``coalitions``).
+LEAST_CORE_MAX_PLAYERS = 10
+#: The most coalition constraints a least-core LP takes (the exact count at
+#: ``LEAST_CORE_MAX_PLAYERS`` players), for sampled or given constraints too.
+LEAST_CORE_MAX_CONSTRAINTS = 2 ** LEAST_CORE_MAX_PLAYERS - 2
+
+
+def _too_many(name: str, n: int, high: int, what: str) -> ValueError:
+    return ValueError(f"{name}: {n} agents need 2**{n} = {2 ** n:,} coalitions; at most {high} here ({what})")
+
+
+def check_players(name: str, n, *, high: int = MAX_PLAYERS) -> int:
+    """A number of players (agents) whose coalition table is built here: an integer in
+    [0, ``high``] (default ``MAX_PLAYERS``), refused by name before 2**n of anything is allocated.
+    Returns it as int."""
+    n = check_int(name, n, low=0)
+    if n > high:
+        raise _too_many(name, n, high, "MAX_PLAYERS; use sampled_shapley with a callable")
+    return n
 
 
 def _n_from_width(name: str, width: int) -> int:
@@ -33,8 +58,7 @@ def _n_from_width(name: str, width: int) -> int:
         raise ValueError(f"{name}: the last dimension must be 2**n (one column per coalition), got {width}")
     n = width.bit_length() - 1
     if n > MAX_PLAYERS:
-        raise ValueError(f"{name}: {n} players is too many for a full table (max {MAX_PLAYERS}); "
-                         "use sampled_shapley with a callable")
+        raise _too_many(name, n, MAX_PLAYERS, "MAX_PLAYERS; use sampled_shapley with a callable")
     return n
 
 
@@ -51,16 +75,25 @@ def game_table(name: str, values) -> tuple[torch.Tensor, int]:
 
 
 def popcount(n: int) -> torch.Tensor:
-    """Coalition sizes |S| for S = 0 .. 2**n - 1, (2**n,) long."""
-    masks = torch.arange(2 ** n)
-    bits = (masks[:, None] >> torch.arange(n)) & 1
-    return bits.sum(1)
+    """Coalition sizes |S| for S = 0 .. 2**n - 1, (2**n,) long. ``n``: an integer in
+    [0, ``MAX_PLAYERS``]."""
+    n = check_players("n", n)
+    size = torch.zeros(2 ** n, dtype=torch.long)
+    for k in range(n):  # coalitions 2**k .. 2**(k+1) - 1 are those below with player k added
+        torch.add(size[:2 ** k], 1, out=size[2 ** k:2 ** (k + 1)])
+    return size
 
 
 def coalition_masks(n: int) -> torch.Tensor:
-    """Membership table: ``out[S, i]`` is True when player i is in coalition S, (2**n, n) bool."""
-    n = check_int("n", n, low=0, high=MAX_PLAYERS)
-    return ((torch.arange(2 ** n)[:, None] >> torch.arange(n)) & 1).bool()
+    """Membership table: ``out[S, i]`` is True when player i is in coalition S, (2**n, n) bool.
+    ``n``: an integer in [0, ``MAX_PLAYERS``]."""
+    n = check_players("n", n)
+    out = torch.zeros(2 ** n, n, dtype=torch.bool)
+    # doubling, as in popcount: no (2**n, n) long intermediate (3 GB at n = 24)
+    for k in range(n):
+        out[2 ** k:2 ** (k + 1), :k] = out[:2 ** k, :k]
+        out[2 ** k:2 ** (k + 1), k] = True
+    return out
 
 
 @lru_cache(maxsize=8)
@@ -71,7 +104,8 @@ def _shapley_matrix(n: int) -> torch.Tensor:
     every coalition S appears once per player: with sign + and weight w(|S| - 1) when i is in S
     (as the "after" coalition), with sign - and weight w(|S|) when i is not (as the "before").
     """
-    inside = coalition_masks(n)
+    # only exact_shapley's n <= 16 reach here; M is n times the table, so the cap is the same
+    inside = coalition_masks(check_players("n", n, high=16))
     size = inside.sum(1)
     # w(k) = 1 / (n * C(n-1, k)), exact in float64 for the sizes we allow
     w = torch.tensor([1.0 / (n * math.comb(n - 1, k)) for k in range(n)] + [0.0], dtype=torch.float64)
@@ -370,6 +404,10 @@ def least_core(values, *, coalitions=None, seed: int = 0, n_sampled: int | None 
     draw that many of the proper coalitions with 2..n-2 members at random (``seed``). The n
     singletons are always added, which keeps the LP bounded and the point unique.
 
+    Size: the exact least core takes at most ``LEAST_CORE_MAX_PLAYERS`` (10) players and a
+    sampled or given one at most ``LEAST_CORE_MAX_CONSTRAINTS`` (1022) constraints, singletons
+    included (the dense LP grows as their square); larger ones are refused by name up front.
+
     Returns ``(x, e)``: x (..., n) float64, e (...) float64 (e* = -inf for a one-player game,
     which has no proper coalition); with ``return_lps=True`` also the number of LPs solved.
     Identical games in a batch are solved once. Shares are rounded to 1e-12 of the game's
@@ -385,6 +423,9 @@ def least_core(values, *, coalitions=None, seed: int = 0, n_sampled: int | None 
     if coalitions is not None and n_sampled is not None:
         raise ValueError("n_sampled: give either coalitions or n_sampled, not both")
     if coalitions is None and n_sampled is None:
+        if n > LEAST_CORE_MAX_PLAYERS:
+            raise _too_many("values", n, LEAST_CORE_MAX_PLAYERS,
+                            "LEAST_CORE_MAX_PLAYERS for the exact least core; pass n_sampled or coalitions")
         cs = list(range(1, full))
     elif coalitions is not None:
         c = as_tensor("coalitions", coalitions)
@@ -393,9 +434,14 @@ def least_core(values, *, coalitions=None, seed: int = 0, n_sampled: int | None 
         if c.numel() and (int(c.min()) < 1 or int(c.max()) >= full):
             raise ValueError(f"coalitions: bitmasks must be proper non-empty coalitions, 1 .. {full - 1}")
         cs = sorted(set(c.tolist()) | set(singles))
+        if len(cs) > LEAST_CORE_MAX_CONSTRAINTS:
+            raise ValueError(f"coalitions: {len(cs)} constraints (singletons included); at most "
+                             f"{LEAST_CORE_MAX_CONSTRAINTS} here (LEAST_CORE_MAX_CONSTRAINTS: the LP tableau "
+                             "grows as their square)")
     else:
+        # checked before the list of candidates is built: at n = 24 it alone holds 16 million
+        n_sampled = check_int("n_sampled", n_sampled, low=0, high=max(0, min(2 ** n - 2 - n, LEAST_CORE_MAX_CONSTRAINTS - n)))
         others = [s for s in range(1, full) if s not in singles]
-        n_sampled = check_int("n_sampled", n_sampled, low=0, high=len(others))
         g = torch.Generator().manual_seed(check_int("seed", seed))
         pick = torch.randperm(len(others), generator=g)[:n_sampled].tolist()
         cs = sorted(set(singles) | {others[i] for i in pick})

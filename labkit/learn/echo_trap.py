@@ -18,7 +18,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_has, check_int, check_number, check_policy, check_shape
 from labkit.core.credit import Credit
 from labkit.core.progress import progress_bar
 from labkit.core.rollouts import Rollouts
@@ -41,6 +41,9 @@ def exact_credit(env: ToolWorld, policy) -> callable:
     """An oracle estimator: every turn gets its exact advantage A_t(s_t, a_t) under the current
     policy (recomputed by DP at every call, so it follows the policy during training). It sees
     the hidden bug location, which no real agent's critic can: an upper bound, not a method."""
+    check_has("env", env, ("truth",), "a ToolWorld")
+    check_policy("policy", policy)
+
     def exact(rollouts: Rollouts) -> Credit:
         adv = env.truth(policy).advantage(rollouts).to(rollouts.rewards.dtype)
         return Credit.from_tokens(rollouts, adv, "exact")
@@ -217,6 +220,7 @@ def exact_outcomes(env: ToolWorld, policy) -> dict[str, float]:
     submit) then gives P(wrong submit): two dynamic programmes, no sampling.
     """
     _check_world(env)
+    check_policy("policy", policy)
     J = env.truth(policy).J
     safe = ToolWorld(env.n_files, max_turns=env.max_turns, mislead=env.mislead, noise=env.noise, flaky=env.flaky)
     success = safe.truth(policy).J

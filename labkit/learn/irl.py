@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.checks import as_tensor, check_int, check_number, check_policy
 from labkit.core.rollouts import Rollouts
 from labkit.core.turns import turn_table
 
@@ -205,6 +205,7 @@ def step_agent_trainer(demos: Rollouts, policy, *, gamma: float = 0.0, centre: b
     number), then ``step_agent`` credits the batch with it (centred on the current policy when
     ``centre``). The callable's ``history`` keeps (expert_turns, policy_samples) per call."""
     from labkit.credit import get_estimator
+    check_policy("policy", policy)
     estimator = get_estimator("step_agent")
     n_obs, n_act = policy.logits.shape
     calls = []

@@ -68,8 +68,8 @@ from typing import Callable, Sequence
 import pandas as pd
 import torch
 
-from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int, check_number,
-                                check_shape, selection_mask)
+from labkit.core.checks import (ROUND_OFF, as_tensor, check_choice, check_finite, check_in_range, check_int, check_learner,
+                                check_number, check_shape, selection_mask)
 from labkit.core.progress import progress_bar
 from labkit.core.protocols import Learner
 from labkit.core.credit import Credit
@@ -367,6 +367,7 @@ def train(learner: Learner, estimator: Callable[[Rollouts], Credit] | str, *, it
     ``entropy``, ``clip_frac``, ``approx_kl``, cumulative ``env_steps`` / ``policy_tokens`` /
     ``aux_calls``, ``seconds``; ``label``, ``kind``, ``seed`` as columns.
     """
+    check_learner("learner", learner)
     iterations = check_int("iterations", iterations, low=1)
     check_choice("kind", kind, LOSSES)
     epochs = check_int("epochs", epochs, low=1)
@@ -509,6 +510,8 @@ def compare(make_learner: Callable[[int], Learner], runs: dict[str, Callable[[Le
     ``estimator``), so a run can build a fresh critic or a value_fn tied to the learner's model.
     ``common`` goes to every run (a run's own arguments win).
     """
+    if not callable(make_learner):
+        raise TypeError(f"make_learner: expected a function seed -> learner, got {type(make_learner).__name__}")
     if not runs:
         raise ValueError("runs: need at least one run")
     seeds = [check_int("seeds", s) for s in seeds]
@@ -520,7 +523,7 @@ def compare(make_learner: Callable[[int], Learner], runs: dict[str, Callable[[Le
         if not callable(make_kwargs):
             raise TypeError(f"runs: entry {label!r} must be a function learner -> train keyword arguments")
         for s in seeds:
-            learner = make_learner(s)
+            learner = check_learner("make_learner", make_learner(s))
             kwargs = {**common, **make_kwargs(learner)}
             if "estimator" not in kwargs:
                 raise ValueError(f"runs: entry {label!r} gave no estimator")

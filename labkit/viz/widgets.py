@@ -106,6 +106,8 @@ def slider(
     for k, v in nums.items():
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v:
             raise ValueError(f"{k}: must be a number, got {v!r} (slider {name!r})")
+        if not math.isfinite(v):  # an infinite bound has no grid and no handle position
+            raise ValueError(f"{k}: must be finite, got {v!r} (slider {name!r})")
     is_int = all(isinstance(v, numbers.Integral) for v in nums.values())
     min, max, step, value = (int(v) if is_int else float(v) for v in nums.values())
     if not min < max:

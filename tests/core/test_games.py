@@ -303,3 +303,44 @@ def test_least_core_degenerate_and_bad_input():
         least_core(GLOVE, n_sampled=4)
     with pytest.raises(ValueError, match="^n_sampled"):
         least_core(GLOVE, n_sampled=1, coalitions=torch.tensor([3]))
+
+
+def test_sizes_that_would_exhaust_memory_are_refused_up_front():
+    """40 players would need a 2**40 table (terabytes): refused by name before any allocation,
+    as are counts that are not non-negative integers."""
+    from labkit.core.games import LEAST_CORE_MAX_CONSTRAINTS, LEAST_CORE_MAX_PLAYERS, MAX_PLAYERS, check_players
+    for fn in (popcount, coalition_masks):
+        with pytest.raises(ValueError, match=rf"^n: 40 agents need 2\*\*40 = 1,099,511,627,776 coalitions; at most {MAX_PLAYERS} here"):
+            fn(40)
+        with pytest.raises(ValueError, match=r"^n: must be >= 0"):
+            fn(-1)
+        for bad in (2.5, "x", None, True):
+            with pytest.raises(TypeError, match=r"^n: expected an integer"):
+                fn(bad)
+    assert check_players("n", MAX_PLAYERS) == MAX_PLAYERS
+    huge = torch.zeros(1, dtype=torch.float64).expand(2 ** (MAX_PLAYERS + 1))  # a view: no memory
+    for fn in (exact_shapley, leave_one_out_values, least_core):
+        with pytest.raises(ValueError, match=rf"^values: {MAX_PLAYERS + 1} agents need 2\*\*{MAX_PLAYERS + 1}"):
+            fn(huge)
+    with pytest.raises(ValueError, match=rf"^values_or_fn: {MAX_PLAYERS + 1} agents"):
+        sampled_shapley(huge, n_permutations=2)
+    # the exact least core's LP grows as the square of its 2**n constraints
+    over = torch.zeros(2 ** (LEAST_CORE_MAX_PLAYERS + 1), dtype=torch.float64)
+    for fn in (least_core, nucleolus):
+        with pytest.raises(ValueError, match=rf"^values: {LEAST_CORE_MAX_PLAYERS + 1} agents need .* at most "
+                                             rf"{LEAST_CORE_MAX_PLAYERS} here"):
+            fn(over)
+    with pytest.raises(ValueError, match="^n_sampled: must be <="):
+        least_core(over, n_sampled=LEAST_CORE_MAX_CONSTRAINTS)
+    with pytest.raises(ValueError, match=r"^coalitions: 1024 constraints \(singletons included\); at most 1022 here"):
+        least_core(over, coalitions=torch.arange(1, LEAST_CORE_MAX_CONSTRAINTS + 2))
+    x, _ = least_core(over, n_sampled=5)  # a sampled least core of the same game is fine
+    assert x.shape == (LEAST_CORE_MAX_PLAYERS + 1,)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 13])
+def test_popcount_and_coalition_masks_match_the_bit_table(n):
+    """Built by doubling (no (2**n, n) long intermediate), they equal the direct bit table."""
+    bits = (torch.arange(2 ** n)[:, None] >> torch.arange(n)) & 1
+    assert torch.equal(popcount(n), bits.sum(1)) and popcount(n).dtype == torch.long
+    assert torch.equal(coalition_masks(n), bits.bool())

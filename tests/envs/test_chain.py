@@ -156,3 +156,17 @@ def test_vine_cost_grows_like_t_squared_over_m(m):
 def test_bad_step_len_is_named(bad, exc, match):
     with pytest.raises(exc, match=match):
         BifurcationChain(horizon=7, step_len=bad)
+
+
+def test_a_missing_policy_is_refused_by_name_at_every_entry():
+    from labkit.envs.chain import ChainLearner
+    chain = BifurcationChain(horizon=5)
+    pol = TabularSoftmaxPolicy(chain.n_states, chain.n_actions)
+    msg = r"^policy: expected a (policy with probs\(\)|TabularSoftmaxPolicy).*got None"
+    for call in (lambda: chain.sample(None, 4), lambda: chain.continuation_returns(None, [0], 2),
+                 lambda: chain.vine_value_fn(None), lambda: chain.cut_value_fn(None),
+                 lambda: ChainLearner(chain, None)):
+        with pytest.raises(TypeError, match=msg):
+            call()
+    with pytest.raises(TypeError, match="^env: expected a BifurcationChain, got None"):
+        ChainLearner(None, pol)

@@ -255,3 +255,13 @@ def test_teamtask_arguments(team):
     with pytest.raises(TypeError, match=r"^seed: expected an integer"):
         t.make_policies(seed="x")
     assert "type" in t.prompt(1, 3)
+
+
+def test_missing_policies_are_refused_by_name():
+    env = TeamTask()
+    with pytest.raises(TypeError, match=r"^policies\[0\]: expected a policy with probs\(\)"):
+        env.sample([None] * env.n_agents, 1)
+    with pytest.raises(TypeError, match="^policies: expected a list"):
+        env.truth(None)
+    with pytest.raises(TypeError, match="^env: expected a TeamTask, got None"):
+        TeamLearner(None, env.make_policies())

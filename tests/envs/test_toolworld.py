@@ -478,3 +478,19 @@ def test_find_reward_pays_the_first_look_at_the_buggy_file_and_stays_exact():
     assert torch.allclose(tr.value(r)[:, 0] + (skill + luck).sum(1), r.scores.double(), atol=1e-12, rtol=0)
     returns = r.scores.double()
     assert abs(float(returns.mean()) - tr.J) < 4 * float(returns.std()) / math.sqrt(len(returns))
+
+
+def test_a_missing_policy_is_refused_by_name_at_every_entry():
+    from labkit.envs.toolworld.learner import ToolLearner
+    env = ToolWorld()
+    msg = r"^policy: expected a policy with probs\(\) \(e.g. TabularSoftmaxPolicy\), got None"
+    one = torch.tensor([0])
+    for call in (lambda: env.sample(None, 1), lambda: env.truth(None), lambda: env.vine_value_fn(None),
+                 lambda: env.rollout_from(None, one, torch.zeros(1, env.n_files, dtype=torch.bool), one, one),
+                 lambda: env.replay_noise(None, None, None, None),
+                 lambda: env.rollout_with_noise(None, one, None, one, one, None),
+                 lambda: ToolLearner(env, None)):
+        with pytest.raises(TypeError, match=msg):
+            call()
+    with pytest.raises(TypeError, match="^env: expected a ToolWorld, got None"):
+        ToolLearner(None, env.make_policy())

@@ -137,3 +137,12 @@ def test_loss_direction_token_mean_with_exact_credit_follows_the_exact_gradient(
     assert (token.cos_true > 0.8).all(), token.cos_true.tolist()
     with pytest.raises(ValueError, match="^probe_at"):
         loss_direction(echo_world(), probe_at=(0,))
+
+
+def test_a_missing_policy_or_world_is_refused_by_name():
+    with pytest.raises(TypeError, match=r"^policy: expected a policy with probs\(\)"):
+        exact_credit(echo_world(), None)
+    with pytest.raises(TypeError, match=r"^env: expected a ToolWorld, got None"):
+        exact_credit(None, echo_world().scripted_policy())
+    with pytest.raises(TypeError, match=r"^policy: expected a policy with probs\(\)"):
+        exact_outcomes(echo_world(), None)

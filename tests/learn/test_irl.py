@@ -61,3 +61,8 @@ def test_step_agent_in_the_loop_and_against_the_truth():
                   eval_every=3, progress=False)
     assert len(credit.history) == 3 and curve.success.notna().sum() == 2
     assert get_estimator("step_agent") is ESTIMATORS["step_agent"]
+
+
+def test_step_agent_trainer_refuses_a_missing_policy_by_name():
+    with pytest.raises(TypeError, match=r"^policy: expected a policy with probs\(\) \(e.g. TabularSoftmaxPolicy\), got None"):
+        step_agent_trainer(None, None)

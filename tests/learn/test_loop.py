@@ -352,3 +352,26 @@ def test_a_loss_fn_is_used_and_checked():
                        (lambda lp, o, a, m: lp.sum() * float("nan"), "non-finite")):
         with pytest.raises((TypeError, ValueError), match=f"^loss_fn: .*{match}"):
             train(chain_learner(), "grpo", iterations=1, loss_fn=bad, progress=False)
+
+
+def test_a_missing_learner_is_refused_by_name():
+    with pytest.raises(TypeError, match=r"^learner: expected a learner with parameters\(\), collect\(\), logprobs\(\) "
+                                        r"and evaluate\(\) \(e.g. ChainLearner\), got None"):
+        train(None, "grpo", iterations=1, progress=False)
+    with pytest.raises(TypeError, match=r"^learner: .*got str \(it has no parameters, collect, logprobs, evaluate\)"):
+        train("x", "grpo", iterations=1, progress=False)
+    runs = {"grpo": lambda learner: {"estimator": "grpo", "iterations": 1}}
+    with pytest.raises(TypeError, match="^make_learner: expected a function seed -> learner, got NoneType"):
+        compare(None, runs, progress=False)
+    with pytest.raises(TypeError, match="^make_learner: expected a learner .*got None"):
+        compare(lambda seed: None, runs, progress=False)
+    with pytest.raises(TypeError, match="^make_learner: expected a learner .*got None"):
+        offpolicy_comparison(lambda seed: None, progress=False)
+
+
+def test_a_number_where_a_setting_name_is_expected_is_refused_by_name():
+    env, policy, _ = chain_setup(5)
+    learner = ChainLearner(env, policy, batch_size=4, group_size=2)
+    for opt in ("kind", "optimizer", "ratio_level"):
+        with pytest.raises(TypeError, match=rf"^{opt}: expected one of .* \(a name\), got 3 \(int\)"):
+            train(learner, "grpo", iterations=1, progress=False, **{opt: 3})

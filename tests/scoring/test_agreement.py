@@ -92,3 +92,12 @@ def test_pearson_flattens_and_reports_the_undefined_case():
     assert math.isnan(pearson(torch.tensor([1.0]), torch.tensor([2.0])))
     with pytest.raises(ValueError, match="^b: expected as many values"):
         pearson(a, b[:3])
+
+
+def test_recall_at_k_refuses_a_fractional_k_however_it_comes():
+    import numpy as np
+    credit = torch.tensor([[0.0, 2.0, 1.0, 0.5], [1.0, 0.0, 3.0, 2.0]])
+    for bad in (1.5, np.float64(2.5), torch.tensor(1.5)):
+        with pytest.raises(TypeError, match="^k: expected an integer"):
+            recall_at_k(credit, MASK, [1], k=bad)
+    assert recall_at_k(credit, MASK, [1], k=2.0) == recall_at_k(credit, MASK, [1], k=2)

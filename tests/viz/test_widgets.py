@@ -352,3 +352,11 @@ def test_dashboard_precompute_serialises_the_grid_in_widget_mode():
 def test_slider_messages_start_with_the_argument(args, match):
     with pytest.raises(ValueError, match=match):
         viz.slider("x", *args)
+
+
+def test_slider_refuses_an_infinite_bound_by_name():
+    base = {"min": 0.0, "max": 1.0, "step": 0.1, "value": 0.5}
+    for key in base:
+        for bad in (float("inf"), float("-inf")):
+            with pytest.raises(ValueError, match=rf"^{key}: must be finite, got -?inf \(slider 'x'\)"):
+                slider("x", **{**base, key: bad})

@@ -5,7 +5,7 @@ from typing import Sequence
 
 import torch
 
-from labkit.core.checks import check_int
+from labkit.core.checks import check_has, check_int
 from labkit.core.rollouts import Rollouts
 from labkit.policies.lm import sequence_logprobs
 
@@ -25,7 +25,7 @@ class LMLearner:
 
     def __init__(self, env, train_problems: Sequence, eval_problems: Sequence, *, prompts_per_batch: int = 8,
                  n_per_prompt: int = 8):
-        self.env = env
+        self.env = check_has("env", env, ("model", "rollouts"), "an ArithmeticLM")
         self.train_problems, self.eval_problems = list(train_problems), list(eval_problems)
         if not self.train_problems:
             raise ValueError("train_problems: need at least one problem")

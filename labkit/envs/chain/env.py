@@ -26,7 +26,7 @@ from typing import Sequence
 
 import torch
 
-from labkit.core.checks import as_tensor, check_int, check_number
+from labkit.core.checks import as_tensor, check_int, check_number, check_policy
 from labkit.core.credit import Cost
 from labkit.core.rollouts import Rollouts
 from labkit.envs.tabular import TabularMDP
@@ -143,6 +143,7 @@ class BifurcationChain:
             raise TypeError(f"policy: expected a TabularSoftmaxPolicy over ({self.n_states}, {self.n_actions}) "
                             f"(states, actions), e.g. TabularSoftmaxPolicy(chain.n_states, chain.n_actions); "
                             f"got {type(policy).__name__}")
+        check_policy("policy", policy)
         if tuple(policy.logits.shape) != (self.n_states, self.n_actions):
             raise ValueError(f"policy: logits have shape {tuple(policy.logits.shape)}, this chain "
                              f"needs ({self.n_states}, {self.n_actions})")
@@ -195,6 +196,7 @@ class BifurcationChain:
         """Mean return of ``k`` fresh continuations from each state in ``states`` (N,), and the
         number of environment steps spent. A continuation from state (t, ok) re-runs positions
         t..T-1 with ``policy`` (the token at t included), so its expected return is V(state)."""
+        check_policy("policy", policy)
         k = check_int("k", k, low=1)
         states = as_tensor("states", states).long().reshape(-1)
         if states.numel() == 0:
@@ -233,6 +235,8 @@ class BifurcationChain:
         """A ``value_fn`` for ``labkit.credit.mc``: V at the start of every step of the rollouts
         (the chain's steps of ``step_len`` tokens), each the mean of k continuations re-run from
         that step's first state; the Cost counts those vines only, every token they run."""
+        check_policy("policy", policy)
+
         def value_fn(rollouts: Rollouts, k: int) -> tuple[torch.Tensor, Cost]:
             if rollouts.states is None:
                 raise ValueError("rollouts.states: vines restart from recorded states")
@@ -243,6 +247,8 @@ class BifurcationChain:
     def cut_value_fn(self, policy, *, seed: int = 0):
         """A ``CutValueFn`` for SPO (``labkit.credit.mc.spo``): V of the prefix before every cut
         position, the mean of k continuations re-run from the state recorded there."""
+        check_policy("policy", policy)
+
         def cut_value_fn(rollouts: Rollouts, cuts: torch.Tensor, k: int) -> tuple[torch.Tensor, Cost]:
             if rollouts.states is None:
                 raise ValueError("rollouts.states: vines restart from recorded states")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import check_int
+from labkit.core.checks import check_has, check_int, check_policy
 from labkit.core.rollouts import Rollouts
 from labkit.envs.tabular import exact_truth
 
@@ -18,7 +18,8 @@ class ChainLearner:
     default_lr = 0.1
 
     def __init__(self, env, policy, *, batch_size: int = 32, group_size: int = 8):
-        self.env, self.policy = env, policy
+        self.env = check_has("env", env, ("sample", "mdp"), "a BifurcationChain")
+        self.policy = check_policy("policy", policy)
         self.batch_size = check_int("batch_size", batch_size, low=1)
         self.group_size = check_int("group_size", group_size, low=1)
         if self.batch_size % self.group_size:

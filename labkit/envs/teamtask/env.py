@@ -66,7 +66,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_shape
+from labkit.core.checks import as_tensor, check_choice, check_int, check_number, check_policy, check_shape
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.envs.teamtask.truth import TeamTruth, enumerate_truth
 
@@ -233,6 +233,7 @@ class TeamTask:
         if len(policies) != self.n_agents:
             raise ValueError(f"policies: expected {self.n_agents} (one per agent), got {len(policies)}")
         for i, pol in enumerate(policies):
+            check_policy(f"policies[{i}]", pol)
             shape = tuple(getattr(pol, "logits", torch.empty(0)).shape)
             want = (len(self.obs_names[i]), len(self.action_names[i]))
             if shape != want:

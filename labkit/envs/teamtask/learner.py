@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from labkit.core.checks import check_int
+from labkit.core.checks import check_has, check_int
 from labkit.core.rollouts import Rollouts
 from labkit.envs.teamtask.env import TeamTask
 from labkit.envs.teamtask.truth import TeamTruth
@@ -24,7 +24,7 @@ class TeamLearner:
 
     def __init__(self, env: TeamTask, policies, *, n_tasks: int = 8, group_size: int = 8,
                  track_grads: bool = True):
-        self.env = env
+        self.env = check_has("env", env, ("sample", "truth", "make_policies"), "a TeamTask")
         self.policies = env._check_policies(policies)
         self.n_tasks = check_int("n_tasks", n_tasks, low=1)
         self.group_size = check_int("group_size", group_size, low=1)

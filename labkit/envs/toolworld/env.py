@@ -71,7 +71,7 @@ from typing import Sequence
 
 import torch
 
-from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number
+from labkit.core.checks import as_tensor, check_int, check_integer_tensor, check_number, check_policy
 from labkit.core.credit import Cost
 from labkit.core.rollouts import Rollouts, check_rollouts
 from labkit.envs.toolworld.replay import restored_states
@@ -192,6 +192,7 @@ class ToolWorld:
 
     # ---- policies
     def _check_policy(self, policy) -> None:
+        check_policy("policy", policy)
         shape = tuple(getattr(policy, "logits", torch.empty(0)).shape)
         if shape != (self.n_obs, self.n_actions):
             raise ValueError(f"policy: logits have shape {shape}, this ToolWorld needs "
@@ -459,6 +460,7 @@ class ToolWorld:
         posterior given the turn-level record ``hidden`` (hidden state), ``actions`` and
         ``present`` (B, N), for ``rollout_with_noise`` (``labkit.envs.toolworld.replay``)."""
         from labkit.envs.toolworld.replay import abduct_noise
+        check_policy("policy", policy)
         return abduct_noise(self, policy, hidden, actions, present, seed=seed)
 
     def rollout_with_noise(self, policy, bug, fixed, obs, turn, noise, *,
@@ -467,6 +469,7 @@ class ToolWorld:
         replays that share them share the tools' luck and the policy's draws
         (``labkit.envs.toolworld.replay``). Returns (return-to-go per row, env steps)."""
         from labkit.envs.toolworld.replay import play
+        check_policy("policy", policy)
         return play(self, policy, bug, fixed, obs, turn, noise, first_action=first_action)
 
     def occupancy(self, pi: torch.Tensor) -> torch.Tensor:

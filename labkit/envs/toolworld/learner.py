@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from labkit.core.checks import check_int
+from labkit.core.checks import check_has, check_int
 from labkit.core.rollouts import Rollouts
 from labkit.core.stats import group_spread
 
@@ -23,6 +23,7 @@ class ToolLearner:
     default_lr = 0.1
 
     def __init__(self, env, policy, *, n_tasks: int = 8, group_size: int = 8, batch_filter=None):
+        check_has("env", env, ("sample", "truth", "make_policy"), "a ToolWorld")
         env._check_policy(policy)
         self.env, self.policy = env, policy
         self.n_tasks = check_int("n_tasks", n_tasks, low=1)
